@@ -1,0 +1,88 @@
+# onepool — every command users and CI rely on. `make help` lists them.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+LAB_DIR ?= $(CURDIR)/.lab
+LAB_NODES ?= 4
+LAB_EXTRA_NODES ?= 0
+export ONEPOOL_LAB_DIR := $(LAB_DIR)
+export ONEPOOL_LAB_NODES := $(LAB_NODES)
+export ONEPOOL_LAB_EXTRA_NODES := $(LAB_EXTRA_NODES)
+
+BIN := $(LAB_DIR)/bin
+K8S_VERSION := v1.35.4
+K8S_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=35
+KWOK_VERSION := v0.8.0
+FUZZTIME ?= 10s
+UNIT_PKGS := ./slurmrest/... ./test/lab/...
+
+.PHONY: help up down lab-status tools generate openapi-spec vet unit fuzz e2e test bench bench-slurmrest
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
+
+up: tools ## the whole system on this machine (Slurm lab + Kubernetes control plane)
+	$(BIN)/lab up
+
+down: ## stop everything `make up` started and unmount the lab
+	@if [ -x $(BIN)/lab ]; then $(BIN)/lab down; else go run ./test/lab/cmd/lab down; fi
+
+lab-status: ## which lab daemons run
+	@$(BIN)/lab status
+
+tools: $(BIN)/kube-apiserver $(BIN)/kubectl $(BIN)/etcd $(BIN)/kwok $(LAB_DIR)/kwok-stages.yaml $(BIN)/lab ## build the lab's binaries once (cached in .lab/bin)
+
+$(BIN)/kube-apiserver: go.mod go.sum
+	go build -ldflags "$(K8S_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-apiserver
+
+$(BIN)/kubectl: go.mod go.sum
+	go build -ldflags "$(K8S_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubectl
+
+$(BIN)/etcd: test/tools/etcd/go.mod test/tools/etcd/go.sum
+	cd test/tools/etcd && go build -o $@ go.etcd.io/etcd/server/v3
+
+$(BIN)/kwok:
+	GOBIN=$(BIN) go install sigs.k8s.io/kwok/cmd/kwok@$(KWOK_VERSION)
+
+# kwok ships no stages in the binary: take the upstream "fast" ones.
+$(LAB_DIR)/kwok-stages.yaml:
+	@mkdir -p $(LAB_DIR)
+	dir=$$(go mod download -json sigs.k8s.io/kwok@$(KWOK_VERSION) | sed -n 's/^\s*"Dir": "\(.*\)",/\1/p'); \
+	s=$$dir/kustomize/stage; \
+	for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+	         pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do \
+	  echo '---'; cat $$s/$$f; echo; done > $@.tmp && mv $@.tmp $@
+
+$(BIN)/lab: $(shell find test/lab -name '*.go' -not -name '*_test.go') go.mod
+	go build -o $@ ./test/lab/cmd/lab
+
+generate: ## regenerate everything generated (the slurmrestd client)
+	go tool oapi-codegen -config openapi/oapi-codegen-v0.0.42.yaml openapi/slurm-v0.0.42.json
+
+openapi-spec: ## refresh openapi/ from the lab's slurmrestd (needs the rootfs)
+	$(BIN)/lab up --slurm-only
+	$(BIN)/lab slurm-exec -- slurmrestd -s openapi/slurmctld -d v0.0.42 --generate-openapi-spec > openapi/slurm-v0.0.42.json
+
+vet: ## gofmt and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	go vet ./...
+
+unit: ## unit tests (replayed slurmrestd responses, no lab)
+	go test -count=1 $(UNIT_PKGS)
+
+fuzz: ## the decoders' fuzz targets, briefly
+	go test -run '^$$' -fuzz FuzzDecodeNodes -fuzztime $(FUZZTIME) ./slurmrest/internal/v0042/
+	go test -run '^$$' -fuzz FuzzDecodeJobs -fuzztime $(FUZZTIME) ./slurmrest/internal/v0042/
+
+e2e: tools ## e2e tests on the real lab (brings it up or reuses it)
+	$(BIN)/lab up
+	go test -count=1 -timeout 30m -p 1 ./test/e2e/...
+
+test: vet unit fuzz e2e ## everything CI runs
+
+bench: bench-slurmrest ## every benchmark; BENCH lines
+
+bench-slurmrest: tools ## slurmrest cache at 1,000 Slurm nodes and 200 jobs
+	ONEPOOL_LAB_EXTRA_NODES=1000 $(BIN)/lab up
+	ONEPOOL_BENCH=1 ONEPOOL_LAB_EXTRA_NODES=1000 go test -count=1 -timeout 20m -run '^TestBenchSlurmrest$$' -v ./test/bench/ | tee $(LAB_DIR)/bench-slurmrest.log | grep '^BENCH' || (tail -40 $(LAB_DIR)/bench-slurmrest.log; exit 1)

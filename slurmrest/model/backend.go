@@ -1,0 +1,26 @@
+package model
+
+import (
+	"context"
+	"time"
+)
+
+// Backend is one slurmrestd API version. Each adapter (v0.0.42, later
+// v0.0.44) implements it; nothing above it sees generated types.
+type Backend interface {
+	Ping(ctx context.Context) error
+	// ListNodes returns all nodes, or nil and no error when nothing changed
+	// since "since" (zero: always list).
+	ListNodes(ctx context.Context, since time.Time) (*NodeList, error)
+	GetNode(ctx context.Context, name string) (*Node, error)
+	UpdateNode(ctx context.Context, name string, u NodeUpdate) error
+	UpdateNodes(ctx context.Context, names []string, u NodeUpdate) error
+	// ListJobs is like ListNodes for jobs.
+	ListJobs(ctx context.Context, since time.Time) (*JobList, error)
+	GetJob(ctx context.Context, id uint32) (*Job, error)
+	JobStates(ctx context.Context, ids []uint32) ([]JobStateEntry, error)
+	SubmitJob(ctx context.Context, j JobSubmit) (uint32, error)
+	UpdateJob(ctx context.Context, id uint32, u JobUpdate) error
+	CancelJob(ctx context.Context, id uint32, signal string) error
+	ListPartitions(ctx context.Context) ([]Partition, error)
+}

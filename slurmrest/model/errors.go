@@ -1,0 +1,120 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Kinds of failure callers decide on, matched with errors.Is.
+var (
+	// ErrUnauthenticated: no token, or slurmrestd refused it (HTTP 401, or
+	// 511 / Slurm error 1007 for an expired or garbled token).
+	ErrUnauthenticated = errors.New("slurmrest: unauthenticated")
+	// ErrForbidden: the token's user may not do this (Slurm error 2010).
+	ErrForbidden = errors.New("slurmrest: not allowed")
+	// ErrNotFound: no such node or job.
+	ErrNotFound = errors.New("slurmrest: not found")
+	// ErrAlreadyInState: the object is already in the asked state (2028 on
+	// resuming a node that is not drained); callers treat it as done.
+	ErrAlreadyInState = errors.New("slurmrest: already in that state")
+	// ErrUnreachable: slurmrestd did not answer (refused, reset, deadline).
+	ErrUnreachable = errors.New("slurmrest: unreachable")
+	// ErrBadResponse: slurmrestd answered something onepool cannot read.
+	ErrBadResponse = errors.New("slurmrest: bad response")
+	// ErrSlurm: Slurm reported an error none of the kinds above covers.
+	ErrSlurm = errors.New("slurmrest: slurm error")
+	// ErrStale: the cache has not refreshed within its bound; the answer is
+	// unknown, not empty.
+	ErrStale = errors.New("slurmrest: cache is stale")
+)
+
+// Slurm error numbers onepool recognises.
+const (
+	ErrnoProtocolAuth    = 1007 // bad or expired credential
+	ErrnoAccessDenied    = 2010
+	ErrnoInvalidJobID    = 2017
+	ErrnoInvalidNodeName = 2018
+	ErrnoInvalidNodeSt   = 2028
+	ErrnoAlreadyDone     = 2021 // job already finished
+)
+
+// SlurmError is one entry of the `errors` array of a response.
+type SlurmError struct {
+	Errno       int
+	Error       string
+	Description string
+	Source      string
+}
+
+// APIError is a failed slurmrestd call. It never holds the token.
+type APIError struct {
+	Op         string // "drain node gpu-1"
+	Endpoint   string // "POST /slurm/v0.0.42/node/{node_name}"
+	StatusCode int    // 0 when no answer came
+	Errors     []SlurmError
+	Kind       error // one of the Err* kinds
+	Err        error // the cause (transport or decode error), may be nil
+}
+
+func (e *APIError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "slurmrest: %s", e.Op)
+	if e.StatusCode != 0 {
+		fmt.Fprintf(&b, ": HTTP %d", e.StatusCode)
+	}
+	for i, se := range e.Errors {
+		if i == 3 {
+			fmt.Fprintf(&b, " (and %d more)", len(e.Errors)-3)
+			break
+		}
+		fmt.Fprintf(&b, "; slurm error %d", se.Errno)
+		if msg := firstNonEmpty(se.Description, se.Error); msg != "" {
+			fmt.Fprintf(&b, ": %s", msg)
+		}
+	}
+	if e.Err != nil {
+		fmt.Fprintf(&b, ": %v", e.Err)
+	}
+	return b.String()
+}
+
+// Is matches the error's kind.
+func (e *APIError) Is(target error) bool { return e.Kind != nil && target == e.Kind }
+
+// Unwrap returns the cause.
+func (e *APIError) Unwrap() error { return e.Err }
+
+// HasErrno says whether Slurm reported errno.
+func (e *APIError) HasErrno(errno int) bool {
+	return slices.ContainsFunc(e.Errors, func(se SlurmError) bool { return se.Errno == errno })
+}
+
+// Classify picks the kind of a response from its status and Slurm errors.
+func Classify(status int, errs []SlurmError) error {
+	has := func(n int) bool { return slices.ContainsFunc(errs, func(se SlurmError) bool { return se.Errno == n }) }
+	switch {
+	case status == 401 || status == 511 || has(ErrnoProtocolAuth):
+		return ErrUnauthenticated
+	case status == 403 || has(ErrnoAccessDenied):
+		return ErrForbidden
+	case has(ErrnoInvalidNodeSt):
+		return ErrAlreadyInState
+	case status == 404 || has(ErrnoInvalidJobID) || has(ErrnoInvalidNodeName):
+		return ErrNotFound
+	case status == 502 || status == 503 || status == 504:
+		return ErrUnreachable
+	default:
+		return ErrSlurm
+	}
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

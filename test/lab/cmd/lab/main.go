@@ -1,0 +1,74 @@
+// Command lab brings the onepool lab up and down; see package lab.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/onepool/onepool/test/lab"
+)
+
+const usage = `usage: lab COMMAND
+  up [--slurm-only]        bring the lab up (or reuse what runs)
+  down                     stop every lab process and unmount the rootfs
+  status                   which lab daemons run
+  env                      shell exports for KUBECONFIG, slurmrestd URL and token, PATH
+  slurm-exec -- CMD ARGS   run a Slurm command inside the chroot (sinfo, scontrol, sbatch...)
+Environment: ONEPOOL_LAB_DIR, ONEPOOL_LAB_NODES (4), ONEPOOL_LAB_EXTRA_NODES (0)`
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "lab:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("no command\n%s", usage)
+	}
+	cfg, err := lab.ConfigFromEnv()
+	if err != nil {
+		return err
+	}
+	l, err := lab.New(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "up":
+		if len(rest) == 1 && rest[0] == "--slurm-only" {
+			return l.UpSlurm(ctx)
+		}
+		if err := l.Up(ctx); err != nil {
+			return err
+		}
+		fmt.Print(l.Usage())
+	case "down":
+		return l.Down(ctx)
+	case "status":
+		if n := l.Status(os.Stdout); n > 0 {
+			return fmt.Errorf("%d lab daemons are not running", n)
+		}
+	case "env":
+		fmt.Print(l.Env())
+	case "slurm-exec":
+		if len(rest) > 0 && rest[0] == "--" {
+			rest = rest[1:]
+		}
+		if len(rest) == 0 {
+			return fmt.Errorf("slurm-exec needs a command\n%s", usage)
+		}
+		out, err := l.Slurm(ctx, rest...)
+		os.Stdout.Write(out)
+		return err
+	default:
+		return fmt.Errorf("unknown command %q\n%s", cmd, usage)
+	}
+	return nil
+}

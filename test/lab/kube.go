@@ -1,0 +1,164 @@
+package lab
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+func base64Std(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+func (l *Lab) kubeSteps() []step {
+	return []step{
+		{"check tools", l.checkTools},
+		{"kubernetes pki", l.ensurePKI},
+		{"etcd", l.startEtcd},
+		{"kube-apiserver", l.startAPIServer},
+		{"kwok", l.startKwok},
+		{"kwok nodes", l.ensureKubeNodes},
+	}
+}
+
+func (l *Lab) pki() pki { return pki{dir: l.path("run", "pki")} }
+
+// APIServerURL is the lab's kube-apiserver.
+func (l *Lab) APIServerURL() string { return fmt.Sprintf("https://127.0.0.1:%d", APIServerPort) }
+
+func (l *Lab) checkTools(context.Context) error {
+	for _, t := range []string{"etcd", "kube-apiserver", "kubectl", "kwok"} {
+		if _, err := os.Stat(filepath.Join(l.BinDir(), t)); err != nil {
+			return fmt.Errorf("%s is not built: run `make tools` (or `make up`)", filepath.Join(l.BinDir(), t))
+		}
+	}
+	if _, err := os.Stat(l.path("kwok-stages.yaml")); err != nil {
+		return fmt.Errorf("kwok stages missing: run `make tools`: %w", err)
+	}
+	return nil
+}
+
+func (l *Lab) ensurePKI(context.Context) error {
+	p := l.pki()
+	if err := p.ensure(); err != nil {
+		return err
+	}
+	kc, err := p.kubeconfig(l.APIServerURL())
+	if err != nil {
+		return err
+	}
+	_, err = writeIfChanged(l.Kubeconfig(), kc)
+	return err
+}
+
+func (l *Lab) startEtcd(ctx context.Context) error {
+	d := daemon{
+		name: "etcd",
+		argv: []string{filepath.Join(l.BinDir(), "etcd"), "--name", "lab", "--data-dir", l.path("run", "etcd"),
+			"--listen-client-urls", fmt.Sprintf("http://127.0.0.1:%d", EtcdClientPort),
+			"--advertise-client-urls", fmt.Sprintf("http://127.0.0.1:%d", EtcdClientPort),
+			"--listen-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", EtcdPeerPort),
+			"--initial-advertise-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", EtcdPeerPort),
+			"--initial-cluster", fmt.Sprintf("lab=http://127.0.0.1:%d", EtcdPeerPort),
+			"--unsafe-no-fsync", "--quota-backend-bytes", "4294967296", "--log-level", "warn"},
+		port: EtcdClientPort,
+	}
+	if _, err := l.start(d); err != nil {
+		return err
+	}
+	return waitFor(ctx, "etcd", 30*time.Second, filepath.Join(l.LogDir(), "etcd.out"), func(ctx context.Context) error {
+		return httpOK(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/health", EtcdClientPort))
+	})
+}
+
+func (l *Lab) startAPIServer(ctx context.Context) error {
+	p := l.pki()
+	d := daemon{
+		name: "kube-apiserver",
+		argv: []string{filepath.Join(l.BinDir(), "kube-apiserver"),
+			"--etcd-servers", fmt.Sprintf("http://127.0.0.1:%d", EtcdClientPort),
+			"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
+			"--secure-port", fmt.Sprint(APIServerPort),
+			"--tls-cert-file", p.path("apiserver.crt"), "--tls-private-key-file", p.path("apiserver.key"),
+			"--client-ca-file", p.path("ca.crt"),
+			"--service-account-issuer", "https://kubernetes.default.svc",
+			"--service-account-key-file", p.path("sa.pub"), "--service-account-signing-key-file", p.path("sa.key"),
+			"--authorization-mode", "RBAC",
+			"--service-cluster-ip-range", "10.96.0.0/16",
+			"--allow-privileged=true",
+			// No kube-controller-manager runs: nothing would remove the
+			// not-ready taint or create default ServiceAccounts.
+			"--disable-admission-plugins", "ServiceAccount,TaintNodesByCondition",
+			"--cert-dir", l.path("run", "apiserver-certs"),
+		},
+		port: APIServerPort,
+	}
+	if _, err := l.start(d); err != nil {
+		return err
+	}
+	client, err := l.adminHTTPClient()
+	if err != nil {
+		return err
+	}
+	return waitFor(ctx, "kube-apiserver", 90*time.Second, filepath.Join(l.LogDir(), "kube-apiserver.out"), func(ctx context.Context) error {
+		return httpOK(ctx, client, l.APIServerURL()+"/readyz")
+	})
+}
+
+func (l *Lab) adminHTTPClient() (*http.Client, error) {
+	p := l.pki()
+	cert, err := tls.LoadX509KeyPair(p.path("admin.crt"), p.path("admin.key"))
+	if err != nil {
+		return nil, err
+	}
+	caPEM, err := os.ReadFile(p.path("ca.crt"))
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12},
+	}}, nil
+}
+
+func httpOK(ctx context.Context, c *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: HTTP %d: %s", url, resp.StatusCode, body)
+	}
+	return nil
+}
+
+func (l *Lab) startKwok(ctx context.Context) error {
+	d := daemon{
+		name: "kwok",
+		argv: []string{filepath.Join(l.BinDir(), "kwok"), "--kubeconfig", l.Kubeconfig(),
+			"--config", l.path("kwok-stages.yaml"),
+			"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+			"--cidr=10.244.0.0/16", "--node-ip=127.0.0.1",
+			"--server-address", fmt.Sprintf("127.0.0.1:%d", KwokMetricsPort)},
+		port: KwokMetricsPort,
+		env:  []string{"HOME=" + l.path("run"), "PATH=/usr/bin:/bin"},
+	}
+	if _, err := l.start(d); err != nil {
+		return err
+	}
+	return waitFor(ctx, "kwok", 30*time.Second, filepath.Join(l.LogDir(), "kwok.out"), func(ctx context.Context) error {
+		return httpOK(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/healthz", KwokMetricsPort))
+	})
+}

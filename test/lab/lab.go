@@ -1,0 +1,234 @@
+// Package lab runs the real thing on one machine: Slurm 24.11 (slurmctld,
+// several slurmd, slurmrestd) in a Debian trixie chroot, and a Kubernetes
+// control plane (etcd, kube-apiserver, kwok nodes). Every e2e test, benchmark
+// and `make up` goes through it.
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// Names shared by Slurm and Kubernetes in the lab.
+const (
+	ClusterName    = "onepool"
+	Partition      = "main"
+	ScalePartition = "scale"
+	GPUsPerNode    = 8
+	GPUType        = "h100"
+	NodeCPUs       = 64
+	NodeMemoryMB   = 512000
+)
+
+// Ports on 127.0.0.1. They sit away from the daemons' defaults so a real
+// Slurm or Kubernetes on the host never collides with the lab.
+const (
+	EtcdClientPort   = 23790
+	EtcdPeerPort     = 23800
+	APIServerPort    = 26443
+	SlurmctldPort    = 26817
+	SlurmrestdPort   = 26820
+	SlurmdPortBase   = 26900
+	KwokMetricsPort  = 26247
+	slurmAPIVersion  = "v0.0.42"
+	defaultNodes     = 4
+	maxLabNodes      = 64
+	maxExtraNodes    = 20000
+	tokenLifetime    = 24 * time.Hour
+	tokenRenewBefore = 12 * time.Hour
+)
+
+// Config says where the lab lives and how big it is.
+type Config struct {
+	// Dir holds everything the lab makes: rootfs, binaries, logs, pids, keys.
+	Dir string
+	// Nodes is the number of GPU nodes with a real slurmd (gpu-0 ... gpu-N-1).
+	Nodes int
+	// ExtraNodes is the number of Slurm-only nodes (sim-0000 ...) for scale
+	// benchmarks; each also gets a kwok Node of the same name.
+	ExtraNodes int
+	// Log receives one line per step.
+	Log io.Writer
+}
+
+// ConfigFromEnv reads ONEPOOL_LAB_DIR, ONEPOOL_LAB_NODES and
+// ONEPOOL_LAB_EXTRA_NODES. Without ONEPOOL_LAB_DIR it uses .lab at the top of
+// the repository that holds the working directory.
+func ConfigFromEnv() (Config, error) {
+	c := Config{Dir: os.Getenv("ONEPOOL_LAB_DIR"), Nodes: defaultNodes, Log: os.Stderr}
+	if c.Dir == "" {
+		top, err := repoRoot()
+		if err != nil {
+			return c, err
+		}
+		c.Dir = filepath.Join(top, ".lab")
+	}
+	abs, err := filepath.Abs(c.Dir)
+	if err != nil {
+		return c, fmt.Errorf("lab dir: %w", err)
+	}
+	c.Dir = abs
+	for _, v := range []struct {
+		env string
+		dst *int
+		max int
+	}{{"ONEPOOL_LAB_NODES", &c.Nodes, maxLabNodes}, {"ONEPOOL_LAB_EXTRA_NODES", &c.ExtraNodes, maxExtraNodes}} {
+		s := os.Getenv(v.env)
+		if s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 || n > v.max {
+			return c, fmt.Errorf("%s=%q: want a number from 0 to %d", v.env, s, v.max)
+		}
+		*v.dst = n
+	}
+	if c.Nodes < 1 {
+		return c, errors.New("ONEPOOL_LAB_NODES: the lab needs at least one GPU node")
+	}
+	return c, nil
+}
+
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			if _, err := os.Stat(filepath.Join(d, "test", "lab")); err == nil {
+				return d, nil
+			}
+		}
+		if d == filepath.Dir(d) {
+			return "", fmt.Errorf("no onepool checkout above %s: set ONEPOOL_LAB_DIR", dir)
+		}
+	}
+}
+
+// Lab is a configured lab; its methods bring it up, reach it and stop it.
+type Lab struct {
+	cfg Config
+}
+
+// New checks the configuration; it starts nothing.
+func New(cfg Config) (*Lab, error) {
+	if cfg.Dir == "" || !filepath.IsAbs(cfg.Dir) {
+		return nil, fmt.Errorf("lab dir %q must be an absolute path", cfg.Dir)
+	}
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	return &Lab{cfg: cfg}, nil
+}
+
+// Config returns the lab's configuration.
+func (l *Lab) Config() Config { return l.cfg }
+
+func (l *Lab) path(elem ...string) string {
+	return filepath.Join(append([]string{l.cfg.Dir}, elem...)...)
+}
+
+// Paths other code and tests use.
+func (l *Lab) RootFS() string     { return l.path("rootfs") }
+func (l *Lab) BinDir() string     { return l.path("bin") }
+func (l *Lab) LogDir() string     { return l.path("logs") }
+func (l *Lab) Kubeconfig() string { return l.path("run", "kubeconfig") }
+func (l *Lab) TokenFile() string  { return l.path("run", "slurm-token") }
+func (l *Lab) RESTURL() string    { return fmt.Sprintf("http://127.0.0.1:%d", SlurmrestdPort) }
+func (l *Lab) Kubectl() string    { return filepath.Join(l.BinDir(), "kubectl") }
+
+// NodeNames are the GPU nodes that run a real slurmd.
+func (l *Lab) NodeNames() []string {
+	names := make([]string, l.cfg.Nodes)
+	for i := range names {
+		names[i] = "gpu-" + strconv.Itoa(i)
+	}
+	return names
+}
+
+// ExtraNodeNames are the Slurm-only scale nodes.
+func (l *Lab) ExtraNodeNames() []string {
+	names := make([]string, l.cfg.ExtraNodes)
+	for i := range names {
+		names[i] = fmt.Sprintf("sim-%04d", i)
+	}
+	return names
+}
+
+type step struct {
+	name string
+	run  func(context.Context) error
+}
+
+func (l *Lab) runSteps(ctx context.Context, steps []step) error {
+	for _, s := range steps {
+		start := time.Now()
+		if err := s.run(ctx); err != nil {
+			fmt.Fprintf(l.cfg.Log, "lab: %-16s FAILED after %s\n", s.name, time.Since(start).Round(10*time.Millisecond))
+			return fmt.Errorf("lab step %q: %w", s.name, err)
+		}
+		fmt.Fprintf(l.cfg.Log, "lab: %-16s ok (%s)\n", s.name, time.Since(start).Round(10*time.Millisecond))
+	}
+	return nil
+}
+
+func (l *Lab) checkRoot() error {
+	if os.Geteuid() != 0 {
+		return errors.New("the lab needs root (chroot, mount, mknod): run it as root")
+	}
+	return nil
+}
+
+// Up brings the whole lab up, reusing whatever already runs. It is safe to
+// call again on a running lab.
+func (l *Lab) Up(ctx context.Context) error {
+	if err := l.checkRoot(); err != nil {
+		return err
+	}
+	start := time.Now()
+	steps := append(l.slurmSteps(), l.kubeSteps()...)
+	if err := l.runSteps(ctx, steps); err != nil {
+		return err
+	}
+	fmt.Fprintf(l.cfg.Log, "lab: up in %s\n", time.Since(start).Round(100*time.Millisecond))
+	return nil
+}
+
+// UpSlurm brings up only the Slurm half.
+func (l *Lab) UpSlurm(ctx context.Context) error {
+	if err := l.checkRoot(); err != nil {
+		return err
+	}
+	return l.runSteps(ctx, l.slurmSteps())
+}
+
+// Down stops every lab process and unmounts everything under the rootfs. The
+// cached rootfs and binaries stay.
+func (l *Lab) Down(ctx context.Context) error {
+	if err := l.checkRoot(); err != nil {
+		return err
+	}
+	var errs []error
+	for _, name := range []string{"kwok", "kube-apiserver", "etcd", "slurmrestd"} {
+		errs = append(errs, l.stopDaemon(name))
+	}
+	for _, n := range l.NodeNames() {
+		errs = append(errs, l.stopDaemon("slurmd-"+n))
+	}
+	errs = append(errs, l.stopDaemon("slurmctld"), l.stopDaemon("munged"))
+	// Job steps, stray slurmd of an old config, anything else left inside the chroot.
+	errs = append(errs, killChrooted(l.RootFS()))
+	errs = append(errs, unmountUnder(l.RootFS()))
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	fmt.Fprintln(l.cfg.Log, "lab: down")
+	return nil
+}

@@ -1,0 +1,133 @@
+package lab
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// pki is the lab's small certificate authority: a CA, the apiserver's
+// serving certificate, an admin client certificate (system:masters) and the
+// service-account signing key. Made once, kept under run/pki.
+type pki struct{ dir string }
+
+func (p pki) path(name string) string { return filepath.Join(p.dir, name) }
+
+func (p pki) ensure() error {
+	if _, err := os.Stat(p.path("admin.crt")); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(p.dir, 0o700); err != nil {
+		return err
+	}
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	now := time.Now().Add(-time.Hour)
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "onepool-lab-ca"},
+		NotBefore: now, NotAfter: now.Add(10 * 365 * 24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return err
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return err
+	}
+	issue := func(name string, serial int64, tmpl *x509.Certificate) error {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			return err
+		}
+		tmpl.SerialNumber = big.NewInt(serial)
+		tmpl.NotBefore, tmpl.NotAfter = now, now.Add(10*365*24*time.Hour)
+		tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+		if err != nil {
+			return err
+		}
+		return p.writePair(name, der, key)
+	}
+	errs := []error{
+		p.writePair("ca", caDER, caKey),
+		issue("apiserver", 2, &x509.Certificate{
+			Subject: pkix.Name{CommonName: "kube-apiserver"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+			DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
+			IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")},
+		}),
+	}
+	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	saPub, err := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
+	if err != nil {
+		return err
+	}
+	errs = append(errs,
+		os.WriteFile(p.path("sa.key"), pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(saKey)}), 0o600),
+		os.WriteFile(p.path("sa.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPub}), 0o644),
+		// admin.crt last: its presence says the set is complete.
+		issue("admin", 3, &x509.Certificate{
+			Subject: pkix.Name{CommonName: "onepool-admin", Organization: []string{"system:masters"}}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		}),
+	)
+	return errors.Join(errs...)
+}
+
+func (p pki) writePair(name string, der []byte, key *ecdsa.PrivateKey) error {
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(p.path(name+".key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(p.path(name+".crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+}
+
+func (p pki) kubeconfig(server string) (string, error) {
+	read := func(n string) (string, error) {
+		b, err := os.ReadFile(p.path(n))
+		return string(b), err
+	}
+	ca, err1 := read("ca.crt")
+	crt, err2 := read("admin.crt")
+	key, err3 := read("admin.key")
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return "", err
+	}
+	b64 := func(s string) string { return base64Std(s) }
+	return fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: onepool-lab
+  cluster:
+    server: %s
+    certificate-authority-data: %s
+users:
+- name: onepool-admin
+  user:
+    client-certificate-data: %s
+    client-key-data: %s
+contexts:
+- name: onepool-lab
+  context: {cluster: onepool-lab, user: onepool-admin}
+current-context: onepool-lab
+`, server, b64(ca), b64(crt), b64(key)), nil
+}

@@ -1,0 +1,350 @@
+package lab
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func (l *Lab) slurmSteps() []step {
+	return []step{
+		{"slurm rootfs", l.ensureRootFS},
+		{"slurm config", l.configureSlurm},
+		{"slurm daemons", l.startSlurm},
+		{"slurm token", l.ensureToken},
+	}
+}
+
+func (l *Lab) slurmConfig() (slurmConfig, error) {
+	host, err := os.Hostname()
+	if err != nil {
+		return slurmConfig{}, err
+	}
+	host, _, _ = strings.Cut(host, ".")
+	return slurmConfig{ControlHost: host, Nodes: l.NodeNames(), ExtraNodes: l.ExtraNodeNames()}, nil
+}
+
+// chrootUser returns uid and gid of user in the rootfs's /etc/passwd.
+func (l *Lab) chrootUser(user string) (uint32, uint32, error) {
+	f, err := os.Open(filepath.Join(l.RootFS(), "etc/passwd"))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		p := strings.Split(sc.Text(), ":")
+		if len(p) >= 4 && p[0] == user {
+			uid, err1 := strconv.ParseUint(p[2], 10, 32)
+			gid, err2 := strconv.ParseUint(p[3], 10, 32)
+			if err := errors.Join(err1, err2); err != nil {
+				return 0, 0, fmt.Errorf("passwd entry of %s: %w", user, err)
+			}
+			return uint32(uid), uint32(gid), nil
+		}
+	}
+	return 0, 0, fmt.Errorf("no user %s in the lab rootfs", user)
+}
+
+// configureSlurm writes the Slurm config and makes users, keys, folders and
+// fake GPUs. When slurm.conf changes under running daemons (another node
+// count), they are stopped so startSlurm brings them up on the new config.
+func (l *Lab) configureSlurm(ctx context.Context) error {
+	root := l.RootFS()
+	if err := mountChroot(root); err != nil {
+		return err
+	}
+	if err := makeDevices(root); err != nil {
+		return err
+	}
+	if _, _, err := l.chrootUser("slurmrest"); err != nil {
+		if err := runLoggedIn(ctx, time.Minute, filepath.Join(l.LogDir(), "setup.log"), root,
+			"useradd", "--system", "--user-group", "--no-create-home", "--shell", "/usr/sbin/nologin", "slurmrest"); err != nil {
+			return err
+		}
+	}
+	slurmUID, slurmGID, err := l.chrootUser("slurm")
+	if err != nil {
+		return err
+	}
+	mungeUID, mungeGID, err := l.chrootUser("munge")
+	if err != nil {
+		return err
+	}
+	for _, d := range []struct {
+		path     string
+		uid, gid uint32
+		mode     os.FileMode
+	}{
+		{"var/spool/slurmctld", slurmUID, slurmGID, 0o755},
+		{"var/spool/slurmd", 0, 0, 0o755},
+		{"var/log/onepool", slurmUID, slurmGID, 0o777},
+		{"run/munge", mungeUID, mungeGID, 0o755},
+		{"var/lib/fakegpu", 0, 0, 0o755},
+	} {
+		p := filepath.Join(root, d.path)
+		if err := os.MkdirAll(p, d.mode); err != nil {
+			return err
+		}
+		if err := os.Chown(p, int(d.uid), int(d.gid)); err != nil {
+			return err
+		}
+		if err := os.Chmod(p, d.mode); err != nil {
+			return err
+		}
+	}
+	// Slurm's own logs live in the chroot; the log folder links to them.
+	if err := os.MkdirAll(l.LogDir(), 0o755); err != nil {
+		return err
+	}
+	link := filepath.Join(l.LogDir(), "slurm")
+	if _, err := os.Lstat(link); err != nil {
+		if err := os.Symlink(filepath.Join(root, "var/log/onepool"), link); err != nil {
+			return err
+		}
+	}
+	for i := 0; i < GPUsPerNode; i++ {
+		if err := mknodChar(filepath.Join(root, "var/lib/fakegpu", "nvidia"+strconv.Itoa(i)), 195, uint32(i), 0o666); err != nil {
+			return err
+		}
+	}
+	if err := l.ensureKey(filepath.Join(root, "etc/slurm/jwt_hs256.key"), 32, slurmUID, slurmGID); err != nil {
+		return err
+	}
+	if err := l.ensureKey(filepath.Join(root, "etc/munge/munge.key"), 128, mungeUID, mungeGID); err != nil {
+		return err
+	}
+	cfg, err := l.slurmConfig()
+	if err != nil {
+		return err
+	}
+	hosts := fmt.Sprintf("127.0.0.1 localhost %s %s\n::1 localhost\n", cfg.ControlHost, strings.Join(cfg.Nodes, " "))
+	changed := false
+	for _, f := range []struct{ path, body string }{
+		{"etc/hosts", hosts},
+		{"etc/slurm/slurm.conf", cfg.slurmConf()},
+		{"etc/slurm/gres.conf", cfg.gresConf()},
+		{"etc/slurm/cgroup.conf", cgroupConf},
+	} {
+		c, err := writeIfChanged(filepath.Join(root, f.path), f.body)
+		if err != nil {
+			return err
+		}
+		changed = changed || c
+	}
+	if changed {
+		return l.stopSlurm()
+	}
+	return nil
+}
+
+func (l *Lab) ensureKey(path string, size int, uid, gid uint32) error {
+	if st, err := os.Stat(path); err == nil && st.Size() >= int64(size) {
+		return nil
+	}
+	key := make([]byte, size)
+	if _, err := rand.Read(key); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, key, 0o600); err != nil {
+		return err
+	}
+	return os.Chown(path, int(uid), int(gid))
+}
+
+func writeIfChanged(path, body string) (bool, error) {
+	if old, err := os.ReadFile(path); err == nil && string(old) == body {
+		return false, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return false, err
+	}
+	return true, os.WriteFile(path, []byte(body), 0o644)
+}
+
+func (l *Lab) slurmDaemons() ([]daemon, error) {
+	root := l.RootFS()
+	mungeUID, mungeGID, err := l.chrootUser("munge")
+	if err != nil {
+		return nil, err
+	}
+	ds := []daemon{
+		{name: "munged", argv: []string{"/usr/sbin/munged", "-F", "--num-threads=4"}, chroot: root, uid: mungeUID, gid: mungeGID, env: chrootEnv},
+		{name: "slurmctld", argv: []string{"/usr/sbin/slurmctld", "-D"}, chroot: root, port: SlurmctldPort, env: chrootEnv},
+	}
+	for i, n := range l.NodeNames() {
+		ds = append(ds, daemon{name: "slurmd-" + n, argv: []string{"/usr/sbin/slurmd", "-D", "-N", n}, chroot: root, port: SlurmdPortBase + i, env: chrootEnv})
+	}
+	return ds, nil
+}
+
+func (l *Lab) slurmrestd() daemon {
+	return daemon{
+		name: "slurmrestd",
+		argv: []string{"/usr/sbin/slurmrestd", "-u", "slurmrest", "-g", "slurmrest", "-a", "rest_auth/jwt", "-s", "openapi/slurmctld",
+			fmt.Sprintf("127.0.0.1:%d", SlurmrestdPort)},
+		chroot: l.RootFS(), port: SlurmrestdPort,
+		env: append([]string{"SLURM_JWT=daemon"}, chrootEnv...),
+	}
+}
+
+func (l *Lab) startSlurm(ctx context.Context) error {
+	ds, err := l.slurmDaemons()
+	if err != nil {
+		return err
+	}
+	logs := filepath.Join(l.LogDir(), "slurm")
+	for _, d := range ds {
+		if _, err := l.start(d); err != nil {
+			return err
+		}
+		switch d.name {
+		case "munged":
+			sock := filepath.Join(l.RootFS(), "run/munge/munge.socket.2")
+			err = waitFor(ctx, "munged", 20*time.Second, filepath.Join(l.LogDir(), "munged.out"), func(context.Context) error {
+				_, err := os.Stat(sock)
+				return err
+			})
+		case "slurmctld":
+			err = waitFor(ctx, "slurmctld", 60*time.Second, filepath.Join(logs, "slurmctld.log"), func(ctx context.Context) error {
+				out, err := l.Slurm(ctx, "scontrol", "ping")
+				if err == nil && !bytes.Contains(out, []byte("UP")) {
+					err = fmt.Errorf("scontrol ping: %s", bytes.TrimSpace(out))
+				}
+				return err
+			})
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := waitFor(ctx, "slurmd on every GPU node", 90*time.Second, logs, l.nodesResponding); err != nil {
+		return err
+	}
+	if _, err := l.start(l.slurmrestd()); err != nil {
+		return err
+	}
+	return waitFor(ctx, "slurmrestd", 30*time.Second, filepath.Join(l.LogDir(), "slurmrestd.out"), func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.RESTURL()+"/slurm/"+slurmAPIVersion+"/ping/", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET /ping/: HTTP %d", resp.StatusCode)
+		}
+		return nil
+	})
+}
+
+// nodesResponding is nil once slurmctld hears from every GPU node's slurmd.
+func (l *Lab) nodesResponding(ctx context.Context) error {
+	out, err := l.Slurm(ctx, "sinfo", "-h", "-N", "-p", Partition, "-o", "%N %T")
+	if err != nil {
+		return err
+	}
+	seen := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if f := strings.Fields(line); len(f) == 2 {
+			seen[f[0]] = f[1]
+		}
+	}
+	for _, n := range l.NodeNames() {
+		st, ok := seen[n]
+		if !ok {
+			return fmt.Errorf("node %s not in sinfo", n)
+		}
+		if strings.HasSuffix(st, "*") || strings.HasPrefix(st, "down") || strings.HasPrefix(st, "unknown") || strings.HasPrefix(st, "inval") {
+			return fmt.Errorf("node %s is %s", n, st)
+		}
+	}
+	return nil
+}
+
+func (l *Lab) stopSlurm() error {
+	var errs []error
+	errs = append(errs, l.stopDaemon("slurmrestd"))
+	for _, n := range l.NodeNames() {
+		errs = append(errs, l.stopDaemon("slurmd-"+n))
+	}
+	errs = append(errs, l.stopDaemon("slurmctld"))
+	// slurmd of nodes a previous config had (more nodes than now).
+	matches, _ := filepath.Glob(l.pidFile("slurmd-*"))
+	for _, m := range matches {
+		errs = append(errs, l.stopDaemon(strings.TrimSuffix(filepath.Base(m), ".pid")))
+	}
+	return errors.Join(errs...)
+}
+
+// StopSlurmrestd stops slurmrestd (for tests of a daemon that is down).
+func (l *Lab) StopSlurmrestd() error { return l.stopDaemon("slurmrestd") }
+
+// StartSlurmrestd starts slurmrestd again and waits until it answers.
+func (l *Lab) StartSlurmrestd(ctx context.Context) error { return l.startSlurm(ctx) }
+
+// RestartSlurmctld stops slurmctld and starts it again from its saved state.
+func (l *Lab) RestartSlurmctld(ctx context.Context) error {
+	if err := l.stopDaemon("slurmctld"); err != nil {
+		return err
+	}
+	return l.startSlurm(ctx)
+}
+
+// Slurm runs a Slurm command (scontrol, sinfo, sbatch, ...) inside the chroot
+// as root, bounded by 30 s since a dead slurmctld makes them hang.
+func (l *Lab) Slurm(ctx context.Context, argv ...string) ([]byte, error) {
+	return chrootOutput(ctx, 30*time.Second, l.RootFS(), nil, argv...)
+}
+
+// MintToken returns a new JWT for user that lives for lifespan.
+func (l *Lab) MintToken(ctx context.Context, user string, lifespan time.Duration) (string, error) {
+	secs := int(lifespan / time.Second)
+	if secs < 1 {
+		secs = 1
+	}
+	out, err := l.Slurm(ctx, "scontrol", "token", "username="+user, "lifespan="+strconv.Itoa(secs))
+	if err != nil {
+		return "", errors.New("scontrol token failed") // the output may hold a token; never echo it
+	}
+	tok, ok := strings.CutPrefix(strings.TrimSpace(string(out)), "SLURM_JWT=")
+	if !ok || tok == "" {
+		return "", errors.New("scontrol token printed no SLURM_JWT=")
+	}
+	return tok, nil
+}
+
+// ensureToken keeps an admin token for onepool in TokenFile, renewed when it
+// is older than half its life.
+func (l *Lab) ensureToken(ctx context.Context) error {
+	if st, err := os.Stat(l.TokenFile()); err == nil && time.Since(st.ModTime()) < tokenLifetime-tokenRenewBefore {
+		return nil
+	}
+	tok, err := l.MintToken(ctx, "slurm", tokenLifetime)
+	if err != nil {
+		return err
+	}
+	tmp := l.TokenFile() + ".tmp"
+	if err := os.MkdirAll(filepath.Dir(tmp), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(tmp, []byte(tok+"\n"), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, l.TokenFile())
+}

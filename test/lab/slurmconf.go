@@ -1,0 +1,80 @@
+package lab
+
+import (
+	"fmt"
+	"strings"
+)
+
+// slurmConfig is what the lab's slurm.conf depends on.
+type slurmConfig struct {
+	ControlHost string // the host's short name: slurmctld must find itself in SlurmctldHost
+	Nodes       []string
+	ExtraNodes  []string
+}
+
+// hostlist folds names like gpu-0 ... gpu-3 into a Slurm hostlist "gpu-[0-3]".
+// Names must share the prefix and have numeric suffixes of equal width.
+func hostlist(prefix string, count, width int) string {
+	if count == 1 {
+		return fmt.Sprintf("%s%0*d", prefix, width, 0)
+	}
+	return fmt.Sprintf("%s[%0*d-%0*d]", prefix, width, 0, width, count-1)
+}
+
+func (c slurmConfig) slurmConf() string {
+	var b strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
+	w("# Written by the onepool lab (test/lab); edits are overwritten by `make up`.")
+	w("ClusterName=%s", ClusterName)
+	w("SlurmctldHost=%s(127.0.0.1)", c.ControlHost)
+	w("SlurmctldPort=%d", SlurmctldPort)
+	w("SlurmdPort=%d", SlurmdPortBase)
+	w("SlurmUser=slurm")
+	w("SlurmdUser=root")
+	w("AuthType=auth/munge")
+	w("CredType=cred/munge")
+	w("AuthAltTypes=auth/jwt")
+	w("AuthAltParameters=jwt_key=/etc/slurm/jwt_hs256.key")
+	w("StateSaveLocation=/var/spool/slurmctld")
+	w("SlurmdSpoolDir=/var/spool/slurmd/%%n")
+	w("SlurmctldPidFile=/run/slurmctld.pid")
+	w("SlurmdPidFile=/run/slurmd-%%n.pid")
+	w("SlurmctldLogFile=/var/log/onepool/slurmctld.log")
+	w("SlurmdLogFile=/var/log/onepool/slurmd-%%n.log")
+	w("SlurmctldDebug=info")
+	w("SlurmdDebug=info")
+	// No systemd and no cgroups in the chroot: no task or accounting-gather plugin either.
+	w("ProctrackType=proctrack/linuxproc")
+	w("MpiDefault=none")
+	w("SelectType=select/cons_tres")
+	w("SelectTypeParameters=CR_Core_Memory")
+	w("DefMemPerCPU=1024")
+	w("GresTypes=gpu")
+	w("ReturnToService=2")
+	// Nodes claim 64 CPUs and 500 GB on a 2-core machine.
+	w("SlurmdParameters=config_overrides")
+	w("SlurmdTimeout=120")
+	w("KillWait=30")
+	w("MinJobAge=300")
+	w("MaxNodeCount=%d", len(c.Nodes)+len(c.ExtraNodes)+16)
+	node := fmt.Sprintf("CPUs=%d RealMemory=%d Gres=gpu:%s:%d", NodeCPUs, NodeMemoryMB, GPUType, GPUsPerNode)
+	for i, n := range c.Nodes {
+		w("NodeName=%s NodeAddr=127.0.0.1 NodeHostname=%s Port=%d %s State=UNKNOWN", n, n, SlurmdPortBase+i, node)
+	}
+	w("PartitionName=%s Nodes=%s Default=YES MaxTime=INFINITE State=UP", Partition, hostlist("gpu-", len(c.Nodes), 1))
+	if len(c.ExtraNodes) > 0 {
+		// Scale nodes have no slurmd. CLOUD keeps slurmctld from pinging
+		// them, while they list, drain and resume like any node.
+		sim := hostlist("sim-", len(c.ExtraNodes), 4)
+		w("NodeName=%s CPUs=%d RealMemory=%d Gres=gpu:%s:%d State=CLOUD", sim, NodeCPUs, NodeMemoryMB, GPUType, GPUsPerNode)
+		w("PartitionName=%s Nodes=%s MaxTime=INFINITE State=UP", ScalePartition, sim)
+	}
+	return b.String()
+}
+
+func (c slurmConfig) gresConf() string {
+	return fmt.Sprintf("AutoDetect=off\nNodeName=%s Name=gpu Type=%s File=/var/lib/fakegpu/nvidia[0-%d]\n",
+		hostlist("gpu-", len(c.Nodes), 1), GPUType, GPUsPerNode-1)
+}
+
+const cgroupConf = "CgroupPlugin=disabled\n"

@@ -1,0 +1,52 @@
+package lab
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+)
+
+// Status writes one line per lab daemon: running with its pid, or stopped.
+// It returns how many are not running.
+func (l *Lab) Status(w io.Writer) int {
+	ds, err := l.slurmDaemons()
+	if err != nil {
+		fmt.Fprintf(w, "slurm rootfs: %v\n", err)
+		ds = nil
+	}
+	ds = append(ds, l.slurmrestd(),
+		daemon{name: "etcd", argv: []string{"etcd"}},
+		daemon{name: "kube-apiserver", argv: []string{"kube-apiserver"}},
+		daemon{name: "kwok", argv: []string{"kwok"}})
+	down := 0
+	for _, d := range ds {
+		if pid := l.running(d); pid != 0 {
+			fmt.Fprintf(w, "%-16s running  pid %d\n", d.name, pid)
+		} else {
+			fmt.Fprintf(w, "%-16s stopped\n", d.name)
+			down++
+		}
+	}
+	return down
+}
+
+// Env returns shell lines that point kubectl, Slurm tools and onepool at the lab.
+func (l *Lab) Env() string {
+	return fmt.Sprintf("export KUBECONFIG=%s\nexport ONEPOOL_SLURMREST_URL=%s\nexport ONEPOOL_SLURMREST_TOKEN_FILE=%s\nexport PATH=%s:$PATH\n",
+		l.Kubeconfig(), l.RESTURL(), l.TokenFile(), l.BinDir())
+}
+
+// Usage is printed after `up`: how to reach what runs.
+func (l *Lab) Usage() string {
+	lab := filepath.Join(l.BinDir(), "lab")
+	return fmt.Sprintf(`
+The onepool lab is up. Slurm and Kubernetes show the same GPU nodes:
+
+  eval "$(%[1]s env)"      # KUBECONFIG, slurmrestd URL + token file, lab tools on PATH
+  kubectl get nodes                # the lab's kubectl (%[2]s)
+  %[1]s slurm-exec sinfo -N  # any Slurm command, run inside the Slurm chroot
+  curl -H "X-SLURM-USER-TOKEN: $(cat %[3]s)" %[4]s/slurm/%[5]s/nodes/
+
+Logs: %[6]s    Stop: make down
+`, lab, l.Kubectl(), l.TokenFile(), l.RESTURL(), slurmAPIVersion, l.LogDir())
+}
