@@ -25,6 +25,8 @@ var (
 	ErrBadResponse = errors.New("slurmrest: bad response")
 	// ErrSlurm: Slurm reported an error none of the kinds above covers.
 	ErrSlurm = errors.New("slurmrest: slurm error")
+	// ErrNoToken: the token file is missing, empty or holds no single token.
+	ErrNoToken = errors.New("slurmrest: no token in the token file")
 	// ErrStale: the cache has not refreshed within its bound; the answer is
 	// unknown, not empty.
 	ErrStale = errors.New("slurmrest: cache is stale")

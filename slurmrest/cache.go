@@ -1,0 +1,300 @@
+package slurmrest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/hashicorp/golang-lru/v2/expirable"
+)
+
+// CacheConfig tunes the cache; zero values take the defaults.
+type CacheConfig struct {
+	// PollInterval between update_time polls of nodes and jobs (1 s).
+	PollInterval time.Duration
+	// StaleAfter: when no refresh succeeded for this long the cache is
+	// stale and its reads answer ErrStale (30 s).
+	StaleAfter time.Duration
+	// LRUSize and LRUTTL bound the per-object read-through cache (4096, 5 s).
+	LRUSize int
+	LRUTTL  time.Duration
+	Logger  logr.Logger
+}
+
+func (c *CacheConfig) defaults() {
+	if c.PollInterval <= 0 {
+		c.PollInterval = time.Second
+	}
+	if c.StaleAfter <= 0 {
+		c.StaleAfter = 30 * time.Second
+	}
+	if c.LRUSize <= 0 {
+		c.LRUSize = 4096
+	}
+	if c.LRUTTL <= 0 {
+		c.LRUTTL = 5 * time.Second
+	}
+}
+
+// NodeHandler receives node changes. Calls come one at a time from the
+// cache's poll loop, in order; a handler must not block (queue work instead).
+// Nil funcs are skipped.
+type NodeHandler struct {
+	Add    func(n *Node)
+	Update func(old, new *Node)
+	Delete func(n *Node)
+}
+
+// JobHandler receives job changes, like NodeHandler.
+type JobHandler struct {
+	Add    func(j *Job)
+	Update func(old, new *Job)
+	Delete func(j *Job)
+}
+
+// Cache keeps one cluster-wide view of Slurm's nodes and jobs, refreshed by
+// polling with update_time so an unchanged cluster costs two tiny requests
+// per interval. It fails closed: when refreshing has failed for longer than
+// StaleAfter, reads answer ErrStale instead of old data.
+type Cache struct {
+	client *Client
+	cfg    CacheConfig
+	log    logr.Logger
+
+	mu           sync.RWMutex
+	nodes        *view[string, Node]
+	jobs         *view[uint32, Job]
+	lastNodeSync time.Time
+	lastJobSync  time.Time
+	stale        bool
+	started      time.Time
+	nodeHandlers []NodeHandler
+	jobHandlers  []JobHandler
+	statusFuncs  []func(stale bool)
+	synced       chan struct{}
+	syncedOnce   sync.Once
+
+	nodeLRU *expirable.LRU[string, Node]
+	jobLRU  *expirable.LRU[uint32, Job]
+}
+
+// NewCache returns a cache over client; Run starts it.
+func NewCache(client *Client, cfg CacheConfig) *Cache {
+	cfg.defaults()
+	return &Cache{
+		client:  client,
+		cfg:     cfg,
+		log:     cfg.Logger,
+		nodes:   newView(func(n *Node) string { return n.Name }, (*Node).Equal),
+		jobs:    newView(func(j *Job) uint32 { return j.ID }, (*Job).Equal),
+		synced:  make(chan struct{}),
+		nodeLRU: expirable.NewLRU[string, Node](cfg.LRUSize, nil, cfg.LRUTTL),
+		jobLRU:  expirable.NewLRU[uint32, Job](cfg.LRUSize, nil, cfg.LRUTTL),
+	}
+}
+
+// AddNodeHandler registers h; call it before Run.
+func (c *Cache) AddNodeHandler(h NodeHandler) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.nodeHandlers = append(c.nodeHandlers, h)
+}
+
+// AddJobHandler registers h; call it before Run.
+func (c *Cache) AddJobHandler(h JobHandler) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.jobHandlers = append(c.jobHandlers, h)
+}
+
+// AddStatusHandler registers f, called with true when the cache turns stale
+// and with false when it is fresh again.
+func (c *Cache) AddStatusHandler(f func(stale bool)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.statusFuncs = append(c.statusFuncs, f)
+}
+
+// Run polls until ctx ends.
+func (c *Cache) Run(ctx context.Context) {
+	c.mu.Lock()
+	c.started = time.Now()
+	c.mu.Unlock()
+	t := time.NewTicker(c.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		c.poll(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// WaitSynced blocks until nodes and jobs were listed once, or ctx ends.
+func (c *Cache) WaitSynced(ctx context.Context) error {
+	select {
+	case <-c.synced:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("slurmrest cache: not synced: %w", ctx.Err())
+	}
+}
+
+func (c *Cache) poll(ctx context.Context) {
+	now := time.Now()
+	nodeErr := pollView(ctx, c, "node", c.nodes, c.client.backend.ListNodes,
+		func(l *NodeList) ([]Node, time.Time) { return l.Nodes, l.LastUpdate }, c.deliverNode)
+	if nodeErr == nil {
+		c.setSynced(&c.lastNodeSync, now)
+	}
+	jobErr := pollView(ctx, c, "job", c.jobs, c.client.backend.ListJobs,
+		func(l *JobList) ([]Job, time.Time) { return l.Jobs, l.LastUpdate }, c.deliverJob)
+	if jobErr == nil {
+		c.setSynced(&c.lastJobSync, now)
+	}
+	if err := errors.Join(nodeErr, jobErr); err != nil && ctx.Err() == nil {
+		c.log.V(1).Info("slurmrest cache refresh failed", "error", err.Error())
+	}
+	c.updateStatus(time.Now())
+}
+
+// pollView lists one kind with update_time and delivers the changes.
+func pollView[K comparable, T, L any](ctx context.Context, c *Cache, kind string, v *view[K, T],
+	list func(context.Context, time.Time) (*L, error), items func(*L) ([]T, time.Time), deliver func(event[T])) error {
+	c.mu.RLock()
+	since := v.since
+	c.mu.RUnlock()
+	got, err := list(ctx, since)
+	if err != nil {
+		return err
+	}
+	if got == nil { // nothing changed since "since"
+		return nil
+	}
+	objs, lastUpdate := items(got)
+	c.mu.Lock()
+	evs := v.apply(objs, lastUpdate, time.Now())
+	c.mu.Unlock()
+	for _, e := range evs {
+		c.client.metrics.cacheEvents.WithLabelValues(kind, e.typ).Inc()
+		deliver(e)
+	}
+	return nil
+}
+
+func (c *Cache) deliverNode(e event[Node]) {
+	c.nodeLRU.Remove(nodeName(e.old, e.new))
+	c.mu.RLock()
+	hs := c.nodeHandlers
+	c.mu.RUnlock()
+	for _, h := range hs {
+		switch {
+		case e.typ == "add" && h.Add != nil:
+			h.Add(e.new)
+		case e.typ == "update" && h.Update != nil:
+			h.Update(e.old, e.new)
+		case e.typ == "delete" && h.Delete != nil:
+			h.Delete(e.old)
+		}
+	}
+}
+
+func (c *Cache) deliverJob(e event[Job]) {
+	c.jobLRU.Remove(jobID(e.old, e.new))
+	c.mu.RLock()
+	hs := c.jobHandlers
+	c.mu.RUnlock()
+	for _, h := range hs {
+		switch {
+		case e.typ == "add" && h.Add != nil:
+			h.Add(e.new)
+		case e.typ == "update" && h.Update != nil:
+			h.Update(e.old, e.new)
+		case e.typ == "delete" && h.Delete != nil:
+			h.Delete(e.old)
+		}
+	}
+}
+
+func nodeName(a, b *Node) string {
+	if b != nil {
+		return b.Name
+	}
+	return a.Name
+}
+
+func jobID(a, b *Job) uint32 {
+	if b != nil {
+		return b.ID
+	}
+	return a.ID
+}
+
+func (c *Cache) setSynced(last *time.Time, at time.Time) {
+	c.mu.Lock()
+	*last = at
+	both := c.nodes.synced && c.jobs.synced
+	c.mu.Unlock()
+	if both {
+		c.syncedOnce.Do(func() { close(c.synced) })
+	}
+}
+
+// updateStatus turns the cache stale when either kind has not refreshed for
+// StaleAfter (counting from Run before the first sync), and fresh again once
+// both have.
+func (c *Cache) updateStatus(now time.Time) {
+	c.mu.Lock()
+	oldest := c.lastNodeSync
+	if c.lastJobSync.Before(oldest) {
+		oldest = c.lastJobSync
+	}
+	if oldest.IsZero() {
+		oldest = c.started
+	}
+	stale := now.Sub(oldest) > c.cfg.StaleAfter
+	changed := stale != c.stale
+	c.stale = stale
+	fs := c.statusFuncs
+	for kind, t := range map[string]time.Time{"node": c.lastNodeSync, "job": c.lastJobSync} {
+		if !t.IsZero() {
+			c.client.metrics.lastSyncAge.WithLabelValues(kind).Set(now.Sub(t).Seconds())
+		}
+	}
+	c.mu.Unlock()
+	if !changed {
+		return
+	}
+	if stale {
+		c.client.metrics.cacheStale.Set(1)
+		c.log.Info("slurmrest cache is stale: reads answer unknown until a refresh succeeds", "lastGoodSync", oldest)
+	} else {
+		c.client.metrics.cacheStale.Set(0)
+		c.log.Info("slurmrest cache is fresh again")
+	}
+	for _, f := range fs {
+		f(stale)
+	}
+}
+
+// Stale says whether the cache's reads answer ErrStale now.
+func (c *Cache) Stale() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.stale
+}
+
+// LastSync is the time of the oldest of the last good node and job refreshes.
+func (c *Cache) LastSync() time.Time {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.lastJobSync.Before(c.lastNodeSync) {
+		return c.lastJobSync
+	}
+	return c.lastNodeSync
+}

@@ -1,0 +1,112 @@
+package slurmrest
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/expirable"
+)
+
+// fresh says why the view cannot be trusted now, or nil. Callers hold c.mu.
+func (c *Cache) freshLocked(now time.Time) error {
+	if !c.nodes.synced || !c.jobs.synced {
+		return fmt.Errorf("%w: not synced yet", ErrStale)
+	}
+	oldest := c.lastNodeSync
+	if c.lastJobSync.Before(oldest) {
+		oldest = c.lastJobSync
+	}
+	if age := now.Sub(oldest); age > c.cfg.StaleAfter {
+		return fmt.Errorf("%w: last good refresh %s ago", ErrStale, age.Round(time.Second))
+	}
+	return nil
+}
+
+// Node returns the cached node. ErrNotFound means Slurm has no such node;
+// ErrStale means the answer is unknown.
+func (c *Cache) Node(name string) (Node, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if err := c.freshLocked(time.Now()); err != nil {
+		return Node{}, err
+	}
+	n, ok := c.nodes.get(name)
+	if !ok {
+		return Node{}, fmt.Errorf("node %s: %w", name, ErrNotFound)
+	}
+	return *n, nil
+}
+
+// Nodes returns all cached nodes, in no order, or ErrStale.
+func (c *Cache) Nodes() ([]Node, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if err := c.freshLocked(time.Now()); err != nil {
+		return nil, err
+	}
+	return c.nodes.list(), nil
+}
+
+// Job returns the cached job, like Node.
+func (c *Cache) Job(id uint32) (Job, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if err := c.freshLocked(time.Now()); err != nil {
+		return Job{}, err
+	}
+	j, ok := c.jobs.get(id)
+	if !ok {
+		return Job{}, fmt.Errorf("job %d: %w", id, ErrNotFound)
+	}
+	return *j, nil
+}
+
+// Jobs returns all cached jobs, in no order, or ErrStale.
+func (c *Cache) Jobs() ([]Job, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if err := c.freshLocked(time.Now()); err != nil {
+		return nil, err
+	}
+	return c.jobs.list(), nil
+}
+
+// GetNode reads one node: from the view when it is fresh and has it, else
+// from a short-lived LRU of direct reads, else from slurmrestd (then kept in
+// the LRU). A stale view is never used; a direct read that fails is an error.
+func (c *Cache) GetNode(ctx context.Context, name string) (Node, error) {
+	return readThrough(c, c.nodeLRU, name, c.Node, func(ctx context.Context, name string) (*Node, error) {
+		return c.client.GetNode(ctx, name)
+	}, ctx)
+}
+
+// GetJob reads one job like GetNode; it finds jobs the listing no longer holds.
+func (c *Cache) GetJob(ctx context.Context, id uint32) (Job, error) {
+	return readThrough(c, c.jobLRU, id, c.Job, func(ctx context.Context, id uint32) (*Job, error) {
+		return c.client.GetJob(ctx, id)
+	}, ctx)
+}
+
+func readThrough[K comparable, T any](c *Cache, lru *expirable.LRU[K, T], k K, fromView func(K) (T, error),
+	get func(context.Context, K) (*T, error), ctx context.Context) (T, error) {
+	if v, err := fromView(k); err == nil {
+		return v, nil
+	}
+	if v, ok := lru.Get(k); ok {
+		return v, nil
+	}
+	got, err := get(ctx, k)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	lru.Add(k, *got)
+	return *got, nil
+}
+
+// JobStates asks slurmrestd for the states of ids (in batches); jobs Slurm no
+// longer knows are absent from the answer.
+func (c *Cache) JobStates(ctx context.Context, ids []uint32) ([]JobStateEntry, error) {
+	return c.client.JobStates(ctx, ids)
+}

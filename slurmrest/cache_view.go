@@ -1,0 +1,98 @@
+package slurmrest
+
+import (
+	"time"
+)
+
+// missesBeforeDelete is how many full listings in a row must lack an object
+// before the cache calls it deleted. One listing taken while slurmctld
+// restarts or reloads its state can be short; two in a row are not.
+const missesBeforeDelete = 2
+
+// sameSecond is how close to "now" a listing's update time may be before the
+// next poll asks again from one second earlier. Slurm's update times have
+// one-second resolution and it answers "no change" when last change <= since,
+// so a change in the same second as the listing would otherwise be missed.
+const sameSecond = 2 * time.Second
+
+// event is one change found by applying a listing.
+type event[T any] struct {
+	typ      string // add, update, delete
+	old, new *T
+}
+
+// view is the cache's copy of one kind of object, keyed by K.
+type view[K comparable, T any] struct {
+	key    func(*T) K
+	equal  func(a, b *T) bool
+	items  map[K]*T
+	misses map[K]int
+	since  time.Time // update_time for the next poll; zero lists in full
+	synced bool
+}
+
+func newView[K comparable, T any](key func(*T) K, equal func(a, b *T) bool) *view[K, T] {
+	return &view[K, T]{key: key, equal: equal, items: map[K]*T{}, misses: map[K]int{}}
+}
+
+// apply merges a full listing into the view and returns the changes, in
+// listing order then deletions.
+func (v *view[K, T]) apply(list []T, lastUpdate, now time.Time) []event[T] {
+	var evs []event[T]
+	seen := make(map[K]struct{}, len(list))
+	for i := range list {
+		obj := &list[i]
+		k := v.key(obj)
+		seen[k] = struct{}{}
+		delete(v.misses, k)
+		old, ok := v.items[k]
+		switch {
+		case !ok:
+			evs = append(evs, event[T]{typ: "add", new: obj})
+		case !v.equal(old, obj):
+			evs = append(evs, event[T]{typ: "update", old: old, new: obj})
+		}
+		v.items[k] = obj
+	}
+	for k, old := range v.items {
+		if _, ok := seen[k]; ok {
+			continue
+		}
+		v.misses[k]++
+		if v.misses[k] >= missesBeforeDelete {
+			delete(v.items, k)
+			delete(v.misses, k)
+			evs = append(evs, event[T]{typ: "delete", old: old})
+		}
+	}
+	v.since = nextSince(lastUpdate, now)
+	if len(v.misses) > 0 {
+		// Confirm or clear a miss with the next full listing.
+		v.since = time.Time{}
+	}
+	v.synced = true
+	return evs
+}
+
+func nextSince(lastUpdate, now time.Time) time.Time {
+	if lastUpdate.IsZero() {
+		return time.Time{}
+	}
+	if now.Sub(lastUpdate) < sameSecond {
+		return lastUpdate.Add(-time.Second)
+	}
+	return lastUpdate
+}
+
+func (v *view[K, T]) get(k K) (*T, bool) {
+	o, ok := v.items[k]
+	return o, ok
+}
+
+func (v *view[K, T]) list() []T {
+	out := make([]T, 0, len(v.items))
+	for _, o := range v.items {
+		out = append(out, *o)
+	}
+	return out
+}

@@ -1,0 +1,242 @@
+// Package slurmrest is onepool's only door to Slurm: a client for slurmrestd
+// with version-neutral types, typed errors and a deadline on every call, and
+// a Cache that keeps a cluster-wide view of nodes and jobs current.
+package slurmrest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/onepool/onepool/slurmrest/internal/v0042"
+	"github.com/onepool/onepool/slurmrest/model"
+)
+
+// The version-neutral types, re-exported so callers import one package.
+type (
+	Node          = model.Node
+	NodeState     = model.NodeState
+	NodeList      = model.NodeList
+	NodeUpdate    = model.NodeUpdate
+	Job           = model.Job
+	JobState      = model.JobState
+	JobList       = model.JobList
+	JobStateEntry = model.JobStateEntry
+	JobSubmit     = model.JobSubmit
+	JobUpdate     = model.JobUpdate
+	Partition     = model.Partition
+	APIError      = model.APIError
+	SlurmError    = model.SlurmError
+)
+
+// Job and node states, re-exported.
+const (
+	JobPending   = model.JobPending
+	JobRunning   = model.JobRunning
+	JobCompleted = model.JobCompleted
+	JobCancelled = model.JobCancelled
+	JobFailed    = model.JobFailed
+	NodeIdle     = model.NodeIdle
+	NodeDown     = model.NodeDown
+)
+
+// Error kinds; match them with errors.Is.
+var (
+	ErrUnauthenticated = model.ErrUnauthenticated
+	ErrForbidden       = model.ErrForbidden
+	ErrNotFound        = model.ErrNotFound
+	ErrAlreadyInState  = model.ErrAlreadyInState
+	ErrUnreachable     = model.ErrUnreachable
+	ErrBadResponse     = model.ErrBadResponse
+	ErrSlurm           = model.ErrSlurm
+	ErrStale           = model.ErrStale
+	ErrNoToken         = model.ErrNoToken
+)
+
+// Config says how to reach slurmrestd.
+type Config struct {
+	// URL of slurmrestd, e.g. http://127.0.0.1:6820.
+	URL string
+	// TokenFile holds the JWT; it is re-read when it changes.
+	TokenFile string
+	// User, when set, is sent as X-SLURM-USER-NAME (an admin token acting
+	// as another user).
+	User string
+	// Timeout bounds every request (10 s).
+	Timeout time.Duration
+	// JobStatesBatch is how many job ids go in one /jobs/state request (500).
+	JobStatesBatch int
+	// Registerer receives the Prometheus series; nil registers none.
+	Registerer prometheus.Registerer
+	// Transport replaces http.DefaultTransport (tests).
+	Transport http.RoundTripper
+}
+
+// Client calls slurmrestd. It is safe for concurrent use.
+type Client struct {
+	backend model.Backend
+	metrics *metrics
+	timeout time.Duration
+	batch   int
+}
+
+// New checks cfg and returns a client; it makes no request.
+func New(cfg Config) (*Client, error) {
+	u, err := url.Parse(cfg.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("slurmrest: URL %q: want http(s)://host:port", cfg.URL)
+	}
+	if cfg.TokenFile == "" {
+		return nil, errors.New("slurmrest: no token file configured")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.JobStatesBatch <= 0 {
+		cfg.JobStatesBatch = 500
+	}
+	base := cfg.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("slurmrest: metrics: %w", err)
+	}
+	hc := &http.Client{
+		Transport: &transport{base: base, token: NewFileToken(cfg.TokenFile), user: cfg.User, metrics: m},
+		Timeout:   cfg.Timeout,
+		// A redirect would carry the token elsewhere.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	b, err := v0042.New(u.String(), hc)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{backend: b, metrics: m, timeout: cfg.Timeout, batch: cfg.JobStatesBatch}, nil
+}
+
+func (c *Client) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.timeout)
+}
+
+// Ping checks that slurmrestd answers and reaches slurmctld.
+func (c *Client) Ping(ctx context.Context) error {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	return c.backend.Ping(ctx)
+}
+
+// ListNodes lists every node; with a non-zero since it returns nil, nil when
+// nothing changed after since.
+func (c *Client) ListNodes(ctx context.Context, since time.Time) (*NodeList, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	return c.backend.ListNodes(ctx, since)
+}
+
+// GetNode reads one node; ErrNotFound when Slurm has none of that name.
+func (c *Client) GetNode(ctx context.Context, name string) (*Node, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	return c.backend.GetNode(ctx, name)
+}
+
+// Drain sets DRAIN on a node with reason; Slurm starts nothing new there.
+func (c *Client) Drain(ctx context.Context, name, reason string) error {
+	if reason == "" {
+		return errors.New("slurmrest: drain needs a reason")
+	}
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	return c.backend.UpdateNode(ctx, name, NodeUpdate{State: []string{"DRAIN"}, Reason: reason})
+}
+
+// Resume clears DRAIN (or DOWN). A node that was not drained gives
+// ErrAlreadyInState, which callers treat as done.
+func (c *Client) Resume(ctx context.Context, name string) error {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	return c.backend.UpdateNode(ctx, name, NodeUpdate{State: []string{"RESUME"}})
+}
+
+// UpdateNodes applies one update to many nodes in one request.
+func (c *Client) UpdateNodes(ctx context.Context, names []string, u NodeUpdate) error {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	return c.backend.UpdateNodes(ctx, names, u)
+}
+
+// ListJobs lists every job Slurm still holds, like ListNodes.
+func (c *Client) ListJobs(ctx context.Context, since time.Time) (*JobList, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	return c.backend.ListJobs(ctx, since)
+}
+
+// GetJob reads one job; ErrNotFound once Slurm has purged it.
+func (c *Client) GetJob(ctx context.Context, id uint32) (*Job, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	return c.backend.GetJob(ctx, id)
+}
+
+// JobStates returns the states of ids from the light /jobs/state listing, in
+// batches; ids Slurm does not know are absent from the answer.
+func (c *Client) JobStates(ctx context.Context, ids []uint32) ([]JobStateEntry, error) {
+	var out []JobStateEntry
+	for start := 0; start < len(ids); start += c.batch {
+		end := min(start+c.batch, len(ids))
+		bctx, cancel := c.ctx(ctx)
+		got, err := c.backend.JobStates(bctx, ids[start:end])
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, got...)
+	}
+	return out, nil
+}
+
+// SubmitJob submits a batch job and returns its id.
+func (c *Client) SubmitJob(ctx context.Context, j JobSubmit) (uint32, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	return c.backend.SubmitJob(ctx, j)
+}
+
+// UpdateJob changes a job.
+func (c *Client) UpdateJob(ctx context.Context, id uint32, u JobUpdate) error {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	return c.backend.UpdateJob(ctx, id, u)
+}
+
+// CancelJob cancels a job (scancel).
+func (c *Client) CancelJob(ctx context.Context, id uint32) error {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	return c.backend.CancelJob(ctx, id, "")
+}
+
+// SignalJob sends a signal (e.g. "SIGTERM") to a job's processes.
+func (c *Client) SignalJob(ctx context.Context, id uint32, signal string) error {
+	if signal == "" {
+		return errors.New("slurmrest: signal needs a name")
+	}
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	return c.backend.CancelJob(ctx, id, signal)
+}
+
+// ListPartitions lists the partitions.
+func (c *Client) ListPartitions(ctx context.Context) ([]Partition, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	return c.backend.ListPartitions(ctx)
+}

@@ -1,0 +1,171 @@
+package v0042
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	gen "github.com/onepool/onepool/slurmrest/internal/gen/v0042"
+	"github.com/onepool/onepool/slurmrest/model"
+)
+
+const (
+	epNodes    = "GET " + apiPrefix + "/nodes/"
+	epNode     = "GET " + apiPrefix + "/node/{node_name}"
+	epPostNode = "POST " + apiPrefix + "/node/{node_name}"
+	epPostNods = "POST " + apiPrefix + "/nodes/"
+	epPing     = "GET " + apiPrefix + "/ping/"
+)
+
+// Ping asks slurmrestd to ping slurmctld.
+func (b *Backend) Ping(ctx context.Context) error {
+	_, err := call(ctx, "ping", epPing, func(ctx context.Context) (*http.Response, error) {
+		return b.c.SlurmV0042GetPing(ctx)
+	})
+	return err
+}
+
+// ListNodes lists nodes; with since set, nil means nothing changed.
+//
+// 24.11.5 answers a listing with update_time, where nodes changed but
+// partitions did not, with HTTP 500 "Unable to query partitions" (a
+// slurmrestd bug): that means "changed", so the nodes are listed in full.
+func (b *Backend) ListNodes(ctx context.Context, since time.Time) (*model.NodeList, error) {
+	r, err := b.getNodes(ctx, since)
+	if !since.IsZero() && isPartitionQueryBug(err) {
+		r, err = b.getNodes(ctx, time.Time{})
+	}
+	if err != nil {
+		return nil, err
+	}
+	if r.status == http.StatusNotModified {
+		return nil, nil
+	}
+	nodes, last, err := DecodeNodes(r.body)
+	if err != nil {
+		return nil, badResponse("list nodes", epNodes, r, "%w", err)
+	}
+	return &model.NodeList{Nodes: nodes, LastUpdate: last}, nil
+}
+
+func (b *Backend) getNodes(ctx context.Context, since time.Time) (*response, error) {
+	return call(ctx, "list nodes", epNodes, func(ctx context.Context) (*http.Response, error) {
+		return b.c.SlurmV0042GetNodes(ctx, &gen.SlurmV0042GetNodesParams{UpdateTime: updateTime(since)})
+	})
+}
+
+func isPartitionQueryBug(err error) bool {
+	var ae *model.APIError
+	if !errors.As(err, &ae) || ae.StatusCode != http.StatusInternalServerError {
+		return false
+	}
+	for _, e := range ae.Errors {
+		if strings.Contains(e.Description, "Unable to query partitions") {
+			return true
+		}
+	}
+	return false
+}
+
+// GetNode reads one node. slurmrestd answers an unknown name with HTTP 200,
+// no node and an error "Failure to query node X" (errno 0): that is
+// ErrNotFound, not an empty success.
+func (b *Backend) GetNode(ctx context.Context, name string) (*model.Node, error) {
+	op := "get node " + name
+	r, err := call(ctx, op, epNode, func(ctx context.Context) (*http.Response, error) {
+		return b.c.SlurmV0042GetNode(ctx, name, nil)
+	})
+	var ae *model.APIError
+	if errors.As(err, &ae) && ae.StatusCode == http.StatusOK && len(ae.Errors) > 0 &&
+		strings.HasPrefix(ae.Errors[0].Description, "Failure to query node") {
+		ae.Kind = model.ErrNotFound
+		return nil, ae
+	}
+	if err != nil {
+		return nil, err
+	}
+	nodes, _, err := DecodeNodes(r.body)
+	if err != nil {
+		return nil, badResponse(op, epNode, r, "%w", err)
+	}
+	for i := range nodes {
+		if nodes[i].Name == name {
+			return &nodes[i], nil
+		}
+	}
+	return nil, &model.APIError{Op: op, Endpoint: epNode, StatusCode: r.status, Kind: model.ErrNotFound,
+		Err: fmt.Errorf("the answer holds no node %s", name)}
+}
+
+// UpdateNode changes one node (drain, resume, comment).
+func (b *Backend) UpdateNode(ctx context.Context, name string, u model.NodeUpdate) error {
+	op := fmt.Sprintf("update node %s to %s", name, strings.Join(u.State, ","))
+	_, err := call(ctx, op, epPostNode, func(ctx context.Context) (*http.Response, error) {
+		return b.c.SlurmV0042PostNode(ctx, name, updateMsg(u))
+	})
+	return err
+}
+
+// UpdateNodes changes many nodes in one request.
+func (b *Backend) UpdateNodes(ctx context.Context, names []string, u model.NodeUpdate) error {
+	if len(names) == 0 {
+		return nil
+	}
+	msg := updateMsg(u)
+	msg.Name = ptr(gen.V0042HostlistString(names))
+	op := fmt.Sprintf("update %d nodes to %s", len(names), strings.Join(u.State, ","))
+	_, err := call(ctx, op, epPostNods, func(ctx context.Context) (*http.Response, error) {
+		return b.c.SlurmV0042PostNodes(ctx, msg)
+	})
+	return err
+}
+
+func updateMsg(u model.NodeUpdate) gen.V0042UpdateNodeMsg {
+	msg := gen.V0042UpdateNodeMsg{Comment: u.Comment}
+	if len(u.State) > 0 {
+		msg.State = ptr(gen.V0042NodeStates(u.State))
+	}
+	if u.Reason != "" {
+		msg.Reason = ptr(u.Reason)
+	}
+	return msg
+}
+
+// DecodeNodes reads a /nodes/ or /node/X answer into model nodes.
+func DecodeNodes(body []byte) ([]model.Node, time.Time, error) {
+	var resp gen.V0042OpenapiNodesResp
+	if err := json.Unmarshal(body, &resp); err != nil {
+		return nil, time.Time{}, err
+	}
+	out := make([]model.Node, 0, len(resp.Nodes))
+	for i := range resp.Nodes {
+		n := &resp.Nodes[i]
+		if deref(n.Name) == "" {
+			return nil, time.Time{}, fmt.Errorf("node %d of %d has no name", i, len(resp.Nodes))
+		}
+		out = append(out, model.Node{
+			Name:            deref(n.Name),
+			Hostname:        deref(n.Hostname),
+			Address:         deref(n.Address),
+			State:           model.NodeState(deref(n.State)),
+			Reason:          deref(n.Reason),
+			ReasonSetByUser: deref(n.ReasonSetByUser),
+			ReasonChanged:   unixTime(n.ReasonChangedAt),
+			Partitions:      deref(n.Partitions),
+			Features:        deref(n.Features),
+			CPUs:            int(deref(n.Cpus)),
+			RealMemoryMB:    deref(n.RealMemory),
+			Gres:            deref(n.Gres),
+			GresUsed:        deref(n.GresUsed),
+			Comment:         deref(n.Comment),
+			BootTime:        unixTime(n.BootTime),
+			SlurmdStarted:   unixTime(n.SlurmdStartTime),
+			SlurmVersion:    deref(n.Version),
+		})
+	}
+	return out, unixTime(&resp.LastUpdate), nil
+}
