@@ -169,6 +169,8 @@ func pollView[K comparable, T, L any](ctx context.Context, c *Cache, kind string
 	c.mu.RLock()
 	since := v.since
 	c.mu.RUnlock()
+	// When the request left: the listing reflects Slurm no earlier than this.
+	asked := time.Now()
 	got, err := list(ctx, since)
 	if err != nil {
 		return err
@@ -178,7 +180,7 @@ func pollView[K comparable, T, L any](ctx context.Context, c *Cache, kind string
 	}
 	objs, lastUpdate := items(got)
 	c.mu.Lock()
-	evs := v.apply(objs, lastUpdate, time.Now())
+	evs := v.apply(objs, lastUpdate, asked)
 	c.mu.Unlock()
 	for _, e := range evs {
 		c.client.metrics.cacheEvents.WithLabelValues(kind, e.typ).Inc()

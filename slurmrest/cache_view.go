@@ -9,12 +9,6 @@ import (
 // restarts or reloads its state can be short; two in a row are not.
 const missesBeforeDelete = 2
 
-// sameSecond is how close to "now" a listing's update time may be before the
-// next poll asks again from one second earlier. Slurm's update times have
-// one-second resolution and it answers "no change" when last change <= since,
-// so a change in the same second as the listing would otherwise be missed.
-const sameSecond = 2 * time.Second
-
 // event is one change found by applying a listing.
 type event[T any] struct {
 	typ      string // add, update, delete
@@ -74,11 +68,16 @@ func (v *view[K, T]) apply(list []T, lastUpdate, now time.Time) []event[T] {
 	return evs
 }
 
+// nextSince is the update_time for the poll after a listing taken at "now".
+// Slurm's update times have one-second resolution and it answers "no change"
+// when its last change <= update_time, so a change made later in the same
+// second as the listing would be missed if we asked from lastUpdate: while
+// the listing is from that same second, ask from one second earlier.
 func nextSince(lastUpdate, now time.Time) time.Time {
 	if lastUpdate.IsZero() {
 		return time.Time{}
 	}
-	if now.Sub(lastUpdate) < sameSecond {
+	if now.Unix() <= lastUpdate.Unix() {
 		return lastUpdate.Add(-time.Second)
 	}
 	return lastUpdate

@@ -64,6 +64,7 @@ func TestNextSince(t *testing.T) {
 	}{
 		{"no update time: list in full", time.Time{}, time.Time{}},
 		{"old change: ask from it", now.Add(-10 * time.Second), now.Add(-10 * time.Second)},
+		{"change in the previous second: ask from it", now.Add(-time.Second), now.Add(-time.Second)},
 		{"change in this second: ask again from one second before", now, now.Add(-time.Second)},
 	} {
 		if got := nextSince(tc.lastUpdate, now); !got.Equal(tc.want) {
