@@ -163,10 +163,10 @@ func TestReplayNodesPartitionBug(t *testing.T) {
 func TestReplayJobs(t *testing.T) {
 	ctx := context.Background()
 	c, rp := newReplay(t, map[string]string{
-		"GET /jobs/":                        "jobs.200.json",
-		"GET /jobs/?update_time=1795229225": "jobs_unchanged.200.json",
-		"GET /job/1":                        "job_1.200.json",
-		"GET /job/999999":                   "job_unknown.404.json",
+		"GET /jobs/":                              "jobs.200.json",
+		"GET /jobs/?update_time=1795229225":       "jobs_unchanged.200.json",
+		"GET /job/1":                              "job_1.200.json",
+		"GET /job/999999":                         "job_unknown.404.json",
 		"GET /jobs/state/?job_id=1&job_id=999999": "jobs_state.200.json",
 		"POST /job/submit":                        "submit.200.json",
 		"DELETE /job/1":                           "cancel.200.json",

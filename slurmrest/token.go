@@ -1,7 +1,7 @@
 package slurmrest
 
 import (
-		"fmt"
+	"fmt"
 	"os"
 	"strings"
 	"sync"

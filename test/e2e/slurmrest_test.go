@@ -234,7 +234,11 @@ func (r *recorder) handler() slurmrest.NodeHandler {
 	}
 }
 
-func (r *recorder) statusFunc(stale bool) { r.mu.Lock(); r.status = append(r.status, stale); r.mu.Unlock() }
+func (r *recorder) statusFunc(stale bool) {
+	r.mu.Lock()
+	r.status = append(r.status, stale)
+	r.mu.Unlock()
+}
 
 func (r *recorder) snapshot() ([]slurmrest.Node, []string, []bool) {
 	r.mu.Lock()
