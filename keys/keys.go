@@ -1,0 +1,108 @@
+// Package keys is onepool's registry: every label, annotation, finalizer,
+// condition type, event reason and Slurm drain-reason prefix that onepool
+// reads or writes on Kubernetes objects or Slurm nodes is declared here, and
+// only here.
+package keys
+
+import "strings"
+
+// Labels.
+const (
+	// LabelComponent marks onepool's pods; LabelComponent=ComponentSlurmd
+	// selects the slurmd pods the syncer watches.
+	LabelComponent  = "onepool.dev/component"
+	ComponentSlurmd = "slurmd"
+
+	// LabelSlurmNodeName on a Node names its Slurm node when the two names
+	// differ. Without it the Slurm node has the Node's name.
+	LabelSlurmNodeName = "onepool.dev/slurm-node-name"
+)
+
+// Annotations.
+const (
+	// AnnotationSlurmNode on a slurmd pod records the Slurm node it runs.
+	AnnotationSlurmNode = "onepool.dev/slurm-node"
+
+	// AnnotationCordonReason on a Node: the operator's words for a cordon.
+	// They follow onepool's prefix in the Slurm drain reason.
+	AnnotationCordonReason = "onepool.dev/cordon-reason"
+
+	// AnnotationDrainApplied on a slurmd pod: the drain reason onepool set
+	// in Slurm and still holds. Seeing it while Slurm shows the node
+	// resumed means someone resumed it under a cause that still holds.
+	AnnotationDrainApplied = "onepool.dev/drain-applied"
+
+	// Slurm's view, mirrored onto the slurmd pod and its Node while Slurm
+	// holds the node out for a cause onepool did not make (an admin's
+	// drain, DOWN, NOT_RESPONDING). Removed when Slurm gives it back.
+	AnnotationSlurmReason = "slurm.onepool.dev/reason"
+	AnnotationSlurmSince  = "slurm.onepool.dev/reason-since" // RFC 3339
+	AnnotationSlurmBy     = "slurm.onepool.dev/reason-set-by"
+	AnnotationSlurmState  = "slurm.onepool.dev/state" // e.g. "IDLE+DRAIN"
+)
+
+// Finalizers.
+const (
+	// FinalizerSlurmdPod holds a slurmd pod's deletion until its Slurm node
+	// is drained, so a deleted pod never leaves Slurm placing jobs there.
+	FinalizerSlurmdPod = "onepool.dev/drain-on-delete"
+)
+
+// Node conditions.
+const (
+	// ConditionSlurmUnavailable is True while Slurm holds the node out:
+	// drained, DOWN or NOT_RESPONDING. Its reason is one of the
+	// ConditionReason* values and its message Slurm's reason text.
+	ConditionSlurmUnavailable = "SlurmUnavailable"
+
+	ConditionReasonDrained        = "SlurmDrained"
+	ConditionReasonDown           = "SlurmDown"
+	ConditionReasonNotResponding  = "SlurmNotResponding"
+	ConditionReasonAvailable      = "SlurmAvailable"
+	ConditionReasonDrainedByOwner = "DrainedByOnepool"
+)
+
+// Event reasons.
+const (
+	EventDrained          = "SlurmNodeDrained"
+	EventResumed          = "SlurmNodeResumed"
+	EventRedrained        = "SlurmNodeRedrained"
+	EventDrainFailed      = "SlurmDrainFailed"
+	EventResumeFailed     = "SlurmResumeFailed"
+	EventSlurmUnavailable = "SlurmNodeUnavailable"
+	EventSlurmAvailable   = "SlurmNodeAvailable"
+	EventBadAnnotation    = "InvalidAnnotation"
+	EventAdminDrainKept   = "AdminDrainKept"
+)
+
+// Drain reasons. Every drain onepool makes starts with DrainPrefix, and
+// onepool resumes only drains that do. The taxonomy:
+//
+//	onepool: node cordoned[: <operator's words>]   the Node is cordoned
+//	onepool: slurmd pod deleted                    the slurmd pod is going away
+//	onepool: slurmd pod not ready                  not Ready for longer than the grace
+const (
+	DrainPrefix        = "onepool: "
+	ReasonCordoned     = DrainPrefix + "node cordoned"
+	ReasonPodDeleted   = DrainPrefix + "slurmd pod deleted"
+	ReasonPodNotReady  = DrainPrefix + "slurmd pod not ready"
+	maxOperatorReason  = 200
+	operatorReasonJoin = ": "
+)
+
+// OwnsReason says whether a Slurm drain reason is one onepool made.
+func OwnsReason(reason string) bool { return strings.HasPrefix(reason, DrainPrefix) }
+
+// CordonReason builds the drain reason for a cordon with the operator's
+// words (may be empty). Words that are too long or hold control characters
+// are refused with ok=false; the plain reason is returned then.
+func CordonReason(words string) (reason string, ok bool) {
+	words = strings.TrimSpace(words)
+	if words == "" {
+		return ReasonCordoned, true
+	}
+	if len(words) > maxOperatorReason || strings.ContainsFunc(words, func(r rune) bool { return r < 0x20 || r == 0x7f || r == 0xfffd }) {
+		return ReasonCordoned, false
+	}
+	return ReasonCordoned + operatorReasonJoin + words, true
+}

@@ -1,0 +1,143 @@
+package syncer
+
+import (
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/slurmrest"
+)
+
+// slurmAction is what the syncer does to the Slurm node.
+type slurmAction int
+
+const (
+	actNone slurmAction = iota
+	actDrain
+	actResume
+)
+
+// observed is everything one decision depends on; plan is a pure function of it.
+type observed struct {
+	now        time.Time
+	grace      time.Duration
+	cordoned   bool
+	cordonText string // the Node's cordon-reason annotation
+	podGone    bool   // the slurmd pod is being deleted
+	podReady   bool
+	notReadyAt time.Time // when the pod's Ready condition last turned false
+	applied    string    // the pod's drain-applied annotation
+	slurm      slurmrest.Node
+}
+
+// decision is what plan wants done.
+type decision struct {
+	action      slurmAction
+	reason      string // for actDrain
+	redrain     bool   // Slurm was resumed while onepool's cause still holds
+	keptAdmin   bool   // a cause holds but an admin's drain is in place: left alone
+	badCordon   bool   // the cordon-reason annotation was refused
+	applied     string // the drain-applied annotation to keep ("" removes it)
+	mirror      map[string]string
+	condition   corev1.NodeCondition
+	recheckIn   time.Duration // come back then (not-ready grace running out)
+	releasePod  bool          // the finalizer may go: Slurm will not place jobs there
+	unavailable bool
+}
+
+// cause returns onepool's drain reason while a Kubernetes-side cause holds.
+func (o observed) cause() (reason string, badCordon bool, recheck time.Duration) {
+	switch {
+	case o.podGone:
+		return keys.ReasonPodDeleted, false, 0
+	case o.cordoned:
+		r, ok := keys.CordonReason(o.cordonText)
+		return r, !ok, 0
+	case !o.podReady && !o.notReadyAt.IsZero():
+		if waited := o.now.Sub(o.notReadyAt); waited < o.grace {
+			return "", false, o.grace - waited
+		}
+		return keys.ReasonPodNotReady, false, 0
+	}
+	return "", false, 0
+}
+
+// plan decides, from a known Slurm state, what to do on both sides. Callers
+// never call it with an unknown Slurm state: unknown means no action.
+func plan(o observed) decision {
+	d := decision{}
+	want, bad, recheck := o.cause()
+	d.badCordon, d.recheckIn = bad, recheck
+	st := o.slurm.State
+	drained := st.Drain()
+	ours := drained && keys.OwnsReason(o.slurm.Reason)
+
+	switch {
+	case want != "" && !drained:
+		d.action, d.reason = actDrain, want
+		d.redrain = o.applied != ""
+		d.applied = want
+	case want != "" && ours && o.slurm.Reason != want:
+		// Our drain, another cause now (cordoned, then the pod deleted).
+		d.action, d.reason, d.applied = actDrain, want, want
+	case want != "" && ours:
+		d.applied = want
+	case want != "" && drained:
+		// An admin's drain already keeps Slurm off the node; theirs stays.
+		d.keptAdmin = true
+	case want == "" && ours:
+		d.action = actResume
+	}
+	d.releasePod = o.podGone && (drained || d.action == actDrain)
+
+	d.mirror, d.condition, d.unavailable = mirror(o.slurm, d.action, o.now)
+	return d
+}
+
+// mirror is Slurm's view for the Kubernetes side: annotations while Slurm
+// holds the node out for a cause onepool did not make, and the condition.
+func mirror(n slurmrest.Node, act slurmAction, now time.Time) (map[string]string, corev1.NodeCondition, bool) {
+	st := n.State
+	cond := corev1.NodeCondition{Type: keys.ConditionSlurmUnavailable, Status: corev1.ConditionFalse, Reason: keys.ConditionReasonAvailable,
+		Message: "Slurm may place jobs on this node"}
+	ours := st.Drain() && keys.OwnsReason(n.Reason)
+	var foreign bool
+	switch {
+	case act == actDrain, ours && act != actResume:
+		cond.Status, cond.Reason, cond.Message = corev1.ConditionTrue, keys.ConditionReasonDrainedByOwner, "drained by onepool"
+		if ours {
+			cond.Message = n.Reason
+		}
+	case st.Base() == slurmrest.NodeDown:
+		cond.Status, cond.Reason, cond.Message, foreign = corev1.ConditionTrue, keys.ConditionReasonDown, firstNonEmpty(n.Reason, "Slurm node is DOWN"), true
+	case st.Has("NOT_RESPONDING"):
+		cond.Status, cond.Reason, cond.Message, foreign = corev1.ConditionTrue, keys.ConditionReasonNotResponding, "slurmd does not answer slurmctld", true
+	case st.Drain() && act != actResume:
+		cond.Status, cond.Reason, cond.Message, foreign = corev1.ConditionTrue, keys.ConditionReasonDrained, firstNonEmpty(n.Reason, "drained in Slurm"), true
+	}
+	if !foreign {
+		return nil, cond, cond.Status == corev1.ConditionTrue
+	}
+	ann := map[string]string{
+		keys.AnnotationSlurmReason: n.Reason,
+		keys.AnnotationSlurmState:  strings.Join(st, "+"),
+	}
+	if !n.ReasonChanged.IsZero() {
+		ann[keys.AnnotationSlurmSince] = n.ReasonChanged.UTC().Format(time.RFC3339)
+	}
+	if n.ReasonSetByUser != "" {
+		ann[keys.AnnotationSlurmBy] = n.ReasonSetByUser
+	}
+	return ann, cond, true
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
