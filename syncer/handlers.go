@@ -1,0 +1,111 @@
+package syncer
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/onepool/onepool/keys"
+)
+
+// nodeChanged passes Node events that can change a decision: cordon,
+// the cordon reason, the Slurm name override.
+func nodeChanged() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return true },
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		GenericFunc: func(event.GenericEvent) bool { return true },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*corev1.Node)
+			n, ok2 := e.ObjectNew.(*corev1.Node)
+			if !ok1 || !ok2 {
+				return true
+			}
+			return o.Spec.Unschedulable != n.Spec.Unschedulable ||
+				o.Annotations[keys.AnnotationCordonReason] != n.Annotations[keys.AnnotationCordonReason] ||
+				o.Labels[keys.LabelSlurmNodeName] != n.Labels[keys.LabelSlurmNodeName]
+		},
+	}
+}
+
+// podsOnNode maps a Node to the slurmd pods bound to it.
+func (r *PodReconciler) podsOnNode(ctx context.Context, o client.Object) []reconcile.Request {
+	reqs := r.listRequests(ctx, client.MatchingFields{indexNodeName: o.GetName()})
+	r.markLag(reqs)
+	return reqs
+}
+
+// slurmChanged is called by the Slurm cache for every node event. It must
+// not block: it adds to the work queue, which never does.
+func (r *PodReconciler) slurmChanged(slurmNode string) {
+	r.mu.Lock()
+	q := r.queue
+	r.mu.Unlock()
+	if q == nil {
+		return // not started: the first listing of pods looks at every pod anyway
+	}
+	reqs := r.listRequests(context.Background(), client.MatchingFields{indexSlurmNode: slurmNode})
+	r.markLag(reqs)
+	for _, req := range reqs {
+		q.Add(req)
+	}
+}
+
+// enqueueAll looks at every slurmd pod again.
+func (r *PodReconciler) enqueueAll() {
+	r.mu.Lock()
+	q := r.queue
+	r.mu.Unlock()
+	if q == nil {
+		return
+	}
+	for _, req := range r.listRequests(context.Background(), client.MatchingLabels(SlurmdPodSelector())) {
+		q.Add(req)
+	}
+}
+
+func (r *PodReconciler) listRequests(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, opts...); err != nil {
+		r.log.Error(err, "listing slurmd pods from the informer cache")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Labels[keys.LabelComponent] != keys.ComponentSlurmd {
+			continue
+		}
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
+	}
+	return reqs
+}
+
+// markLag notes when a change was first asked for, for the sync-lag histogram.
+func (r *PodReconciler) markLag(reqs []reconcile.Request) {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, req := range reqs {
+		if _, ok := r.lag[req.NamespacedName]; !ok {
+			r.lag[req.NamespacedName] = now
+		}
+	}
+}
+
+// observeLag records the lag of a change just made and forgets the mark.
+func (r *PodReconciler) observeLag(key types.NamespacedName, direction string, acted bool) {
+	r.mu.Lock()
+	since, ok := r.lag[key]
+	delete(r.lag, key)
+	r.mu.Unlock()
+	if ok && acted {
+		r.metrics.lag.WithLabelValues(direction).Observe(time.Since(since).Seconds())
+	}
+}

@@ -1,0 +1,55 @@
+package syncer
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Options tune the syncer. Zero values take the defaults.
+type Options struct {
+	// NotReadyGrace is how long a slurmd pod may be not Ready before its
+	// Slurm node is drained (2m).
+	NotReadyGrace time.Duration
+	// UnknownRetry is how soon a pod is looked at again when Slurm's state
+	// is unknown (stale cache, REST error) (2s).
+	UnknownRetry time.Duration
+	// Resync looks at every slurmd pod again this often even without events (5m).
+	Resync time.Duration
+	// MaxConcurrentReconciles bounds parallel work (4).
+	MaxConcurrentReconciles int
+}
+
+// Default fills in the defaults.
+func (o *Options) Default() {
+	if o.NotReadyGrace == 0 {
+		o.NotReadyGrace = 2 * time.Minute
+	}
+	if o.UnknownRetry == 0 {
+		o.UnknownRetry = 2 * time.Second
+	}
+	if o.Resync == 0 {
+		o.Resync = 5 * time.Minute
+	}
+	if o.MaxConcurrentReconciles == 0 {
+		o.MaxConcurrentReconciles = 4
+	}
+}
+
+// Validate rejects settings that cannot work.
+func (o Options) Validate() error {
+	var errs []error
+	if o.NotReadyGrace < 0 {
+		errs = append(errs, fmt.Errorf("not-ready grace %s is negative", o.NotReadyGrace))
+	}
+	if o.UnknownRetry < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("unknown-state retry %s is below 100ms", o.UnknownRetry))
+	}
+	if o.Resync < time.Second {
+		errs = append(errs, fmt.Errorf("resync %s is below 1s", o.Resync))
+	}
+	if o.MaxConcurrentReconciles < 1 {
+		errs = append(errs, errors.New("max concurrent reconciles must be at least 1"))
+	}
+	return errors.Join(errs...)
+}

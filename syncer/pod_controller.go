@@ -1,0 +1,143 @@
+// Package syncer mirrors node availability between Kubernetes and Slurm:
+// a cordoned Node (or a slurmd pod that is deleted or not Ready) drains its
+// Slurm node with a reason onepool owns, and a drain or DOWN state that
+// onepool did not make shows up on the slurmd pod and the Node. It acts only
+// on a known Slurm state and never undoes a drain it did not make.
+package syncer
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/slurmrest"
+)
+
+// Field indexes on slurmd pods.
+const (
+	indexNodeName  = "spec.nodeName"
+	indexSlurmNode = "onepool.slurmNode"
+)
+
+// PodReconciler is the syncer's controller over slurmd pods.
+type PodReconciler struct {
+	client   client.Client
+	slurm    Slurm
+	recorder record.EventRecorder
+	opts     Options
+	metrics  *metrics
+	log      logr.Logger
+
+	mu    sync.Mutex
+	queue workqueue.TypedRateLimitingInterface[reconcile.Request]
+	lag   map[types.NamespacedName]time.Time
+}
+
+// SlurmdPodSelector selects the pods the syncer watches.
+func SlurmdPodSelector() map[string]string {
+	return map[string]string{keys.LabelComponent: keys.ComponentSlurmd}
+}
+
+// Setup builds the syncer and registers it with mgr. cache delivers Slurm's
+// changes; it must run in the same manager (leader only).
+func Setup(mgr ctrl.Manager, slurm Slurm, cache *slurmrest.Cache, reg prometheus.Registerer, opts Options) (*PodReconciler, error) {
+	opts.Default()
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("syncer options: %w", err)
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	r := &PodReconciler{
+		client:   mgr.GetClient(),
+		slurm:    slurm,
+		recorder: mgr.GetEventRecorderFor("onepool-syncer"),
+		opts:     opts,
+		metrics:  m,
+		log:      mgr.GetLogger().WithName("syncer"),
+		lag:      map[types.NamespacedName]time.Time{},
+	}
+	ctx := context.Background()
+	idx := mgr.GetFieldIndexer()
+	if err := idx.IndexField(ctx, &corev1.Pod{}, indexNodeName, func(o client.Object) []string {
+		if n := o.(*corev1.Pod).Spec.NodeName; n != "" {
+			return []string{n}
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := idx.IndexField(ctx, &corev1.Pod{}, indexSlurmNode, func(o client.Object) []string {
+		if n := podSlurmNode(o.(*corev1.Pod)); n != "" {
+			return []string{n}
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if cache != nil {
+		cache.AddNodeHandler(slurmrest.NodeHandler{
+			Add:    func(n *slurmrest.Node) { r.slurmChanged(n.Name) },
+			Update: func(_, n *slurmrest.Node) { r.slurmChanged(n.Name) },
+			Delete: func(n *slurmrest.Node) { r.slurmChanged(n.Name) },
+		})
+		cache.AddStatusHandler(func(stale bool) {
+			if !stale {
+				r.enqueueAll() // what waited for a known state goes now
+			}
+		})
+	}
+	isSlurmd := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetLabels()[keys.LabelComponent] == keys.ComponentSlurmd
+	})
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named("onepool-syncer").
+		For(&corev1.Pod{}, builder.WithPredicates(isSlurmd)).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.podsOnNode), builder.WithPredicates(nodeChanged())).
+		WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+			r.mu.Lock()
+			r.queue = q
+			r.mu.Unlock()
+			return nil
+		})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
+		Complete(r)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// podSlurmNode is the Slurm node a pod serves as far as the pod itself says.
+func podSlurmNode(p *corev1.Pod) string {
+	if n := p.Annotations[keys.AnnotationSlurmNode]; n != "" {
+		return n
+	}
+	return p.Spec.NodeName
+}
+
+// SlurmNodeName is the Slurm node behind a Kubernetes Node.
+func SlurmNodeName(n *corev1.Node) string {
+	if v := n.Labels[keys.LabelSlurmNodeName]; v != "" {
+		return v
+	}
+	return n.Name
+}

@@ -1,0 +1,293 @@
+package syncer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/slurmrest"
+)
+
+// mirrorKeys are the annotations the Slurm → Kubernetes side owns.
+var mirrorKeys = []string{keys.AnnotationSlurmReason, keys.AnnotationSlurmSince, keys.AnnotationSlurmBy, keys.AnnotationSlurmState}
+
+// Reconcile brings one slurmd pod's Slurm node and its Kubernetes objects in
+// line. It changes nothing while Slurm's state is unknown.
+func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := r.log.WithValues("pod", req.NamespacedName)
+	pod := &corev1.Pod{}
+	if err := r.client.Get(ctx, req.NamespacedName, pod); err != nil {
+		r.observeLag(req.NamespacedName, "", false)
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if pod.Spec.NodeName == "" {
+		return ctrl.Result{}, nil // not bound yet: no Slurm node to speak of
+	}
+	node := &corev1.Node{}
+	if err := r.client.Get(ctx, types.NamespacedName{Name: pod.Spec.NodeName}, node); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		node = nil
+	}
+	slurmName := pod.Spec.NodeName
+	if node != nil {
+		slurmName = SlurmNodeName(node)
+	}
+	deleting := pod.DeletionTimestamp != nil
+	if err := r.ensurePodMeta(ctx, pod, slurmName, deleting); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	st, err := r.slurm.Node(slurmName)
+	switch {
+	case errors.Is(err, slurmrest.ErrNotFound):
+		// A fresh cache without this node: nothing in Slurm to drain or
+		// mirror. A deleted pod may go; anything else waits.
+		r.metrics.actions.WithLabelValues(dirToSlurm, "none", outcomeUnknown).Inc()
+		r.recorder.Eventf(pod, corev1.EventTypeWarning, keys.EventSlurmUnavailable, "Slurm has no node %q; nothing is changed", slurmName)
+		if deleting {
+			return ctrl.Result{}, r.releasePod(ctx, pod)
+		}
+		return ctrl.Result{RequeueAfter: r.opts.Resync}, nil
+	case err != nil:
+		// Unknown: fail closed, look again soon.
+		r.metrics.actions.WithLabelValues(dirToSlurm, "none", outcomeUnknown).Inc()
+		log.V(1).Info("Slurm state unknown; changing nothing", "slurmNode", slurmName, "error", err.Error())
+		return ctrl.Result{RequeueAfter: r.opts.UnknownRetry}, nil
+	}
+
+	o := observed{
+		now: time.Now(), grace: r.opts.NotReadyGrace, podGone: deleting, slurm: st,
+		applied: pod.Annotations[keys.AnnotationDrainApplied],
+	}
+	o.podReady, o.notReadyAt = podReadiness(pod)
+	if node != nil {
+		o.cordoned, o.cordonText = node.Spec.Unschedulable, node.Annotations[keys.AnnotationCordonReason]
+	}
+	d := plan(o)
+	if d.badCordon && node != nil {
+		r.recorder.Eventf(node, corev1.EventTypeWarning, keys.EventBadAnnotation,
+			"annotation %s refused (over 200 characters or control characters); draining with %q", keys.AnnotationCordonReason, d.reason)
+	}
+	if d.keptAdmin && pod.Annotations[keys.AnnotationDrainApplied] == "" && node != nil && o.cordoned {
+		r.recorder.Eventf(node, corev1.EventTypeNormal, keys.EventAdminDrainKept, "Slurm node %s is drained by an admin (%q); onepool leaves that drain alone", slurmName, st.Reason)
+	}
+	acted, err := r.applySlurm(ctx, pod, node, slurmName, st, d)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	mirrored, err := r.applyMirror(ctx, pod, node, d)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if acted {
+		r.observeLag(req.NamespacedName, dirToSlurm, true)
+	} else {
+		r.observeLag(req.NamespacedName, dirToKube, mirrored)
+	}
+	if err := r.setApplied(ctx, pod, d.applied); err != nil {
+		return ctrl.Result{}, err
+	}
+	if d.releasePod {
+		return ctrl.Result{}, r.releasePod(ctx, pod)
+	}
+	next := r.opts.Resync
+	if d.recheckIn > 0 && d.recheckIn < next {
+		next = d.recheckIn
+	}
+	return ctrl.Result{RequeueAfter: next}, nil
+}
+
+// applySlurm drains or resumes the Slurm node as decided.
+func (r *PodReconciler) applySlurm(ctx context.Context, pod *corev1.Pod, node *corev1.Node, slurmName string, st slurmrest.Node, d decision) (bool, error) {
+	target := eventTarget(pod, node)
+	switch d.action {
+	case actDrain:
+		action := "drain"
+		if d.redrain {
+			action = "redrain"
+		}
+		if err := r.slurm.Drain(ctx, slurmName, d.reason); err != nil {
+			r.metrics.actions.WithLabelValues(dirToSlurm, action, outcomeError).Inc()
+			r.recorder.Eventf(target, corev1.EventTypeWarning, keys.EventDrainFailed, "draining Slurm node %s: %v", slurmName, err)
+			return false, fmt.Errorf("drain %s: %w", slurmName, err)
+		}
+		r.metrics.actions.WithLabelValues(dirToSlurm, action, outcomeSuccess).Inc()
+		if d.redrain {
+			r.recorder.Eventf(target, corev1.EventTypeWarning, keys.EventRedrained,
+				"Slurm node %s was resumed in Slurm while %q still holds; drained again", slurmName, d.reason)
+		} else {
+			r.recorder.Eventf(target, corev1.EventTypeNormal, keys.EventDrained, "Slurm node %s drained: %s", slurmName, d.reason)
+		}
+		return true, nil
+	case actResume:
+		err := r.slurm.Resume(ctx, slurmName)
+		if err != nil && !errors.Is(err, slurmrest.ErrAlreadyInState) {
+			r.metrics.actions.WithLabelValues(dirToSlurm, "resume", outcomeError).Inc()
+			r.recorder.Eventf(target, corev1.EventTypeWarning, keys.EventResumeFailed, "resuming Slurm node %s: %v", slurmName, err)
+			return false, fmt.Errorf("resume %s: %w", slurmName, err)
+		}
+		r.metrics.actions.WithLabelValues(dirToSlurm, "resume", outcomeSuccess).Inc()
+		r.recorder.Eventf(target, corev1.EventTypeNormal, keys.EventResumed, "Slurm node %s resumed (onepool's drain %q no longer has a cause)", slurmName, st.Reason)
+		return true, nil
+	}
+	return false, nil
+}
+
+// applyMirror writes Slurm's view onto the pod and the Node: annotations
+// and the SlurmUnavailable condition. It reports whether anything changed.
+func (r *PodReconciler) applyMirror(ctx context.Context, pod *corev1.Pod, node *corev1.Node, d decision) (bool, error) {
+	changed := false
+	objs := []client.Object{pod}
+	if node != nil {
+		objs = append(objs, node)
+	}
+	for _, obj := range objs {
+		want := maps.Clone(obj.GetAnnotations())
+		if want == nil {
+			want = map[string]string{}
+		}
+		for _, k := range mirrorKeys {
+			delete(want, k)
+		}
+		maps.Copy(want, d.mirror)
+		if maps.Equal(want, obj.GetAnnotations()) || (len(want) == 0 && len(obj.GetAnnotations()) == 0) {
+			continue
+		}
+		patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+		obj.SetAnnotations(want)
+		if err := r.client.Patch(ctx, obj, patch); err != nil {
+			r.metrics.actions.WithLabelValues(dirToKube, "annotate", outcomeError).Inc()
+			return changed, fmt.Errorf("annotating %s: %w", obj.GetName(), err)
+		}
+		r.metrics.actions.WithLabelValues(dirToKube, "annotate", outcomeSuccess).Inc()
+		changed = true
+	}
+	if node == nil {
+		return changed, nil
+	}
+	old := findCondition(node.Status.Conditions, keys.ConditionSlurmUnavailable)
+	if old != nil && old.Status == d.condition.Status && old.Reason == d.condition.Reason && old.Message == d.condition.Message {
+		return changed, nil
+	}
+	if old == nil && d.condition.Status == corev1.ConditionFalse {
+		return changed, nil // never set, nothing to say
+	}
+	patch := client.StrategicMergeFrom(node.DeepCopy())
+	c := d.condition
+	now := metav1.NewTime(time.Now())
+	c.LastHeartbeatTime, c.LastTransitionTime = now, now
+	if old != nil && old.Status == c.Status {
+		c.LastTransitionTime = old.LastTransitionTime
+	}
+	setCondition(node, c)
+	if err := r.client.Status().Patch(ctx, node, patch); err != nil {
+		r.metrics.actions.WithLabelValues(dirToKube, "condition", outcomeError).Inc()
+		return changed, fmt.Errorf("setting condition on node %s: %w", node.Name, err)
+	}
+	r.metrics.actions.WithLabelValues(dirToKube, "condition", outcomeSuccess).Inc()
+	if (old == nil || old.Status != c.Status) && d.mirror != nil {
+		r.recorder.Eventf(node, corev1.EventTypeWarning, keys.EventSlurmUnavailable, "Slurm holds the node out: %s: %s", c.Reason, c.Message)
+	} else if old != nil && old.Status == corev1.ConditionTrue && c.Status == corev1.ConditionFalse {
+		r.recorder.Eventf(node, corev1.EventTypeNormal, keys.EventSlurmAvailable, "Slurm may place jobs on this node again")
+	}
+	return true, nil
+}
+
+// ensurePodMeta records the Slurm node name on the pod and holds its
+// deletion with the finalizer until the Slurm node is drained.
+func (r *PodReconciler) ensurePodMeta(ctx context.Context, pod *corev1.Pod, slurmName string, deleting bool) error {
+	needName := pod.Annotations[keys.AnnotationSlurmNode] != slurmName
+	needFin := !deleting && !controllerutil.ContainsFinalizer(pod, keys.FinalizerSlurmdPod)
+	if !needName && !needFin {
+		return nil
+	}
+	patch := client.MergeFrom(pod.DeepCopy())
+	if needName {
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[keys.AnnotationSlurmNode] = slurmName
+	}
+	if needFin {
+		controllerutil.AddFinalizer(pod, keys.FinalizerSlurmdPod)
+	}
+	if err := r.client.Patch(ctx, pod, patch); err != nil {
+		return fmt.Errorf("recording slurm node on pod: %w", err)
+	}
+	return nil
+}
+
+func (r *PodReconciler) setApplied(ctx context.Context, pod *corev1.Pod, applied string) error {
+	if pod.Annotations[keys.AnnotationDrainApplied] == applied {
+		return nil
+	}
+	patch := client.MergeFrom(pod.DeepCopy())
+	if applied == "" {
+		delete(pod.Annotations, keys.AnnotationDrainApplied)
+	} else {
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[keys.AnnotationDrainApplied] = applied
+	}
+	return client.IgnoreNotFound(r.client.Patch(ctx, pod, patch))
+}
+
+func (r *PodReconciler) releasePod(ctx context.Context, pod *corev1.Pod) error {
+	if !controllerutil.ContainsFinalizer(pod, keys.FinalizerSlurmdPod) {
+		return nil
+	}
+	patch := client.MergeFrom(pod.DeepCopy())
+	controllerutil.RemoveFinalizer(pod, keys.FinalizerSlurmdPod)
+	return client.IgnoreNotFound(r.client.Patch(ctx, pod, patch))
+}
+
+// podReadiness says whether the pod is Ready, and if not, since when.
+func podReadiness(p *corev1.Pod) (ready bool, notReadySince time.Time) {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			if c.Status == corev1.ConditionTrue {
+				return true, time.Time{}
+			}
+			return false, c.LastTransitionTime.Time
+		}
+	}
+	return false, p.CreationTimestamp.Time
+}
+
+func findCondition(cs []corev1.NodeCondition, t corev1.NodeConditionType) *corev1.NodeCondition {
+	for i := range cs {
+		if cs[i].Type == t {
+			return &cs[i]
+		}
+	}
+	return nil
+}
+
+func setCondition(n *corev1.Node, c corev1.NodeCondition) {
+	if old := findCondition(n.Status.Conditions, c.Type); old != nil {
+		*old = c
+		return
+	}
+	n.Status.Conditions = append(n.Status.Conditions, c)
+}
+
+func eventTarget(pod *corev1.Pod, node *corev1.Node) client.Object {
+	if node != nil {
+		return node
+	}
+	return pod
+}

@@ -1,0 +1,33 @@
+package syncer
+
+import (
+	"context"
+
+	"github.com/onepool/onepool/slurmrest"
+)
+
+// Slurm is what the syncer needs of Slurm: reads from the cache (which says
+// ErrStale rather than serve old data) and the two writes.
+type Slurm interface {
+	// Node returns the node's state, slurmrest.ErrStale when unknown, or
+	// slurmrest.ErrNotFound when Slurm has no such node.
+	Node(name string) (slurmrest.Node, error)
+	Drain(ctx context.Context, name, reason string) error
+	Resume(ctx context.Context, name string) error
+}
+
+// CachedSlurm reads through the cache and writes through the client.
+type CachedSlurm struct {
+	Cache  *slurmrest.Cache
+	Client *slurmrest.Client
+}
+
+func (s CachedSlurm) Node(name string) (slurmrest.Node, error) { return s.Cache.Node(name) }
+
+func (s CachedSlurm) Drain(ctx context.Context, name, reason string) error {
+	return s.Client.Drain(ctx, name, reason)
+}
+
+func (s CachedSlurm) Resume(ctx context.Context, name string) error {
+	return s.Client.Resume(ctx, name)
+}
