@@ -1,0 +1,157 @@
+// Command onepool-controller-manager runs onepool's controllers (today: the
+// syncer) with leader election, health probes and Prometheus metrics.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/onepool/onepool/slurmrest"
+	"github.com/onepool/onepool/syncer"
+)
+
+type config struct {
+	kubeconfig      string
+	slurmURL        string
+	slurmTokenFile  string
+	slurmTimeout    time.Duration
+	pollInterval    time.Duration
+	staleAfter      time.Duration
+	metricsAddr     string
+	probeAddr       string
+	leaderElect     bool
+	leaderNamespace string
+	leaseDuration   time.Duration
+	renewDeadline   time.Duration
+	retryPeriod     time.Duration
+	syncer          syncer.Options
+}
+
+func parseFlags(args []string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("onepool-controller-manager", flag.ContinueOnError)
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig file; empty: in-cluster config")
+	fs.StringVar(&c.slurmURL, "slurmrest-url", "", "slurmrestd URL, e.g. http://slurmrestd:6820 (required)")
+	fs.StringVar(&c.slurmTokenFile, "slurmrest-token-file", "", "file holding the slurmrestd JWT; re-read when it changes (required)")
+	fs.DurationVar(&c.slurmTimeout, "slurmrest-timeout", 10*time.Second, "deadline of each slurmrestd request")
+	fs.DurationVar(&c.pollInterval, "slurm-poll-interval", time.Second, "how often the Slurm cache polls for changes")
+	fs.DurationVar(&c.staleAfter, "slurm-stale-after", 30*time.Second, "after this long without a good refresh Slurm's state counts as unknown")
+	fs.StringVar(&c.metricsAddr, "metrics-bind-address", ":8080", "address of /metrics; 0 turns it off")
+	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	fs.BoolVar(&c.leaderElect, "leader-elect", true, "elect a leader so that one replica acts at a time")
+	fs.StringVar(&c.leaderNamespace, "leader-elect-namespace", "", "namespace of the leader lease; empty: the pod's own")
+	fs.DurationVar(&c.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "leader lease duration")
+	fs.DurationVar(&c.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "leader renew deadline")
+	fs.DurationVar(&c.retryPeriod, "leader-elect-retry-period", 2*time.Second, "leader election retry period")
+	fs.DurationVar(&c.syncer.NotReadyGrace, "not-ready-grace", 2*time.Minute, "how long a slurmd pod may be not Ready before its Slurm node is drained")
+	fs.DurationVar(&c.syncer.Resync, "resync", 5*time.Minute, "look at every slurmd pod again this often")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if c.slurmURL == "" || c.slurmTokenFile == "" {
+		return c, errors.New("--slurmrest-url and --slurmrest-token-file are required")
+	}
+	if c.leaseDuration <= c.renewDeadline || c.renewDeadline <= c.retryPeriod {
+		return c, errors.New("want lease duration > renew deadline > retry period")
+	}
+	c.syncer.Default()
+	return c, c.syncer.Validate()
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		return rest.InClusterConfig()
+	}
+	return clientcmd.BuildConfigFromFlags("", kubeconfig)
+}
+
+func main() {
+	ctrl.SetLogger(zap.New())
+	log := ctrl.Log.WithName("setup")
+	c, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		log.Error(err, "bad flags")
+		os.Exit(2)
+	}
+	if err := run(ctrl.SetupSignalHandler(), c); err != nil {
+		log.Error(err, "controller manager stopped")
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, c config) error {
+	rc, err := restConfig(c.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubernetes config: %w", err)
+	}
+	mgr, err := ctrl.NewManager(rc, ctrl.Options{
+		Metrics:                       metricsserver.Options{BindAddress: c.metricsAddr},
+		HealthProbeBindAddress:        c.probeAddr,
+		LeaderElection:                c.leaderElect,
+		LeaderElectionID:              "onepool-controller-manager",
+		LeaderElectionNamespace:       c.leaderNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &c.leaseDuration,
+		RenewDeadline:                 &c.renewDeadline,
+		RetryPeriod:                   &c.retryPeriod,
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			// Only slurmd pods: the informer never holds the cluster's other pods.
+			&corev1.Pod{}: {Label: labels.SelectorFromSet(syncer.SlurmdPodSelector())},
+		}},
+	})
+	if err != nil {
+		return err
+	}
+	sc, err := slurmrest.New(slurmrest.Config{URL: c.slurmURL, TokenFile: c.slurmTokenFile, Timeout: c.slurmTimeout, Registerer: crmetrics.Registry})
+	if err != nil {
+		return err
+	}
+	sCache := slurmrest.NewCache(sc, slurmrest.CacheConfig{PollInterval: c.pollInterval, StaleAfter: c.staleAfter, Logger: ctrl.Log.WithName("slurm-cache")})
+	var cacheRunning atomic.Bool
+	// The cache polls only on the leader: replicas waiting for the lease cost slurmrestd nothing.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		cacheRunning.Store(true)
+		defer cacheRunning.Store(false)
+		sCache.Run(ctx)
+		return nil
+	})); err != nil {
+		return err
+	}
+	if _, err := syncer.Setup(mgr, syncer.CachedSlurm{Cache: sCache, Client: sc}, sCache, crmetrics.Registry, c.syncer); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("slurm-cache", func(*http.Request) error {
+		if cacheRunning.Load() && sCache.Stale() {
+			return errors.New("Slurm state unknown: the slurmrest cache is stale")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
