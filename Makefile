@@ -31,7 +31,11 @@ down: ## stop everything `make up` started and unmount the lab
 lab-status: ## which lab daemons run
 	@$(BIN)/lab status
 
-tools: $(BIN)/kube-apiserver $(BIN)/kubectl $(BIN)/etcd $(BIN)/kwok $(LAB_DIR)/kwok-stages.yaml $(BIN)/lab ## build the lab's binaries once (cached in .lab/bin)
+tools: $(BIN)/kube-apiserver $(BIN)/kubectl $(BIN)/etcd $(BIN)/kwok $(LAB_DIR)/kwok-stages.yaml $(BIN)/lab $(BIN)/onepool-controller-manager ## build the lab's binaries (cached in .lab/bin) and onepool's
+
+# onepool's own binaries, rebuilt when any Go file changes; the lab restarts them then.
+$(BIN)/onepool-controller-manager: $(shell git ls-files '*.go' 2>/dev/null | grep -v '^test/') go.mod go.sum
+	go build -o $@ ./cmd/onepool-controller-manager
 
 $(BIN)/kube-apiserver: go.mod go.sum
 	go build -ldflags "$(K8S_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-apiserver

@@ -171,10 +171,10 @@ func (l *Lab) runSteps(ctx context.Context, steps []step) error {
 	for _, s := range steps {
 		start := time.Now()
 		if err := s.run(ctx); err != nil {
-			fmt.Fprintf(l.cfg.Log, "lab: %-16s FAILED after %s\n", s.name, time.Since(start).Round(10*time.Millisecond))
+			fmt.Fprintf(l.cfg.Log, "lab: %-18s FAILED after %s\n", s.name, time.Since(start).Round(10*time.Millisecond))
 			return fmt.Errorf("lab step %q: %w", s.name, err)
 		}
-		fmt.Fprintf(l.cfg.Log, "lab: %-16s ok (%s)\n", s.name, time.Since(start).Round(10*time.Millisecond))
+		fmt.Fprintf(l.cfg.Log, "lab: %-18s ok (%s)\n", s.name, time.Since(start).Round(10*time.Millisecond))
 	}
 	return nil
 }
@@ -193,7 +193,7 @@ func (l *Lab) Up(ctx context.Context) error {
 		return err
 	}
 	start := time.Now()
-	steps := append(l.slurmSteps(), l.kubeSteps()...)
+	steps := append(append(l.slurmSteps(), l.kubeSteps()...), l.onepoolSteps()...)
 	if err := l.runSteps(ctx, steps); err != nil {
 		return err
 	}
@@ -216,7 +216,7 @@ func (l *Lab) Down(ctx context.Context) error {
 		return err
 	}
 	var errs []error
-	for _, name := range []string{"kwok", "kube-apiserver", "etcd", "slurmrestd"} {
+	for _, name := range []string{"onepool-controller-manager", "kwok", "kube-apiserver", "etcd", "slurmrestd"} {
 		errs = append(errs, l.stopDaemon(name))
 	}
 	for _, n := range l.NodeNames() {

@@ -17,7 +17,8 @@ func (l *Lab) Status(w io.Writer) int {
 	ds = append(ds, l.slurmrestd(),
 		daemon{name: "etcd", argv: []string{"etcd"}},
 		daemon{name: "kube-apiserver", argv: []string{"kube-apiserver"}},
-		daemon{name: "kwok", argv: []string{"kwok"}})
+		daemon{name: "kwok", argv: []string{"kwok"}},
+		l.controllerManager())
 	down := 0
 	for _, d := range ds {
 		if pid := l.running(d); pid != 0 {

@@ -1,0 +1,340 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/test/lab"
+)
+
+const syncerNS = "onepool-e2e"
+
+// syncerEnv is one test's slurmd pod on one lab node.
+type syncerEnv struct {
+	t    *testing.T
+	l    *lab.Lab
+	kc   kubernetes.Interface
+	node string
+	pod  string
+}
+
+// newSyncerEnv puts a slurmd pod on node (as the NodeSet will) and waits
+// until the syncer has taken it in hand. Cleanup puts node back as found.
+func newSyncerEnv(t *testing.T, node string) *syncerEnv {
+	t.Helper()
+	l := lab.Shared(t)
+	kc, err := l.KubeClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &syncerEnv{t: t, l: l, kc: kc, node: node, pod: "slurmd-" + node}
+	ctx := context.Background()
+	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: syncerNS}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	e.cleanup() // a previous run may have left it
+	t.Cleanup(e.cleanup)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: e.pod, Namespace: syncerNS, Labels: map[string]string{keys.LabelComponent: keys.ComponentSlurmd}},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "slurmd", Image: "onepool/slurmd:lab"}}},
+	}
+	if _, err := kc.CoreV1().Pods(syncerNS).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "syncer adopts the slurmd pod", func() (bool, string) {
+		p, err := kc.CoreV1().Pods(syncerNS).Get(ctx, e.pod, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		ready := false
+		for _, c := range p.Status.Conditions {
+			ready = ready || c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+		}
+		return ready && p.Annotations[keys.AnnotationSlurmNode] == node && len(p.Finalizers) > 0,
+			fmt.Sprintf("ready=%v annotations=%v finalizers=%v", ready, p.Annotations, p.Finalizers)
+	})
+	return e
+}
+
+// cleanup deletes the pod, uncordons, and resumes a drain onepool made.
+func (e *syncerEnv) cleanup() {
+	ctx := context.Background()
+	_ = e.kc.CoreV1().Pods(syncerNS).Delete(ctx, e.pod, metav1.DeleteOptions{})
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := e.kc.CoreV1().Pods(syncerNS).Get(ctx, e.pod, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	e.kubectlQuiet("uncordon", e.node)
+	e.kubectlQuiet("annotate", "node", e.node, keys.AnnotationCordonReason+"-")
+	if kv := scontrolNode(e.t, e.l, e.node); strings.Contains(kv["State"], "DRAIN") {
+		_, _ = e.l.Slurm(ctx, "scontrol", "update", "nodename="+e.node, "state=resume")
+	}
+}
+
+func (e *syncerEnv) kubectl(args ...string) string {
+	e.t.Helper()
+	out, err := exec.Command(e.l.Kubectl(), append([]string{"--kubeconfig", e.l.Kubeconfig()}, args...)...).CombinedOutput()
+	if err != nil {
+		e.t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+func (e *syncerEnv) kubectlQuiet(args ...string) {
+	_ = exec.Command(e.l.Kubectl(), append([]string{"--kubeconfig", e.l.Kubeconfig()}, args...)...).Run()
+}
+
+func (e *syncerEnv) scontrol(args ...string) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	if out, err := e.l.Slurm(ctx, append([]string{"scontrol"}, args...)...); err != nil {
+		e.t.Fatalf("scontrol %v: %v %s", args, err, out)
+	}
+}
+
+// waitSlurm waits until scontrol shows the node drained with a reason that
+// starts with reason (drained), or not drained (reason "").
+func (e *syncerEnv) waitSlurm(timeout time.Duration, drained bool, reason string) {
+	e.t.Helper()
+	eventually(e.t, timeout, fmt.Sprintf("Slurm node %s drained=%v reason=%q", e.node, drained, reason), func() (bool, string) {
+		kv := scontrolNode(e.t, e.l, e.node)
+		isDrained := strings.Contains(kv["State"], "DRAIN")
+		if drained {
+			return isDrained && strings.HasPrefix(kv["Reason"], reason), kv["State"] + " " + kv["Reason"]
+		}
+		return !isDrained, kv["State"] + " " + kv["Reason"]
+	})
+}
+
+// holds checks that cond stays true for d.
+func (e *syncerEnv) holds(d time.Duration, what string, cond func() (bool, string)) {
+	e.t.Helper()
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		if ok, state := cond(); !ok {
+			e.t.Fatalf("%s stopped holding: %s", what, state)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func (e *syncerEnv) getNode() *corev1.Node {
+	e.t.Helper()
+	n, err := e.kc.CoreV1().Nodes().Get(context.Background(), e.node, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+func (e *syncerEnv) getPod() *corev1.Pod {
+	e.t.Helper()
+	p, err := e.kc.CoreV1().Pods(syncerNS).Get(context.Background(), e.pod, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+func (e *syncerEnv) condition() *corev1.NodeCondition {
+	for _, c := range e.getNode().Status.Conditions {
+		if c.Type == keys.ConditionSlurmUnavailable {
+			return &c
+		}
+	}
+	return nil
+}
+
+// hasEvent says whether the syncer recorded an event with reason about obj.
+func (e *syncerEnv) hasEvent(namespace, obj, reason string) (bool, string) {
+	evs, err := e.kc.CoreV1().Events(namespace).List(context.Background(), metav1.ListOptions{
+		FieldSelector: "involvedObject.name=" + obj + ",reason=" + reason,
+	})
+	if err != nil {
+		return false, err.Error()
+	}
+	var msgs []string
+	for _, ev := range evs.Items {
+		msgs = append(msgs, ev.Message)
+	}
+	return len(evs.Items) > 0, strings.Join(msgs, "; ")
+}
+
+func TestSyncerCordonDrainsUncordonResumes(t *testing.T) {
+	e := newSyncerEnv(t, "gpu-0")
+	e.kubectl("annotate", "--overwrite", "node", e.node, keys.AnnotationCordonReason+"=e2e maintenance")
+	e.kubectl("cordon", e.node)
+	e.waitSlurm(10*time.Second, true, "onepool: node cordoned: e2e maintenance")
+	out, err := e.l.Slurm(context.Background(), "sinfo", "-R", "-h", "-n", e.node, "-o", "%E")
+	if err != nil || !strings.Contains(string(out), "onepool: node cordoned: e2e maintenance") {
+		t.Errorf("sinfo -R: %q, %v", out, err)
+	}
+	eventually(t, 10*time.Second, "Drained event on the Node", func() (bool, string) { return e.hasEvent("default", e.node, keys.EventDrained) })
+	if c := e.condition(); c == nil || c.Status != corev1.ConditionTrue || c.Reason != keys.ConditionReasonDrainedByOwner {
+		t.Errorf("condition after cordon: %+v", c)
+	}
+	e.kubectl("uncordon", e.node)
+	e.waitSlurm(10*time.Second, false, "")
+	eventually(t, 10*time.Second, "condition False", func() (bool, string) {
+		c := e.condition()
+		return c != nil && c.Status == corev1.ConditionFalse, fmt.Sprintf("%+v", c)
+	})
+}
+
+func TestSyncerAdminDrainMirroredAndKept(t *testing.T) {
+	e := newSyncerEnv(t, "gpu-1")
+	e.scontrol("update", "nodename="+e.node, "state=drain", "reason=bad ECC")
+	eventually(t, 10*time.Second, "annotations and condition from Slurm", func() (bool, string) {
+		p, n, c := e.getPod(), e.getNode(), e.condition()
+		ok := p.Annotations[keys.AnnotationSlurmReason] == "bad ECC" && n.Annotations[keys.AnnotationSlurmReason] == "bad ECC" &&
+			strings.Contains(n.Annotations[keys.AnnotationSlurmState], "DRAIN") && n.Annotations[keys.AnnotationSlurmSince] != "" &&
+			c != nil && c.Status == corev1.ConditionTrue && c.Reason == keys.ConditionReasonDrained && c.Message == "bad ECC"
+		return ok, fmt.Sprintf("pod %v node %v condition %+v", p.Annotations, n.Annotations, c)
+	})
+	if out := e.kubectl("describe", "node", e.node); !strings.Contains(out, "bad ECC") {
+		t.Errorf("kubectl describe node does not say why:\n%s", out)
+	}
+	// Cordon and uncordon: onepool never undoes the admin's drain.
+	e.kubectl("cordon", e.node)
+	e.holds(3*time.Second, "admin drain with its reason", func() (bool, string) {
+		kv := scontrolNode(t, e.l, e.node)
+		return strings.Contains(kv["State"], "DRAIN") && strings.HasPrefix(kv["Reason"], "bad ECC"), kv["State"] + " " + kv["Reason"]
+	})
+	e.kubectl("uncordon", e.node)
+	e.holds(3*time.Second, "admin drain after uncordon", func() (bool, string) {
+		kv := scontrolNode(t, e.l, e.node)
+		return strings.Contains(kv["State"], "DRAIN") && strings.HasPrefix(kv["Reason"], "bad ECC"), kv["State"] + " " + kv["Reason"]
+	})
+	// The admin resumes: the Kubernetes side clears.
+	e.scontrol("update", "nodename="+e.node, "state=resume")
+	eventually(t, 10*time.Second, "annotations gone, condition False", func() (bool, string) {
+		p, n, c := e.getPod(), e.getNode(), e.condition()
+		_, pa := p.Annotations[keys.AnnotationSlurmReason]
+		_, na := n.Annotations[keys.AnnotationSlurmReason]
+		return !pa && !na && c != nil && c.Status == corev1.ConditionFalse, fmt.Sprintf("pod %v node %v condition %+v", p.Annotations, n.Annotations, c)
+	})
+}
+
+func TestSyncerRedrainsWhenResumedInSlurmWhileCordoned(t *testing.T) {
+	e := newSyncerEnv(t, "gpu-2")
+	e.kubectl("cordon", e.node)
+	e.waitSlurm(10*time.Second, true, keys.ReasonCordoned)
+	e.scontrol("update", "nodename="+e.node, "state=resume")
+	e.waitSlurm(10*time.Second, true, keys.ReasonCordoned)
+	eventually(t, 10*time.Second, "Redrained warning event", func() (bool, string) { return e.hasEvent("default", e.node, keys.EventRedrained) })
+	e.kubectl("uncordon", e.node)
+	e.waitSlurm(10*time.Second, false, "")
+}
+
+func TestSyncerDeletedPodDrainsBeforeItGoes(t *testing.T) {
+	e := newSyncerEnv(t, "gpu-2")
+	if err := e.kc.CoreV1().Pods(syncerNS).Delete(context.Background(), e.pod, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitSlurm(10*time.Second, true, keys.ReasonPodDeleted)
+	eventually(t, 15*time.Second, "pod gone once drained", func() (bool, string) {
+		_, err := e.kc.CoreV1().Pods(syncerNS).Get(context.Background(), e.pod, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+}
+
+func TestSyncerSlurmrestdDownWhileCordoning(t *testing.T) {
+	e := newSyncerEnv(t, "gpu-3")
+	if err := e.l.StopSlurmrestd(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.l.StartSlurmrestd(context.Background()) })
+	e.kubectl("cordon", e.node)
+	e.holds(2*time.Second, "no drain while slurmrestd is down", func() (bool, string) {
+		kv := scontrolNode(t, e.l, e.node)
+		return !strings.Contains(kv["State"], "DRAIN"), kv["State"]
+	})
+	if err := e.l.StartSlurmrestd(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.waitSlurm(30*time.Second, true, keys.ReasonCordoned)
+}
+
+func TestSyncerKilledAndRestartedConverges(t *testing.T) {
+	e := newSyncerEnv(t, "gpu-3")
+	t.Cleanup(func() { _ = e.l.StartControllerManager(context.Background()) })
+	if err := e.l.KillControllerManager(); err != nil {
+		t.Fatal(err)
+	}
+	e.kubectl("cordon", e.node)
+	if err := e.l.StartControllerManager(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.waitSlurm(30*time.Second, true, keys.ReasonCordoned)
+	if err := e.l.KillControllerManager(); err != nil {
+		t.Fatal(err)
+	}
+	e.kubectl("uncordon", e.node)
+	if err := e.l.StartControllerManager(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.waitSlurm(30*time.Second, false, "")
+}
+
+func TestSyncerMalformedReasonAnnotation(t *testing.T) {
+	e := newSyncerEnv(t, "gpu-0")
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{keys.AnnotationCordonReason: "line one\nline two"}}})
+	e.kubectl("patch", "node", e.node, "--type=merge", "-p", string(patch))
+	e.kubectl("cordon", e.node)
+	e.waitSlurm(10*time.Second, true, keys.ReasonCordoned)
+	if kv := scontrolNode(t, e.l, e.node); strings.Contains(kv["Reason"], "line") {
+		t.Errorf("the refused words reached Slurm: %q", kv["Reason"])
+	}
+	eventually(t, 10*time.Second, "InvalidAnnotation event", func() (bool, string) { return e.hasEvent("default", e.node, keys.EventBadAnnotation) })
+	if err := e.l.StartControllerManager(context.Background()); err != nil { // still up and ready: no crash
+		t.Fatalf("controller manager after a malformed annotation: %v", err)
+	}
+}
+
+func TestSyncerNoActionWhileStale(t *testing.T) {
+	e := newSyncerEnv(t, "gpu-1")
+	e.scontrol("update", "nodename="+e.node, "state=drain", "reason=admin work")
+	eventually(t, 10*time.Second, "admin drain mirrored", func() (bool, string) {
+		return e.getNode().Annotations[keys.AnnotationSlurmReason] == "admin work", fmt.Sprint(e.getNode().Annotations)
+	})
+	if err := e.l.StopSlurmrestd(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.l.StartSlurmrestd(context.Background()) })
+	// Stale after lab.StaleAfter; then the admin resumes and the operator cordons.
+	time.Sleep(lab.StaleAfter + 2*time.Second)
+	e.scontrol("update", "nodename="+e.node, "state=resume")
+	e.kubectl("cordon", e.node)
+	e.holds(4*time.Second, "Kubernetes side unchanged while Slurm's state is unknown", func() (bool, string) {
+		n, c := e.getNode(), e.condition()
+		return n.Annotations[keys.AnnotationSlurmReason] == "admin work" && c != nil && c.Status == corev1.ConditionTrue,
+			fmt.Sprintf("%v %+v", n.Annotations, c)
+	})
+	if kv := scontrolNode(t, e.l, e.node); strings.Contains(kv["State"], "DRAIN") {
+		t.Errorf("Slurm changed while the syncer could not know its state: %s %s", kv["State"], kv["Reason"])
+	}
+	if err := e.l.StartSlurmrestd(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Known again: the cordon drains, the admin's reason is gone from the mirror.
+	e.waitSlurm(20*time.Second, true, keys.ReasonCordoned)
+	eventually(t, 10*time.Second, "mirror cleared", func() (bool, string) {
+		_, ok := e.getNode().Annotations[keys.AnnotationSlurmReason]
+		return !ok, fmt.Sprint(e.getNode().Annotations)
+	})
+}

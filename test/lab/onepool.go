@@ -1,0 +1,118 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Ports of onepool's own components in the lab.
+const (
+	ManagerMetricsPort = 26080
+	ManagerProbePort   = 26081
+	// SystemNamespace holds onepool's leader lease in the lab.
+	SystemNamespace = "onepool-system"
+	// NotReadyGrace is the syncer's grace for a not-Ready slurmd pod in the lab.
+	NotReadyGrace = 10 * time.Second
+	// StaleAfter is how long the lab's controller manager trusts its last good Slurm refresh.
+	StaleAfter = 5 * time.Second
+)
+
+func (l *Lab) onepoolSteps() []step {
+	return []step{
+		{"onepool namespace", l.ensureSystemNamespace},
+		{"controller-mgr", l.StartControllerManager},
+	}
+}
+
+func (l *Lab) ensureSystemNamespace(ctx context.Context) error {
+	kc, err := l.KubeClient()
+	if err != nil {
+		return err
+	}
+	_, err = kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: SystemNamespace}}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+func (l *Lab) controllerManager() daemon {
+	return daemon{
+		name: "onepool-controller-manager",
+		argv: []string{filepath.Join(l.BinDir(), "onepool-controller-manager"),
+			"--kubeconfig", l.Kubeconfig(),
+			"--slurmrest-url", l.RESTURL(), "--slurmrest-token-file", l.TokenFile(),
+			"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ManagerMetricsPort),
+			"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ManagerProbePort),
+			"--leader-elect-namespace", SystemNamespace,
+			// Short lease: a killed leader is replaced within seconds in tests.
+			"--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms",
+			"--not-ready-grace", NotReadyGrace.String(),
+			// Tests wait for "unknown"; 5 s instead of 30 s keeps them short.
+			"--slurm-stale-after", StaleAfter.String(),
+		},
+		port: ManagerMetricsPort,
+		env:  []string{"PATH=/usr/bin:/bin", "HOME=" + l.path("run")},
+	}
+}
+
+// StartControllerManager starts onepool's controller manager (or keeps the
+// running one when its binary has not been rebuilt since) and waits until it
+// is ready.
+func (l *Lab) StartControllerManager(ctx context.Context) error {
+	d := l.controllerManager()
+	bin, err := os.Stat(d.argv[0])
+	if err != nil {
+		return fmt.Errorf("%s is not built: run `make tools`", d.argv[0])
+	}
+	if l.running(d) != 0 {
+		if pf, err := os.Stat(l.pidFile(d.name)); err == nil && bin.ModTime().After(pf.ModTime()) {
+			if err := l.stopDaemon(d.name); err != nil {
+				return err
+			}
+		}
+	}
+	if _, err := l.start(d); err != nil {
+		return err
+	}
+	return l.waitControllerManager(ctx)
+}
+
+func (l *Lab) waitControllerManager(ctx context.Context) error {
+	return waitFor(ctx, "onepool-controller-manager", 60*time.Second, filepath.Join(l.LogDir(), "onepool-controller-manager.out"), func(ctx context.Context) error {
+		return httpOK(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/readyz", ManagerProbePort))
+	})
+}
+
+// StopControllerManager stops it gracefully (it hands its lease back).
+func (l *Lab) StopControllerManager() error { return l.stopDaemon("onepool-controller-manager") }
+
+// KillControllerManager kills it with SIGKILL, as a crash would.
+func (l *Lab) KillControllerManager() error {
+	d := l.controllerManager()
+	pid := l.running(d)
+	if pid == 0 {
+		return fmt.Errorf("onepool-controller-manager is not running")
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return err
+	}
+	for i := 0; i < 100 && alive(pid, filepath.Base(d.argv[0])); i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	return os.Remove(l.pidFile(d.name))
+}
+
+// ControllerManagerMetricsURL is where its Prometheus metrics are.
+func (l *Lab) ControllerManagerMetricsURL() string {
+	return fmt.Sprintf("http://127.0.0.1:%d/metrics", ManagerMetricsPort)
+}
