@@ -47,7 +47,7 @@ func newSyncerEnv(t *testing.T, node string) *syncerEnv {
 	t.Cleanup(e.cleanup)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: e.pod, Namespace: syncerNS, Labels: map[string]string{keys.LabelComponent: keys.ComponentSlurmd}},
-		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "slurmd", Image: "onepool/slurmd:lab"}}},
+		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "slurmd", Image: "onepool/slurmd:lab"}}},
 	}
 	if _, err := kc.CoreV1().Pods(syncerNS).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
