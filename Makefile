@@ -15,9 +15,9 @@ K8S_VERSION := v1.35.4
 K8S_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=35
 KWOK_VERSION := v0.8.0
 FUZZTIME ?= 10s
-UNIT_PKGS := ./slurmrest/... ./test/lab/...
+UNIT_PKGS := ./slurmrest/... ./test/lab/... ./keys/... ./syncer/...
 
-.PHONY: help up down lab-status tools generate openapi-spec vet unit fuzz e2e test bench bench-slurmrest
+.PHONY: help up down lab-status tools generate openapi-spec vet unit fuzz e2e test bench bench-slurmrest bench-syncer
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -85,8 +85,12 @@ e2e: tools ## e2e tests on the real lab (brings it up or reuses it)
 
 test: vet unit fuzz e2e ## everything CI runs
 
-bench: bench-slurmrest ## every benchmark; BENCH lines
+bench: bench-slurmrest bench-syncer ## every benchmark; BENCH lines
 
 bench-slurmrest: tools ## slurmrest cache at 1,000 Slurm nodes and 200 jobs
 	ONEPOOL_LAB_EXTRA_NODES=1000 $(BIN)/lab up
 	ONEPOOL_BENCH=1 ONEPOOL_LAB_EXTRA_NODES=1000 go test -count=1 -timeout 20m -run '^TestBenchSlurmrest$$' -v ./test/bench/ | tee $(LAB_DIR)/bench-slurmrest.log | grep '^BENCH' || (tail -40 $(LAB_DIR)/bench-slurmrest.log; exit 1)
+
+bench-syncer: tools ## syncer over 1,000 kwok Nodes, 1,000 Slurm nodes and 1,000 slurmd pods
+	ONEPOOL_LAB_EXTRA_NODES=1000 $(BIN)/lab up
+	ONEPOOL_BENCH=1 ONEPOOL_LAB_EXTRA_NODES=1000 go test -count=1 -timeout 20m -run '^TestBenchSyncer$$' -v ./test/bench/ | tee $(LAB_DIR)/bench-syncer.log | grep '^BENCH' || (tail -40 $(LAB_DIR)/bench-syncer.log; exit 1)
