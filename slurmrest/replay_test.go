@@ -274,3 +274,20 @@ func TestEndpointLabel(t *testing.T) {
 		}
 	}
 }
+
+// A delta asked from before a change the client has already seen must be
+// "changed": the client lists in full at once instead of collecting the 500.
+func TestReplayNodesKnownChangedListsInFull(t *testing.T) {
+	c, rp := newReplay(t, map[string]string{"GET /nodes/": "nodes.200.json"})
+	first, err := c.ListNodes(context.Background(), time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := c.ListNodes(context.Background(), first.LastUpdate.Add(-time.Second))
+	if err != nil || again == nil || len(again.Nodes) != 4 {
+		t.Fatalf("ListNodes(since before the last update) = %v, %v; want the full listing", again, err)
+	}
+	if len(rp.seen) != 2 {
+		t.Errorf("%d requests, want 2 full listings and no delta", len(rp.seen))
+	}
+}

@@ -43,6 +43,8 @@ type config struct {
 	leaseDuration   time.Duration
 	renewDeadline   time.Duration
 	retryPeriod     time.Duration
+	kubeQPS         float64
+	kubeBurst       int
 	syncer          syncer.Options
 }
 
@@ -50,6 +52,8 @@ func parseFlags(args []string) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("onepool-controller-manager", flag.ContinueOnError)
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig file; empty: in-cluster config")
+	fs.Float64Var(&c.kubeQPS, "kube-api-qps", 100, "queries per second to the kube-apiserver")
+	fs.IntVar(&c.kubeBurst, "kube-api-burst", 200, "burst of queries to the kube-apiserver")
 	fs.StringVar(&c.slurmURL, "slurmrest-url", "", "slurmrestd URL, e.g. http://slurmrestd:6820 (required)")
 	fs.StringVar(&c.slurmTokenFile, "slurmrest-token-file", "", "file holding the slurmrestd JWT; re-read when it changes (required)")
 	fs.DurationVar(&c.slurmTimeout, "slurmrest-timeout", 10*time.Second, "deadline of each slurmrestd request")
@@ -106,6 +110,7 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return fmt.Errorf("kubernetes config: %w", err)
 	}
+	rc.QPS, rc.Burst = float32(c.kubeQPS), c.kubeBurst
 	mgr, err := ctrl.NewManager(rc, ctrl.Options{
 		Metrics:                       metricsserver.Options{BindAddress: c.metricsAddr},
 		HealthProbeBindAddress:        c.probeAddr,

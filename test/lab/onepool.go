@@ -23,7 +23,7 @@ const (
 	// NotReadyGrace is the syncer's grace for a not-Ready slurmd pod in the lab.
 	NotReadyGrace = 10 * time.Second
 	// StaleAfter is how long the lab's controller manager trusts its last good Slurm refresh.
-	StaleAfter = 5 * time.Second
+	StaleAfter = 10 * time.Second
 )
 
 func (l *Lab) onepoolSteps() []step {
@@ -57,7 +57,7 @@ func (l *Lab) controllerManager() daemon {
 			// Short lease: a killed leader is replaced within seconds in tests.
 			"--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms",
 			"--not-ready-grace", NotReadyGrace.String(),
-			// Tests wait for "unknown"; 5 s instead of 30 s keeps them short.
+			// Tests wait for "unknown"; 10 s instead of 30 s keeps them short.
 			"--slurm-stale-after", StaleAfter.String(),
 		},
 		port: ManagerMetricsPort,

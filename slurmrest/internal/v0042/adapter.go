@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	gen "github.com/onepool/onepool/slurmrest/internal/gen/v0042"
@@ -28,6 +29,12 @@ const (
 // Backend implements model.Backend over the generated client.
 type Backend struct {
 	c *gen.Client
+
+	mu sync.Mutex
+	// nodesSeen is the newest node update time a listing has shown. A
+	// delta asked from before it must answer "changed", and 24.11.5 says
+	// so with a 500 (see ListNodes): such a poll lists in full at once.
+	nodesSeen time.Time
 }
 
 var _ model.Backend = (*Backend)(nil)

@@ -35,6 +35,11 @@ func (b *Backend) Ping(ctx context.Context) error {
 // partitions did not, with HTTP 500 "Unable to query partitions" (a
 // slurmrestd bug): that means "changed", so the nodes are listed in full.
 func (b *Backend) ListNodes(ctx context.Context, since time.Time) (*model.NodeList, error) {
+	b.mu.Lock()
+	if since.Before(b.nodesSeen) {
+		since = time.Time{}
+	}
+	b.mu.Unlock()
 	r, err := b.getNodes(ctx, since)
 	if !since.IsZero() && isPartitionQueryBug(err) {
 		r, err = b.getNodes(ctx, time.Time{})
@@ -49,6 +54,11 @@ func (b *Backend) ListNodes(ctx context.Context, since time.Time) (*model.NodeLi
 	if err != nil {
 		return nil, badResponse("list nodes", epNodes, r, "%w", err)
 	}
+	b.mu.Lock()
+	if last.After(b.nodesSeen) {
+		b.nodesSeen = last
+	}
+	b.mu.Unlock()
 	return &model.NodeList{Nodes: nodes, LastUpdate: last}, nil
 }
 
