@@ -97,11 +97,12 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	} else {
 		r.observeLag(req.NamespacedName, dirToKube, mirrored)
 	}
+	if d.releasePod {
+		// The pod is going: its drain-applied note goes with it.
+		return ctrl.Result{}, r.releasePod(ctx, pod)
+	}
 	if err := r.setApplied(ctx, pod, d.applied); err != nil {
 		return ctrl.Result{}, err
-	}
-	if d.releasePod {
-		return ctrl.Result{}, r.releasePod(ctx, pod)
 	}
 	next := r.opts.Resync
 	if d.recheckIn > 0 && d.recheckIn < next {

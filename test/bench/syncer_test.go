@@ -48,6 +48,8 @@ func TestBenchSyncer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A previous run's pods may still be going away.
+	cleanupSyncerBench(t, l, kc, sim)
 	t.Cleanup(func() { cleanupSyncerBench(t, l, kc, sim) })
 	createSlurmdPods(t, kc, sim)
 
@@ -176,11 +178,15 @@ func cleanupSyncerBench(t *testing.T, l *lab.Lab, kc kubernetes.Interface, sim [
 	ctx := context.Background()
 	_ = parallelDo(8, sim[:syncerSamples], func(n string) error { return setCordon(ctx, kc, n, false) })
 	_ = kc.CoreV1().Pods(benchNS).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
-	deadline := time.Now().Add(3 * time.Minute)
-	for time.Now().Before(deadline) {
+	// Each deleted slurmd pod is held until the syncer has drained its node.
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
 		pods, err := kc.CoreV1().Pods(benchNS).List(ctx, metav1.ListOptions{})
 		if err == nil && len(pods.Items) == 0 {
 			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bench slurmd pods still there after 10 minutes")
 		}
 		time.Sleep(time.Second)
 	}
