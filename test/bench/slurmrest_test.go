@@ -161,7 +161,9 @@ func change(ctx context.Context, l *lab.Lab, w *waiter, node string, drain bool,
 		return !n.State.Drain()
 	}
 	ch := w.expect(node, want)
-	args := []string{"scontrol", "update", "nodename=" + node, "state=resume"}
+	// UNDRAIN, not RESUME: RESUME wakes a powered-down CLOUD node, which then
+	// stays NOT_RESPONDING and keeps changing the node table.
+	args := []string{"scontrol", "update", "nodename=" + node, "state=undrain"}
 	if drain {
 		args = []string{"scontrol", "update", "nodename=" + node, "state=drain", "reason=" + reason}
 	}

@@ -191,8 +191,10 @@ func cleanupSyncerBench(t *testing.T, l *lab.Lab, kc kubernetes.Interface, sim [
 		time.Sleep(time.Second)
 	}
 	// Deleted slurmd pods drained their nodes: give them back in one command.
-	if out, err := l.Slurm(ctx, "scontrol", "update", "nodename=sim-[0000-"+fmt.Sprintf("%04d", len(sim)-1)+"]", "state=resume"); err != nil {
-		t.Logf("resume sim nodes: %v %s", err, out)
+	// UNDRAIN, not RESUME: a RESUME wakes the powered-down CLOUD nodes, which
+	// then stay NOT_RESPONDING and change the node table every few seconds.
+	if out, err := l.Slurm(ctx, "scontrol", "update", "nodename=sim-[0000-"+fmt.Sprintf("%04d", len(sim)-1)+"]", "state=undrain"); err != nil {
+		t.Logf("undrain sim nodes: %v %s", err, out)
 	}
 }
 
