@@ -39,21 +39,20 @@ func (c *CacheConfig) defaults() {
 	}
 }
 
-// NodeHandler receives node changes. Calls come one at a time from the
-// cache's poll loop, in order; a handler must not block (queue work instead).
-// Nil funcs are skipped.
-type NodeHandler struct {
-	Add    func(n *Node)
-	Update func(old, new *Node)
-	Delete func(n *Node)
+// Handler receives changes of one kind of object. Calls come one at a time
+// from the cache's poll loop, in order; a handler must not block (queue
+// work instead). Nil funcs are skipped.
+type Handler[T any] struct {
+	Add    func(obj *T)
+	Update func(old, new *T)
+	Delete func(obj *T)
 }
 
-// JobHandler receives job changes, like NodeHandler.
-type JobHandler struct {
-	Add    func(j *Job)
-	Update func(old, new *Job)
-	Delete func(j *Job)
-}
+// NodeHandler receives node changes.
+type NodeHandler = Handler[Node]
+
+// JobHandler receives job changes.
+type JobHandler = Handler[Job]
 
 // Cache keeps one cluster-wide view of Slurm's nodes and jobs, refreshed by
 // polling with update_time so an unchanged cluster costs two tiny requests
@@ -194,16 +193,7 @@ func (c *Cache) deliverNode(e event[Node]) {
 	c.mu.RLock()
 	hs := c.nodeHandlers
 	c.mu.RUnlock()
-	for _, h := range hs {
-		switch {
-		case e.typ == "add" && h.Add != nil:
-			h.Add(e.new)
-		case e.typ == "update" && h.Update != nil:
-			h.Update(e.old, e.new)
-		case e.typ == "delete" && h.Delete != nil:
-			h.Delete(e.old)
-		}
-	}
+	dispatch(hs, e)
 }
 
 func (c *Cache) deliverJob(e event[Job]) {
@@ -211,6 +201,10 @@ func (c *Cache) deliverJob(e event[Job]) {
 	c.mu.RLock()
 	hs := c.jobHandlers
 	c.mu.RUnlock()
+	dispatch(hs, e)
+}
+
+func dispatch[T any](hs []Handler[T], e event[T]) {
 	for _, h := range hs {
 		switch {
 		case e.typ == "add" && h.Add != nil:
