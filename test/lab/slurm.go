@@ -142,7 +142,17 @@ func (l *Lab) configureSlurm(ctx context.Context) error {
 		changed = changed || c
 	}
 	if changed {
-		return l.stopSlurm()
+		if err := l.stopSlurm(); err != nil {
+			return err
+		}
+		// Nodes start from the new config, not from saved state: a saved
+		// NOT_RESPONDING scale node makes slurmctld touch the node table
+		// every second. Jobs keep their saved state.
+		for _, f := range []string{"node_state", "node_state.old"} {
+			if err := os.Remove(filepath.Join(root, "var/spool/slurmctld", f)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
 	}
 	return nil
 }
