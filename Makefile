@@ -14,8 +14,9 @@ BIN := $(LAB_DIR)/bin
 K8S_VERSION := v1.35.4
 K8S_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=35
 KWOK_VERSION := v0.8.0
+SCHEDULER_PLUGINS_VERSION := v0.35.4-devel
 FUZZTIME ?= 10s
-UNIT_PKGS := ./slurmrest/... ./test/lab/... ./keys/... ./syncer/...
+UNIT_PKGS := ./slurmrest/... ./test/lab/... ./keys/... ./syncer/... ./scheduler/...
 
 .PHONY: help up down lab-status tools generate openapi-spec vet unit fuzz e2e test bench bench-slurmrest bench-syncer
 
@@ -31,11 +32,14 @@ down: ## stop everything `make up` started and unmount the lab
 lab-status: ## which lab daemons run
 	@$(BIN)/lab status
 
-tools: $(BIN)/kube-apiserver $(BIN)/kubectl $(BIN)/etcd $(BIN)/kwok $(LAB_DIR)/kwok-stages.yaml $(BIN)/lab $(BIN)/onepool-controller-manager ## build the lab's binaries (cached in .lab/bin) and onepool's
+tools: $(BIN)/kube-apiserver $(BIN)/kubectl $(BIN)/etcd $(BIN)/kwok $(LAB_DIR)/kwok-stages.yaml $(BIN)/lab $(BIN)/onepool-controller-manager $(BIN)/onepool-scheduler $(LAB_DIR)/podgroup-crd.yaml ## build the lab's binaries (cached in .lab/bin) and onepool's
 
 # onepool's own binaries, rebuilt when any Go file changes; the lab restarts them then.
 $(BIN)/onepool-controller-manager: $(shell git ls-files '*.go' 2>/dev/null | grep -v '^test/') go.mod go.sum
 	go build -o $@ ./cmd/onepool-controller-manager
+
+$(BIN)/onepool-scheduler: $(shell git ls-files '*.go' 2>/dev/null | grep -v '^test/') go.mod go.sum
+	go build -ldflags "$(K8S_LDFLAGS)" -o $@ ./cmd/onepool-scheduler
 
 $(BIN)/kube-apiserver: go.mod go.sum
 	go build -ldflags "$(K8S_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-apiserver
@@ -57,6 +61,12 @@ $(LAB_DIR)/kwok-stages.yaml:
 	for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
 	         pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do \
 	  echo '---'; cat $$s/$$f; echo; done > $@.tmp && mv $@.tmp $@
+
+# scheduler-plugins' PodGroup CRD, for gangs (coscheduling).
+$(LAB_DIR)/podgroup-crd.yaml:
+	@mkdir -p $(LAB_DIR)
+	dir=$$(go mod download -json sigs.k8s.io/scheduler-plugins@$(SCHEDULER_PLUGINS_VERSION) | sed -n 's/^\s*"Dir": "\(.*\)",/\1/p'); \
+	cp $$dir/manifests/coscheduling/crd.yaml $@.tmp && chmod 644 $@.tmp && mv $@.tmp $@
 
 $(BIN)/lab: $(shell find test/lab -name '*.go' -not -name '*_test.go') go.mod
 	go build -o $@ ./test/lab/cmd/lab

@@ -16,6 +16,27 @@ const (
 	// LabelSlurmNodeName on a Node names its Slurm node when the two names
 	// differ. Without it the Slurm node has the Node's name.
 	LabelSlurmNodeName = "onepool.dev/slurm-node-name"
+
+	// LabelPodGroup is scheduler-plugins' coscheduling label: pods that
+	// carry it with a PodGroup's name form one gang, placed as one Slurm job.
+	LabelPodGroup = "scheduling.x-k8s.io/pod-group"
+)
+
+// SchedulerName is the schedulerName a pod sets to be placed by Slurm.
+const SchedulerName = "onepool"
+
+// Pod annotations the scheduler reads: what the pod's placeholder job asks
+// of Slurm. Unset: the scheduler's configured defaults.
+const (
+	AnnotationJobPartition = "slurm.onepool.dev/partition"
+	AnnotationJobQOS       = "slurm.onepool.dev/qos"
+	AnnotationJobAccount   = "slurm.onepool.dev/account"
+	// AnnotationJobTimeLimit is a Go duration ("90m", "12h") or "UNLIMITED".
+	AnnotationJobTimeLimit = "slurm.onepool.dev/time-limit"
+
+	// AnnotationJobID is written by the scheduler: the Slurm job that holds
+	// the pod's place (for a gang: the group's job).
+	AnnotationJobID = "slurm.onepool.dev/job-id"
 )
 
 // Annotations.
@@ -73,6 +94,14 @@ const (
 	EventSlurmAvailable   = "SlurmNodeAvailable"
 	EventBadAnnotation    = "InvalidAnnotation"
 	EventAdminDrainKept   = "AdminDrainKept"
+
+	// Scheduler events, on the pod.
+	EventJobSubmitted   = "SlurmJobSubmitted"
+	EventJobRejected    = "SlurmJobRejected"    // Slurm refused the placeholder job
+	EventInvalidRequest = "InvalidSlurmRequest" // a pod annotation or request onepool cannot turn into a job
+	EventJobEnded       = "SlurmJobEnded"       // the job ended in Slurm; the pod is evicted
+	EventJobMissing     = "SlurmJobMissing"     // Slurm no longer knows the job; the pod is evicted
+	EventEvictFailed    = "EvictionFailed"
 )
 
 // Drain reasons. Every drain onepool makes starts with DrainPrefix, and

@@ -195,18 +195,25 @@ type NodeUpdate struct {
 
 // JobSubmit is a batch job to submit.
 type JobSubmit struct {
-	Name        string
-	Script      string
-	Partition   string
-	Nodes       string // "1", "2-4"
-	Tasks       int
-	TresPerNode string // "gres/gpu:8"
-	Comment     string
-	WorkDir     string
-	Environment []string
-	TimeLimit   time.Duration // 0: the partition's
-	Hold        bool
-	Priority    uint32 // 0: Slurm's choice
+	Name            string
+	Script          string
+	Partition       string
+	Nodes           string // "1", "2-4"
+	Tasks           int
+	TresPerNode     string // "gres/gpu:8"
+	Comment         string
+	WorkDir         string
+	Environment     []string
+	TimeLimit       time.Duration // 0: the partition's
+	Hold            bool
+	Priority        uint32 // 0: Slurm's choice
+	QOS             string // "": the user's default QOS
+	Account         string // "": the user's default account
+	CPUsPerTask     int    // 0: Slurm's default (1)
+	MemoryPerNodeMB int64  // 0: Slurm's default (DefMemPerCPU)
+	// NoRequeue keeps Slurm from requeueing the job after a node failure or
+	// preemption: it ends instead.
+	NoRequeue bool
 }
 
 // JobUpdate changes a job; nil fields stay as they are.

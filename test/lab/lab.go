@@ -216,7 +216,7 @@ func (l *Lab) Down(ctx context.Context) error {
 		return err
 	}
 	var errs []error
-	for _, name := range []string{"onepool-controller-manager", "kwok", "kube-apiserver", "etcd", "slurmrestd"} {
+	for _, name := range []string{"onepool-scheduler", "onepool-controller-manager", "kwok", "kube-apiserver", "etcd", "slurmrestd"} {
 		errs = append(errs, l.stopDaemon(name))
 	}
 	for _, n := range l.NodeNames() {

@@ -168,6 +168,21 @@ func (b *Backend) SubmitJob(ctx context.Context, j model.JobSubmit) (uint32, err
 	if j.Priority > 0 {
 		desc.Priority = &gen.V0042Uint32NoValStruct{Set: ptr(true), Number: ptr(int32(j.Priority))}
 	}
+	if j.QOS != "" {
+		desc.Qos = ptr(j.QOS)
+	}
+	if j.Account != "" {
+		desc.Account = ptr(j.Account)
+	}
+	if j.CPUsPerTask > 0 {
+		desc.CpusPerTask = ptr(int32(j.CPUsPerTask))
+	}
+	if j.MemoryPerNodeMB > 0 {
+		desc.MemoryPerNode = &gen.V0042Uint64NoValStruct{Set: ptr(true), Number: ptr(j.MemoryPerNodeMB)}
+	}
+	if j.NoRequeue {
+		desc.Requeue = ptr(false)
+	}
 	r, err := call(ctx, op, epSubmit, func(ctx context.Context) (*http.Response, error) {
 		return b.c.SlurmV0042PostJobSubmit(ctx, gen.V0042JobSubmitReq{Job: &desc})
 	})

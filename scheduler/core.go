@@ -1,0 +1,356 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/slurmrest"
+)
+
+// rejectRetry: a job Slurm refused is asked again after this long even
+// when its pod does not change (an admin may have fixed the QOS).
+const rejectRetry = 5 * time.Minute
+
+// Core is the scheduler's logic behind the framework plugin: it keeps one
+// placement per pod (or gang), submits placeholder jobs, answers where a
+// pod goes, and ends pods and jobs together.
+type Core struct {
+	args     *Args
+	log      klog.Logger
+	slurm    Slurm
+	jobs     JobCache
+	kube     kubernetes.Interface
+	groups   GroupReader
+	nodes    corelisters.NodeLister
+	recorder events.EventRecorder
+	activate func(pods []*corev1.Pod)
+	script   func(owner) string
+
+	mu       sync.Mutex
+	synced   bool
+	pods     map[types.UID]*corev1.Pod // onepool's pods that have not finished
+	places   map[string]*placement
+	byJob    map[uint32]string
+	starting map[uint32]time.Time // submitted jobs polled until they start
+	invalid  map[types.UID]string // the last invalid-request event per pod
+	evicting map[types.UID]time.Time
+
+	submitQ workqueue.TypedRateLimitingInterface[string]
+	lifeQ   workqueue.TypedRateLimitingInterface[string]
+}
+
+// CoreConfig wires a Core.
+type CoreConfig struct {
+	Args     *Args
+	Log      klog.Logger
+	Slurm    Slurm
+	Jobs     JobCache
+	Kube     kubernetes.Interface
+	Groups   GroupReader
+	Nodes    corelisters.NodeLister
+	Recorder events.EventRecorder
+	// Activate moves pods back into the scheduling queue.
+	Activate func(pods []*corev1.Pod)
+}
+
+// NewCore returns a Core; Run starts its loops.
+func NewCore(cfg CoreConfig) *Core {
+	host, port, _ := releaseHostPort(cfg.Args.ReleaseURL) // validated with the args
+	rl := workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 30*time.Second)
+	return &Core{
+		args: cfg.Args, log: cfg.Log, slurm: cfg.Slurm, jobs: cfg.Jobs, kube: cfg.Kube, groups: cfg.Groups,
+		nodes: cfg.Nodes, recorder: cfg.Recorder, activate: cfg.Activate,
+		script:   func(o owner) string { return placeholderScript(o, host, port) },
+		pods:     map[types.UID]*corev1.Pod{},
+		places:   map[string]*placement{},
+		byJob:    map[uint32]string{},
+		starting: map[uint32]time.Time{},
+		invalid:  map[types.UID]string{},
+		evicting: map[types.UID]time.Time{},
+		submitQ: workqueue.NewTypedRateLimitingQueueWithConfig(rl,
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "onepool-submit"}),
+		lifeQ: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "onepool-lifecycle"}),
+	}
+}
+
+// Decision is where a pod goes: Node (a Kubernetes node) once Slurm
+// allocated it, else Message says why it waits.
+type Decision struct {
+	Node    string
+	Message string
+}
+
+// Place decides for one pod in a scheduling cycle. It never calls Slurm:
+// it reads onepool's records and queues work.
+func (c *Core) Place(pod *corev1.Pod) Decision {
+	if _, err := requestFor(pod, c.args); err != nil {
+		c.invalidRequest(pod, err)
+		return Decision{Message: "invalid Slurm request: " + err.Error()}
+	}
+	o := ownerOf(pod)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.trackLocked(pod)
+	if !c.synced {
+		return Decision{Message: "onepool is reading Slurm's jobs; nothing is submitted until it knows them"}
+	}
+	p := c.places[o.key()]
+	if p == nil {
+		p = newPlacement(o)
+		c.places[o.key()] = p
+	}
+	if p.jobID == 0 {
+		if c.jobs.Stale() {
+			return Decision{Message: "Slurm's state is unknown (slurmrestd has not answered lately); nothing is submitted until it does"}
+		}
+		retry := !p.submitting && (p.err == nil || (p.rejected && time.Since(p.errAt) > rejectRetry) || p.waiting != "")
+		if retry {
+			p.submitting = true
+			c.submitQ.Add(o.key())
+		}
+		return Decision{Message: p.pendingMessage()}
+	}
+	if p.ended() || p.job == nil || p.job.State.Base() != slurmrest.JobRunning {
+		return Decision{Message: p.pendingMessage()}
+	}
+	slurmNode := p.nodeFor(pod, c.membersLocked(o))
+	if slurmNode == "" {
+		return Decision{Message: fmt.Sprintf("Slurm job %d runs on %s; every node of it already has a pod of this group", p.jobID, p.job.Nodes)}
+	}
+	node, err := c.kubeNode(slurmNode)
+	if err != nil {
+		return Decision{Message: fmt.Sprintf("Slurm job %d runs on Slurm node %s: %v", p.jobID, slurmNode, err)}
+	}
+	return Decision{Node: node}
+}
+
+// kubeNode maps a Slurm node name to its Kubernetes node: the node of that
+// name, unless a node claims it with the override label.
+func (c *Core) kubeNode(slurmNode string) (string, error) {
+	if n, err := c.nodes.Get(slurmNode); err == nil {
+		if v, ok := n.Labels[keys.LabelSlurmNodeName]; !ok || v == slurmNode {
+			return n.Name, nil
+		}
+	}
+	all, err := c.nodes.List(labelSelectorSlurmNode(slurmNode))
+	if err != nil {
+		return "", err
+	}
+	if len(all) == 0 {
+		return "", fmt.Errorf("no Kubernetes node is Slurm node %s", slurmNode)
+	}
+	return all[0].Name, nil
+}
+
+func (c *Core) invalidRequest(pod *corev1.Pod, err error) {
+	c.mu.Lock()
+	last := c.invalid[pod.UID]
+	c.invalid[pod.UID] = err.Error()
+	c.mu.Unlock()
+	if last != err.Error() {
+		c.recorder.Eventf(pod, nil, corev1.EventTypeWarning, keys.EventInvalidRequest, "Schedule", "%v", err)
+	}
+}
+
+// trackLocked records a onepool pod (from the informer or a scheduling
+// cycle).
+func (c *Core) trackLocked(pod *corev1.Pod) {
+	if finished(pod) {
+		delete(c.pods, pod.UID)
+		return
+	}
+	c.pods[pod.UID] = pod
+}
+
+func finished(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
+
+// membersLocked lists the owner's pods that have not finished, by name.
+func (c *Core) membersLocked(o owner) []*corev1.Pod {
+	var out []*corev1.Pod
+	if !o.Group {
+		if p, ok := c.pods[o.UID]; ok {
+			out = append(out, p)
+		}
+		return out
+	}
+	for _, p := range c.pods {
+		if p.Namespace == o.Namespace && p.Labels[keys.LabelPodGroup] == o.Name {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// observe takes a job from the cache or the start poller. Jobs onepool did
+// not submit are ignored; a placeholder of an owner onepool has no record
+// of (after a restart) is adopted.
+func (c *Core) observe(j slurmrest.Job) {
+	o, ok := parseComment(j.Comment)
+	if !ok {
+		return
+	}
+	var wake []*corev1.Pod
+	c.mu.Lock()
+	key := o.key()
+	p := c.places[key]
+	if p == nil {
+		p = newPlacement(o)
+		c.places[key] = p
+	}
+	switch {
+	case p.jobID == j.ID:
+	case p.jobID == 0:
+		if j.State.Finished() && !c.newerThanMembersLocked(o, j) {
+			break // an earlier incarnation's job, long over
+		}
+		p.jobID, p.err, p.rejected, p.waiting = j.ID, nil, false, ""
+		c.byJob[j.ID] = key
+	case !j.State.Finished():
+		// Two live jobs for one owner: keep the older, cancel the other.
+		if j.ID < p.jobID && !p.ended() {
+			p.extra = append(p.extra, p.jobID)
+			delete(c.byJob, p.jobID)
+			p.jobID, p.job, p.nodes = j.ID, nil, nil
+			c.byJob[j.ID] = key
+		} else {
+			p.extra = append(p.extra, j.ID)
+		}
+	}
+	if p.jobID == j.ID {
+		changed, err := p.setJob(j)
+		if err != nil {
+			c.log.Error(err, "Reading the allocation of a placeholder job", "job", j.ID)
+		}
+		if changed {
+			wake = c.membersLocked(o)
+			if j.State.Base() != slurmrest.JobPending {
+				delete(c.starting, j.ID)
+			}
+		}
+	}
+	c.mu.Unlock()
+	c.lifeQ.Add(key)
+	if len(wake) > 0 {
+		c.activate(wake)
+	}
+}
+
+// newerThanMembersLocked says whether job j was submitted after the owner's
+// oldest pod was created: an ended job that is older belongs to pods that
+// are gone.
+func (c *Core) newerThanMembersLocked(o owner, j slurmrest.Job) bool {
+	ms := c.membersLocked(o)
+	if len(ms) == 0 {
+		return false
+	}
+	for _, m := range ms {
+		if j.SubmitTime.Add(time.Second).Before(m.CreationTimestamp.Time) {
+			return false
+		}
+	}
+	return true
+}
+
+// forget drops a job Slurm purged from its records.
+func (c *Core) forget(j slurmrest.Job) {
+	c.mu.Lock()
+	key, ok := c.byJob[j.ID]
+	c.mu.Unlock()
+	if ok {
+		c.lifeQ.Add(key)
+	}
+}
+
+// podChanged takes informer events for onepool's pods.
+func (c *Core) podChanged(old, pod *corev1.Pod) {
+	o := ownerOf(pod)
+	c.mu.Lock()
+	c.trackLocked(pod)
+	p := c.places[o.key()]
+	wake := false
+	if old != nil && p != nil && p.jobID == 0 && askChanged(old, pod) {
+		// The pod asks something else now: a rejected ask may pass.
+		p.err, p.rejected = nil, false
+		wake = true
+	}
+	if old != nil && askChanged(old, pod) {
+		delete(c.invalid, pod.UID)
+		wake = true
+	}
+	if old == nil && p != nil && p.waiting != "" {
+		wake = true // a gang grew
+	}
+	c.mu.Unlock()
+	if finished(pod) {
+		c.lifeQ.Add(o.key())
+	}
+	if wake {
+		c.activate([]*corev1.Pod{pod})
+	}
+}
+
+// podDeleted takes informer deletions.
+func (c *Core) podDeleted(pod *corev1.Pod) {
+	c.mu.Lock()
+	delete(c.pods, pod.UID)
+	delete(c.invalid, pod.UID)
+	delete(c.evicting, pod.UID)
+	c.mu.Unlock()
+	c.lifeQ.Add(ownerOf(pod).key())
+}
+
+// askChanged says whether what a pod asks of Slurm changed.
+func askChanged(a, b *corev1.Pod) bool {
+	for _, k := range []string{keys.AnnotationJobPartition, keys.AnnotationJobQOS, keys.AnnotationJobAccount, keys.AnnotationJobTimeLimit} {
+		if a.Annotations[k] != b.Annotations[k] {
+			return true
+		}
+	}
+	return false
+}
+
+// confirmGone asks the API server (not the informer) whether the owner's
+// pods are gone: deleted, replaced by another uid, or finished.
+func (c *Core) confirmGone(ctx context.Context, o owner) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if !o.Group {
+		p, err := c.kube.CoreV1().Pods(o.Namespace).Get(ctx, o.Name, metav1GetOptions)
+		switch {
+		case apierrors.IsNotFound(err):
+			return true, nil
+		case err != nil:
+			return false, err
+		}
+		return p.UID != o.UID || finished(p), nil
+	}
+	list, err := c.kube.CoreV1().Pods(o.Namespace).List(ctx, listByGroup(o.Name))
+	if err != nil {
+		return false, err
+	}
+	for i := range list.Items {
+		if !finished(&list.Items[i]) {
+			return false, nil
+		}
+	}
+	return true, nil
+}

@@ -1,0 +1,98 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/onepool/onepool/keys"
+)
+
+var metav1GetOptions = metav1.GetOptions{}
+
+func listByGroup(name string) metav1.ListOptions {
+	return metav1.ListOptions{LabelSelector: labels.Set{keys.LabelPodGroup: name}.String()}
+}
+
+func labelSelectorSlurmNode(name string) labels.Selector {
+	return labels.SelectorFromSet(labels.Set{keys.LabelSlurmNodeName: name})
+}
+
+// GroupReader reads a PodGroup's minimum member count.
+type GroupReader interface {
+	MinMember(ctx context.Context, namespace, name string) (int, error)
+}
+
+// PodGroupGVR is scheduler-plugins' PodGroup (coscheduling).
+var PodGroupGVR = schema.GroupVersionResource{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Resource: "podgroups"}
+
+// DynamicGroups reads PodGroups without importing scheduler-plugins' types.
+type DynamicGroups struct{ Client dynamic.Interface }
+
+func (g DynamicGroups) MinMember(ctx context.Context, namespace, name string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	u, err := g.Client.Resource(PodGroupGVR).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("PodGroup %s/%s: %w", namespace, name, err)
+	}
+	return minMemberOf(u)
+}
+
+func minMemberOf(u *unstructured.Unstructured) (int, error) {
+	n, found, err := unstructured.NestedInt64(u.Object, "spec", "minMember")
+	if err != nil || !found || n < 1 || n > 4096 {
+		return 0, fmt.Errorf("PodGroup %s/%s: spec.minMember must be 1 to 4096", u.GetNamespace(), u.GetName())
+	}
+	return int(n), nil
+}
+
+// evict asks the API server to evict a pod gracefully (its PodDisruptionBudgets
+// and termination grace apply). The uid precondition keeps a replacement
+// pod of the same name safe.
+func evict(ctx context.Context, c interface {
+	EvictV1(context.Context, *policyv1.Eviction) error
+}, pod *corev1.Pod) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	uid := pod.UID
+	err := c.EvictV1(ctx, &policyv1.Eviction{
+		ObjectMeta:    metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
+		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}},
+	})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil // gone already, or replaced
+	}
+	return err
+}
+
+// annotateJobID records the placeholder job on the pod for kubectl and for
+// a restarted scheduler.
+func annotateJobID(ctx context.Context, c interface {
+	Patch(context.Context, string, types.PatchType, []byte, metav1.PatchOptions, ...string) (*corev1.Pod, error)
+}, pod *corev1.Pod, id uint32) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"%d"}}}`, keys.AnnotationJobID, id)
+	_, err := c.Patch(ctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func deleteWithUID(uid types.UID) metav1.DeleteOptions {
+	return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
+}
+
+func itoa(id uint32) string { return fmt.Sprint(id) }

@@ -1,0 +1,188 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/slurmrest"
+)
+
+// evictDeleteAfter: an eviction a PodDisruptionBudget keeps refusing turns
+// into a plain delete after this long; Slurm has already given the GPUs
+// back, so the pod must not keep running on them.
+const evictDeleteAfter = time.Minute
+
+func (c *Core) lifecycleWorker(ctx context.Context) {
+	for {
+		key, quit := c.lifeQ.Get()
+		if quit {
+			return
+		}
+		after, err := c.reconcile(ctx, key)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			c.log.V(2).Info("Reconciling a placement failed; retrying", "placement", key, "err", err.Error())
+			c.lifeQ.AddRateLimited(key)
+		case after > 0:
+			c.lifeQ.Forget(key)
+			c.lifeQ.AddAfter(key, after)
+		default:
+			c.lifeQ.Forget(key)
+		}
+		c.lifeQ.Done(key)
+	}
+}
+
+// reconcile ends pods and jobs together: a job whose pods are gone is
+// cancelled, pods whose job ended are evicted, duplicates are cancelled.
+// Nothing happens while Slurm's state is unknown.
+func (c *Core) reconcile(ctx context.Context, key string) (time.Duration, error) {
+	if c.jobs.Stale() {
+		return 2 * time.Second, nil
+	}
+	c.mu.Lock()
+	p := c.places[key]
+	if p == nil {
+		c.mu.Unlock()
+		return 0, nil
+	}
+	o, jobID, extra := p.owner, p.jobID, p.extra
+	p.extra = nil
+	var job *slurmrest.Job
+	if p.job != nil {
+		j := *p.job
+		job = &j
+	}
+	submitted, missing := p.submitted, p.missing
+	members := c.membersLocked(o)
+	c.mu.Unlock()
+
+	for _, id := range extra {
+		if err := c.slurm.CancelJob(ctx, id); err != nil && !errors.Is(err, slurmrest.ErrNotFound) {
+			c.mu.Lock()
+			p.extra = append(p.extra, id)
+			c.mu.Unlock()
+			return 0, err
+		}
+		c.log.Info("Cancelled a duplicate placeholder job", "owner", o.String(), "job", id, "kept", jobID)
+	}
+	if jobID == 0 {
+		if len(members) == 0 {
+			c.dropIfIdle(key, p)
+		}
+		return 0, nil
+	}
+	if job == nil && !missing {
+		// Submitted, not seen yet: the cache lists it within a poll or two;
+		// only a job Slurm denies knowing is missing.
+		if time.Since(submitted) < 10*time.Second {
+			return 2 * time.Second, nil
+		}
+		j, err := c.slurm.GetJob(ctx, jobID)
+		switch {
+		case errors.Is(err, slurmrest.ErrNotFound):
+			c.mu.Lock()
+			p.missing = true
+			c.mu.Unlock()
+			missing = true
+		case err != nil:
+			return 0, err
+		default:
+			c.observe(*j)
+			return 0, nil
+		}
+	}
+	if len(members) == 0 {
+		gone, err := c.confirmGone(ctx, o)
+		if err != nil {
+			return 0, err
+		}
+		if !gone {
+			return 2 * time.Second, nil // the informer is behind
+		}
+		if !missing && !job.State.Finished() {
+			if err := c.slurm.CancelJob(ctx, jobID); err != nil && !errors.Is(err, slurmrest.ErrNotFound) {
+				return 0, err
+			}
+			c.log.Info("Cancelled the placeholder job of a pod that is gone", "owner", o.String(), "job", jobID)
+			return 5 * time.Second, nil // look again until Slurm lists it ended
+		}
+		c.dropIfIdle(key, p)
+		return 0, nil
+	}
+	if !missing && !job.State.Finished() {
+		return 0, nil
+	}
+	reason, note := keys.EventJobEnded, ""
+	if missing {
+		reason = keys.EventJobMissing
+		note = "Slurm no longer knows placeholder job " + itoa(jobID) + "; evicting the pod"
+	} else {
+		note = "Slurm job " + itoa(jobID) + " ended (" + stateReason(job) + "); evicting the pod"
+	}
+	var errs []error
+	for _, m := range members {
+		if m.DeletionTimestamp != nil {
+			continue
+		}
+		if err := c.evictOrDelete(ctx, m, reason, note); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return 0, err
+	}
+	return 5 * time.Second, nil // until the pods are gone
+}
+
+// evictOrDelete evicts a pod whose job ended, with an event naming the
+// cause; a PodDisruptionBudget that refuses for longer than
+// evictDeleteAfter is overridden by a delete.
+func (c *Core) evictOrDelete(ctx context.Context, pod *corev1.Pod, reason, note string) error {
+	c.mu.Lock()
+	first, seen := c.evicting[pod.UID]
+	if !seen {
+		first = time.Now()
+		c.evicting[pod.UID] = first
+	}
+	c.mu.Unlock()
+	if !seen {
+		c.recorder.Eventf(pod, nil, corev1.EventTypeWarning, reason, "Evict", "%s", note)
+	}
+	err := evict(ctx, c.kube.CoreV1().Pods(pod.Namespace), pod)
+	if err == nil {
+		return nil
+	}
+	if apierrors.IsTooManyRequests(err) && time.Since(first) > evictDeleteAfter {
+		c.recorder.Eventf(pod, nil, corev1.EventTypeWarning, keys.EventEvictFailed, "Delete",
+			"a disruption budget refused the eviction for %s; deleting the pod: its Slurm job is over", evictDeleteAfter)
+		uid := pod.UID
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		err = c.kube.CoreV1().Pods(pod.Namespace).Delete(dctx, pod.Name, deleteWithUID(uid))
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil
+		}
+	}
+	return err
+}
+
+// dropIfIdle forgets a placement whose pods and job are both done.
+func (c *Core) dropIfIdle(key string, p *placement) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.places[key] != p || p.submitting || len(c.membersLocked(p.owner)) > 0 {
+		return
+	}
+	delete(c.places, key)
+	delete(c.byJob, p.jobID)
+	delete(c.starting, p.jobID)
+	for uid := range p.assigned {
+		delete(c.evicting, uid)
+	}
+}

@@ -1,0 +1,118 @@
+package scheduler
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/onepool/onepool/slurmrest"
+)
+
+// placement is onepool's record of one owner's place in Slurm: the
+// placeholder job, its last known state and which pod runs on which of
+// its nodes.
+type placement struct {
+	owner owner
+
+	jobID     uint32
+	job       *slurmrest.Job // last known; nil until seen
+	submitted time.Time
+	missing   bool // Slurm confirmed it does not know jobID
+
+	submitting bool
+	err        error // the last submission failure
+	errAt      time.Time
+	rejected   bool   // Slurm refused the job as asked: wait for a pod change
+	waiting    string // why nothing is submitted yet (an incomplete gang)
+
+	nodes    []string             // the allocation, in Slurm's order
+	assigned map[types.UID]string // pod → Slurm node
+	extra    []uint32             // duplicate jobs of this owner, to cancel
+}
+
+func newPlacement(o owner) *placement {
+	return &placement{owner: o, assigned: map[types.UID]string{}}
+}
+
+// ended says whether the job is over for good: the pods must go.
+func (p *placement) ended() bool {
+	return p.missing || (p.job != nil && p.job.State.Finished())
+}
+
+// setJob records a job's latest state and, once it runs, its nodes. It
+// reports whether the pods should look again (state, reason or nodes
+// changed).
+func (p *placement) setJob(j slurmrest.Job) (changed bool, err error) {
+	old := p.job
+	p.job = &j
+	if j.State.Base() == slurmrest.JobRunning && len(p.nodes) == 0 && j.Nodes != "" {
+		nodes, err := expandHostlist(j.Nodes)
+		if err != nil {
+			return true, err
+		}
+		p.nodes = nodes
+	}
+	return old == nil || !slices.Equal(old.State, j.State) || old.Reason != j.Reason, nil
+}
+
+// nodeFor returns the Slurm node pod runs on: the single node, or for a
+// gang the node assigned to the pod, assigning a free one on first ask.
+func (p *placement) nodeFor(pod *corev1.Pod, members []*corev1.Pod) string {
+	if n, ok := p.assigned[pod.UID]; ok {
+		return n
+	}
+	used := map[string]bool{}
+	live := map[types.UID]bool{}
+	for _, m := range members {
+		live[m.UID] = true
+	}
+	for uid, n := range p.assigned {
+		if live[uid] {
+			used[n] = true
+		} else {
+			delete(p.assigned, uid) // that pod is gone; its node is free for its replacement
+		}
+	}
+	for _, n := range p.nodes {
+		if !used[n] {
+			p.assigned[pod.UID] = n
+			return n
+		}
+	}
+	return ""
+}
+
+// pendingMessage says, for kubectl describe, why the pod is not bound yet.
+func (p *placement) pendingMessage() string {
+	switch {
+	case p.jobID == 0 && p.waiting != "":
+		return p.waiting
+	case p.jobID == 0 && p.rejected:
+		return fmt.Sprintf("Slurm rejected the placeholder job: %v", p.err)
+	case p.jobID == 0 && p.err != nil:
+		return fmt.Sprintf("cannot submit the placeholder job to Slurm (retrying): %v", p.err)
+	case p.jobID == 0:
+		return "submitting a placeholder job to Slurm"
+	case p.missing:
+		return fmt.Sprintf("Slurm job %d no longer exists; the pod will be evicted", p.jobID)
+	case p.job == nil:
+		return fmt.Sprintf("Slurm job %d submitted; waiting for its state", p.jobID)
+	case p.job.State.Finished():
+		return fmt.Sprintf("Slurm job %d ended (%s); the pod will be evicted", p.jobID, stateReason(p.job))
+	case p.job.State.Base() == slurmrest.JobPending:
+		return fmt.Sprintf("waiting in Slurm's queue: job %d is PENDING (%s)", p.jobID, p.job.Reason)
+	default:
+		return fmt.Sprintf("Slurm job %d is %s", p.jobID, stateReason(p.job))
+	}
+}
+
+func stateReason(j *slurmrest.Job) string {
+	s := j.State.Base()
+	if j.Reason != "" && j.Reason != "None" {
+		s += ", reason " + j.Reason
+	}
+	return s
+}

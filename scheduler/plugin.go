@@ -1,0 +1,102 @@
+// Package scheduler is onepool's kube-scheduler plugin: a pod with
+// schedulerName onepool waits in Slurm's queue as a placeholder job and is
+// bound to the node Slurm allocates. The plugin is a thin shim; Core holds
+// the logic.
+package scheduler
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/onepool/onepool/slurmrest"
+)
+
+// Name is the plugin's name in the scheduler configuration.
+const Name = "Onepool"
+
+// Plugin places pods through Slurm at PreFilter.
+type Plugin struct {
+	core *Core
+}
+
+var (
+	_ fwk.PreFilterPlugin   = (*Plugin)(nil)
+	_ fwk.EnqueueExtensions = (*Plugin)(nil)
+)
+
+// New is the plugin factory the scheduler calls once per profile.
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	args, err := DecodeArgs(obj)
+	if err != nil {
+		return nil, err
+	}
+	log := klog.FromContext(ctx).WithName("onepool")
+	client, err := slurmrest.New(slurmrest.Config{URL: args.SlurmrestURL, TokenFile: args.TokenFile, Timeout: args.RequestTimeout.Duration})
+	if err != nil {
+		return nil, fmt.Errorf("onepool: %w", err)
+	}
+	jobs := slurmrest.NewCache(client, slurmrest.CacheConfig{
+		PollInterval: args.PollInterval.Duration, StaleAfter: args.StaleAfter.Duration, Logger: log.WithName("slurm-cache"),
+	})
+	dyn, err := dynamic.NewForConfig(h.KubeConfig())
+	if err != nil {
+		return nil, fmt.Errorf("onepool: %w", err)
+	}
+	pods := h.SharedInformerFactory().Core().V1().Pods()
+	core := NewCore(CoreConfig{
+		Args: args, Log: log, Slurm: client, Jobs: jobs, Kube: h.ClientSet(),
+		Groups: DynamicGroups{Client: dyn}, Nodes: h.SharedInformerFactory().Core().V1().Nodes().Lister(),
+		Recorder: h.EventRecorder(),
+		Activate: func(ps []*corev1.Pod) {
+			if len(ps) == 0 {
+				return
+			}
+			m := make(map[string]*corev1.Pod, len(ps))
+			for _, p := range ps {
+				m[p.Namespace+"/"+p.Name] = p
+			}
+			h.Activate(log, m)
+		},
+	})
+	l, err := core.Listen()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := pods.Informer().AddEventHandler(core.PodEventHandler()); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("onepool: %w", err)
+	}
+	go core.Run(ctx, pods.Informer().HasSynced, jobs, l)
+	return &Plugin{core: core}, nil
+}
+
+func (pl *Plugin) Name() string { return Name }
+
+// PreFilter narrows the pod to the node Slurm allocated, or rejects it
+// with the reason it still waits; Slurm, not Kubernetes, preempts, so the
+// rejection is unresolvable by preemption.
+func (pl *Plugin) PreFilter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	d := pl.core.Place(pod)
+	if d.Node == "" {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, d.Message)
+	}
+	return &fwk.PreFilterResult{NodeNames: sets.New(d.Node)}, nil
+}
+
+func (pl *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// EventsToRegister: pods this plugin rejected come back through
+// Handle.Activate when their Slurm job changes; among cluster events only
+// a new Node can help (a Slurm node whose Kubernetes node was missing).
+func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add}},
+	}, nil
+}

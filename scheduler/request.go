@@ -1,0 +1,102 @@
+package scheduler
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/slurmrest"
+)
+
+// ResourceGPU is the extended resource a pod asks GPUs with.
+const ResourceGPU corev1.ResourceName = "nvidia.com/gpu"
+
+// request is what one pod asks of Slurm.
+type request struct {
+	Partition string
+	QOS       string
+	Account   string
+	TimeLimit time.Duration // 0: the partition's
+	GPUs      int64
+	CPUs      int   // whole CPUs, at least 1
+	MemoryMB  int64 // 0: Slurm's default
+}
+
+// requestFor reads a pod's resources and annotations; the error says which
+// annotation or request is wrong, in words for a pod event.
+func requestFor(pod *corev1.Pod, a *Args) (request, error) {
+	r := request{
+		Partition: a.DefaultPartition,
+		QOS:       a.DefaultQOS,
+		Account:   a.DefaultAccount,
+		TimeLimit: a.DefaultTimeLimit.Duration,
+	}
+	for ann, dst := range map[string]*string{keys.AnnotationJobPartition: &r.Partition, keys.AnnotationJobQOS: &r.QOS, keys.AnnotationJobAccount: &r.Account} {
+		if v, ok := pod.Annotations[ann]; ok {
+			if !slurmName.MatchString(v) {
+				return request{}, fmt.Errorf("annotation %s=%q: not a Slurm name (letters, digits, '_', '.', '-'; at most 64)", ann, v)
+			}
+			*dst = v
+		}
+	}
+	if v, ok := pod.Annotations[keys.AnnotationJobTimeLimit]; ok {
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil || d < time.Minute {
+			return request{}, fmt.Errorf("annotation %s=%q: want a duration of at least 1m, such as 90m or 12h", keys.AnnotationJobTimeLimit, v)
+		}
+		r.TimeLimit = d
+	}
+	if max := a.MaxTimeLimit.Duration; max > 0 && (r.TimeLimit == 0 || r.TimeLimit > max) {
+		if r.TimeLimit > max {
+			return request{}, fmt.Errorf("annotation %s=%s: exceeds the maximum %s", keys.AnnotationJobTimeLimit, r.TimeLimit, max)
+		}
+		r.TimeLimit = max
+	}
+	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	if q, ok := req[ResourceGPU]; ok {
+		r.GPUs = q.Value()
+	}
+	if r.GPUs < 0 || r.GPUs > 1024 {
+		return request{}, fmt.Errorf("%s request %d is out of range", ResourceGPU, r.GPUs)
+	}
+	cpu := req.Cpu()
+	r.CPUs = max(1, int((cpu.MilliValue()+999)/1000))
+	if mem := req.Memory(); !mem.IsZero() {
+		r.MemoryMB = (mem.Value() + (1<<20 - 1)) >> 20
+	}
+	return r, nil
+}
+
+// jobFor builds the placeholder job for an owner whose pods each ask req,
+// one pod per node over nodes nodes.
+func jobFor(o owner, req request, nodes int, a *Args, script string) slurmrest.JobSubmit {
+	j := slurmrest.JobSubmit{
+		Name:            o.jobName(),
+		Comment:         o.comment(),
+		Script:          script,
+		Partition:       req.Partition,
+		QOS:             req.QOS,
+		Account:         req.Account,
+		TimeLimit:       req.TimeLimit,
+		Nodes:           fmt.Sprint(nodes),
+		Tasks:           nodes,
+		CPUsPerTask:     req.CPUs,
+		MemoryPerNodeMB: req.MemoryMB,
+		WorkDir:         a.WorkDir,
+		Environment:     []string{"PATH=/usr/local/bin:/usr/bin:/bin"},
+		NoRequeue:       true,
+	}
+	if req.GPUs > 0 {
+		j.TresPerNode = fmt.Sprintf("gres/gpu:%d", req.GPUs)
+	}
+	return j
+}
+
+// sameShape says whether two gang members ask the same of Slurm: one job
+// gives every node the same allocation.
+func sameShape(a, b request) bool { return a == b }
+
