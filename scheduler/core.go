@@ -48,6 +48,7 @@ type Core struct {
 	starting map[uint32]time.Time // submitted jobs polled until they start
 	invalid  map[types.UID]string // the last invalid-request event per pod
 	evicting map[types.UID]time.Time
+	released map[uint32]time.Time // jobs of dropped placements: their pods are gone
 
 	submitQ workqueue.TypedRateLimitingInterface[string]
 	lifeQ   workqueue.TypedRateLimitingInterface[string]
@@ -81,6 +82,7 @@ func NewCore(cfg CoreConfig) *Core {
 		starting: map[uint32]time.Time{},
 		invalid:  map[types.UID]string{},
 		evicting: map[types.UID]time.Time{},
+		released: map[uint32]time.Time{},
 		submitQ: workqueue.NewTypedRateLimitingQueueWithConfig(rl,
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "onepool-submit"}),
 		lifeQ: workqueue.NewTypedRateLimitingQueueWithConfig(
@@ -280,31 +282,22 @@ func (c *Core) forget(j slurmrest.Job) {
 	}
 }
 
-// podChanged takes informer events for onepool's pods.
+// podChanged takes informer events for onepool's pods. The scheduling
+// queue itself requeues a pod whose ask changed (askChangedHint); here a
+// changed ask clears what was decided on the old one.
 func (c *Core) podChanged(old, pod *corev1.Pod) {
 	o := ownerOf(pod)
 	c.mu.Lock()
 	c.trackLocked(pod)
-	p := c.places[o.key()]
-	wake := false
-	if old != nil && p != nil && p.jobID == 0 && askChanged(old, pod) {
-		// The pod asks something else now: a rejected ask may pass.
-		p.err, p.rejected = nil, false
-		wake = true
-	}
 	if old != nil && askChanged(old, pod) {
 		delete(c.invalid, pod.UID)
-		wake = true
-	}
-	if old == nil && p != nil && p.waiting != "" {
-		wake = true // a gang grew
+		if p := c.places[o.key()]; p != nil && p.jobID == 0 {
+			p.err, p.rejected = nil, false
+		}
 	}
 	c.mu.Unlock()
 	if finished(pod) {
 		c.lifeQ.Add(o.key())
-	}
-	if wake {
-		c.activate([]*corev1.Pod{pod})
 	}
 }
 

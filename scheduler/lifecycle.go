@@ -181,6 +181,9 @@ func (c *Core) dropIfIdle(key string, p *placement) {
 	}
 	delete(c.places, key)
 	delete(c.byJob, p.jobID)
+	if p.jobID != 0 {
+		c.released[p.jobID] = time.Now() // its pods are confirmed gone
+	}
 	delete(c.starting, p.jobID)
 	for uid := range p.assigned {
 		delete(c.evicting, uid)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
 )
 
@@ -93,10 +94,31 @@ func (pl *Plugin) PreFilter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod
 func (pl *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
 // EventsToRegister: pods this plugin rejected come back through
-// Handle.Activate when their Slurm job changes; among cluster events only
-// a new Node can help (a Slurm node whose Kubernetes node was missing).
+// Handle.Activate when their Slurm job changes. Among cluster events only
+// these can help: the pod itself asks something else now, a gang gains a
+// member, or a Node appears (for a Slurm node that had none).
 func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Update}, QueueingHintFn: askChangedHint},
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: gangGrewHint},
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add}},
 	}, nil
+}
+
+func askChangedHint(_ klog.Logger, pod *corev1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	o, ok1 := oldObj.(*corev1.Pod)
+	n, ok2 := newObj.(*corev1.Pod)
+	if ok1 && ok2 && n.UID == pod.UID && askChanged(o, n) {
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}
+
+func gangGrewHint(_ klog.Logger, pod *corev1.Pod, _, newObj any) (fwk.QueueingHint, error) {
+	n, ok := newObj.(*corev1.Pod)
+	g := pod.Labels[keys.LabelPodGroup]
+	if ok && g != "" && n.UID != pod.UID && n.Namespace == pod.Namespace && n.Labels[keys.LabelPodGroup] == g {
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
 }

@@ -34,6 +34,10 @@ func (c *Core) releaseHandler() http.Handler {
 		}
 		c.mu.Unlock()
 		if p == nil {
+			if c.wasReleased(uint32(id)) {
+				_, _ = w.Write([]byte("gone\n"))
+				return
+			}
 			http.Error(w, "unknown job", http.StatusNotFound)
 			return
 		}
@@ -70,5 +74,27 @@ func (c *Core) serveRelease(ctx context.Context, l net.Listener) {
 	}()
 	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 		c.log.Error(err, "The placeholder release endpoint stopped")
+	}
+}
+
+// releasedFor: how long a dropped placement's job is still answered "gone"
+// (a script may ask during the whole of KillWait or GraceTime).
+const releasedFor = 15 * time.Minute
+
+func (c *Core) wasReleased(id uint32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.released[id]
+	return ok && time.Since(at) < releasedFor
+}
+
+// pruneReleased forgets old release answers.
+func (c *Core) pruneReleased() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, at := range c.released {
+		if time.Since(at) > releasedFor {
+			delete(c.released, id)
+		}
 	}
 }

@@ -99,4 +99,3 @@ func jobFor(o owner, req request, nodes int, a *Args, script string) slurmrest.J
 // sameShape says whether two gang members ask the same of Slurm: one job
 // gives every node the same allocation.
 func sameShape(a, b request) bool { return a == b }
-

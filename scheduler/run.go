@@ -125,6 +125,7 @@ loop:
 		case <-ctx.Done():
 			break loop
 		case <-t.C:
+			c.pruneReleased()
 			c.requeueAll()
 		}
 	}
