@@ -1,0 +1,186 @@
+package scheduler
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+
+	"github.com/onepool/onepool/slurmrest"
+)
+
+type fakeSlurm struct {
+	mu        sync.Mutex
+	cancelled []uint32
+	submitted []slurmrest.JobSubmit
+}
+
+func (f *fakeSlurm) SubmitJob(_ context.Context, j slurmrest.JobSubmit) (uint32, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.submitted = append(f.submitted, j)
+	return uint32(100 + len(f.submitted)), nil
+}
+func (f *fakeSlurm) CancelJob(_ context.Context, id uint32) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cancelled = append(f.cancelled, id)
+	return nil
+}
+func (f *fakeSlurm) GetJob(context.Context, uint32) (*slurmrest.Job, error) {
+	return nil, slurmrest.ErrNotFound
+}
+func (f *fakeSlurm) JobStates(context.Context, []uint32) ([]slurmrest.JobStateEntry, error) {
+	return nil, nil
+}
+
+type fakeJobs struct{ stale bool }
+
+func (f *fakeJobs) Job(uint32) (slurmrest.Job, error) { return slurmrest.Job{}, slurmrest.ErrNotFound }
+func (f *fakeJobs) Stale() bool                       { return f.stale }
+
+type coreFixture struct {
+	core  *Core
+	slurm *fakeSlurm
+	jobs  *fakeJobs
+	kube  *fake.Clientset
+	pod   *corev1.Pod
+	woken []string
+}
+
+func newCoreFixture(t *testing.T) *coreFixture {
+	pod := podWith(nil, 1, "", "")
+	pod.Spec.SchedulerName = "onepool"
+	pod.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Minute))
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-1"}}
+	kube := fake.NewSimpleClientset(pod, node)
+	inf := informers.NewSharedInformerFactory(kube, 0)
+	if err := inf.Core().V1().Nodes().Informer().GetIndexer().Add(node); err != nil {
+		t.Fatal(err)
+	}
+	f := &coreFixture{slurm: &fakeSlurm{}, jobs: &fakeJobs{}, kube: kube, pod: pod}
+	f.core = NewCore(CoreConfig{
+		Args: testArgs(t), Log: klog.Background(), Slurm: f.slurm, Jobs: f.jobs, Kube: kube,
+		Nodes: inf.Core().V1().Nodes().Lister(), Recorder: events.NewFakeRecorder(100),
+		Activate: func(ps []*corev1.Pod) {
+			for _, p := range ps {
+				f.woken = append(f.woken, p.Name)
+			}
+		},
+	})
+	f.core.synced = true
+	f.core.podChanged(nil, pod)
+	t.Cleanup(func() { f.core.submitQ.ShutDown(); f.core.lifeQ.ShutDown() })
+	return f
+}
+
+func (f *coreFixture) job(id uint32, state string, nodes string) slurmrest.Job {
+	return slurmrest.Job{ID: id, Comment: ownerOf(f.pod).comment(), State: slurmrest.JobState{state}, Nodes: nodes, SubmitTime: time.Now()}
+}
+
+func TestCoreAdoptsARunningJobAndBindsWithoutSubmitting(t *testing.T) {
+	f := newCoreFixture(t)
+	f.core.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
+	d := f.core.Place(f.pod)
+	if d.Node != "gpu-1" {
+		t.Fatalf("Place = %+v, want gpu-1", d)
+	}
+	if f.core.submitQ.Len() != 0 {
+		t.Error("an adopted pod was queued for a new submission")
+	}
+	if !slices.Contains(f.woken, "p") {
+		t.Error("the pod was not woken when its job started")
+	}
+}
+
+func TestCorePendingMessageNamesJobAndReason(t *testing.T) {
+	f := newCoreFixture(t)
+	j := f.job(8, slurmrest.JobPending, "")
+	j.Reason = "Priority"
+	f.core.observe(j)
+	if d := f.core.Place(f.pod); d.Node != "" || !strings.Contains(d.Message, "job 8 is PENDING (Priority)") {
+		t.Fatalf("Place = %+v", d)
+	}
+}
+
+func TestCoreKeepsOlderOfTwoLiveJobsAndCancelsTheOther(t *testing.T) {
+	f := newCoreFixture(t)
+	f.core.observe(f.job(9, slurmrest.JobRunning, "gpu-1"))
+	f.core.observe(f.job(7, slurmrest.JobPending, ""))
+	if _, err := f.core.reconcile(context.Background(), ownerOf(f.pod).key()); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(f.slurm.cancelled, []uint32{9}) {
+		t.Fatalf("cancelled %v, want [9]", f.slurm.cancelled)
+	}
+	if got := f.core.places[ownerOf(f.pod).key()].jobID; got != 7 {
+		t.Errorf("kept job %d, want 7", got)
+	}
+}
+
+func TestCoreEvictsPodWhoseJobEnded(t *testing.T) {
+	f := newCoreFixture(t)
+	f.core.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
+	j := f.job(7, "PREEMPTED", "gpu-1")
+	f.core.observe(j)
+	if d := f.core.Place(f.pod); d.Node != "" || !strings.Contains(d.Message, "PREEMPTED") {
+		t.Fatalf("a pod whose job ended may still bind: %+v", d)
+	}
+	if _, err := f.core.reconcile(context.Background(), ownerOf(f.pod).key()); err != nil {
+		t.Fatal(err)
+	}
+	evicted := false
+	for _, a := range f.kube.Actions() {
+		if a.GetVerb() == "create" && a.GetSubresource() == "eviction" {
+			evicted = true
+		}
+	}
+	if !evicted || len(f.slurm.cancelled) != 0 {
+		t.Fatalf("evicted=%v cancelled=%v; want an eviction and no cancel", evicted, f.slurm.cancelled)
+	}
+}
+
+func TestCoreCancelsJobOfPodThatIsGone(t *testing.T) {
+	f := newCoreFixture(t)
+	f.core.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
+	if err := f.kube.CoreV1().Pods("ns").Delete(context.Background(), "p", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.core.podDeleted(f.pod)
+	if _, err := f.core.reconcile(context.Background(), ownerOf(f.pod).key()); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(f.slurm.cancelled, []uint32{7}) {
+		t.Fatalf("cancelled %v, want [7]", f.slurm.cancelled)
+	}
+}
+
+func TestCoreDoesNothingWhileSlurmIsUnknown(t *testing.T) {
+	f := newCoreFixture(t)
+	f.core.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
+	f.core.observe(f.job(7, slurmrest.JobCancelled, "gpu-1"))
+	f.jobs.stale = true
+	after, err := f.core.reconcile(context.Background(), ownerOf(f.pod).key())
+	if err != nil || after == 0 {
+		t.Fatalf("reconcile while stale = %v, %v; want a later look", after, err)
+	}
+	for _, a := range f.kube.Actions() {
+		if a.GetVerb() != "get" && a.GetVerb() != "list" && a.GetVerb() != "watch" {
+			t.Fatalf("acted while Slurm's state is unknown: %v", a)
+		}
+	}
+	other := podWith(nil, 1, "", "")
+	other.Name, other.UID = "q", "u2"
+	if d := f.core.Place(other); !strings.Contains(d.Message, "unknown") || f.core.submitQ.Len() != 0 {
+		t.Fatalf("Place while stale = %+v, queued %d", d, f.core.submitQ.Len())
+	}
+}

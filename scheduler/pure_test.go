@@ -1,0 +1,165 @@
+package scheduler
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/onepool/onepool/keys"
+)
+
+func TestExpandHostlist(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []string
+		err  bool
+	}{
+		{in: "gpu-0", want: []string{"gpu-0"}},
+		{in: "gpu-[0-2]", want: []string{"gpu-0", "gpu-1", "gpu-2"}},
+		{in: "gpu-[1,3-4],cpu-7", want: []string{"gpu-1", "gpu-3", "gpu-4", "cpu-7"}},
+		{in: "sim-[0998-1000]", want: []string{"sim-0998", "sim-0999", "sim-1000"}},
+		{in: "n[8-10]x", want: []string{"n8x", "n9x", "n10x"}},
+		{in: "", want: nil},
+		{in: "gpu-[2-1]", err: true},
+		{in: "gpu-[a-b]", err: true},
+		{in: "gpu-]0[", err: true},
+		{in: "a[0-999999]", err: true},
+	} {
+		got, err := expandHostlist(tc.in)
+		if (err != nil) != tc.err || !slices.Equal(got, tc.want) {
+			t.Errorf("expandHostlist(%q) = %v, %v; want %v, err %v", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func TestCommentRoundTrip(t *testing.T) {
+	for _, o := range []owner{
+		{Namespace: "ml", Name: "llama-7b-0", UID: "0b8e6a1c-1111-2222-3333-444455556666"},
+		{Namespace: "ml", Name: "trio", Group: true},
+	} {
+		got, ok := parseComment(o.comment())
+		if !ok || got != o {
+			t.Errorf("parseComment(%q) = %+v, %v; want %+v", o.comment(), got, ok, o)
+		}
+	}
+	for _, c := range []string{"", "onepool e2e", "onepool:pod=ml/x", "onepool:pod=/x;uid=1", "onepool:group=ml", "onepool:group=ml/a/b", "other:pod=ml/x;uid=1"} {
+		if o, ok := parseComment(c); ok {
+			t.Errorf("parseComment(%q) = %+v, want not onepool's", c, o)
+		}
+	}
+}
+
+func podWith(ann map[string]string, gpus int64, cpu, mem string) *corev1.Pod {
+	req := corev1.ResourceList{}
+	if cpu != "" {
+		req[corev1.ResourceCPU] = resource.MustParse(cpu)
+	}
+	if mem != "" {
+		req[corev1.ResourceMemory] = resource.MustParse(mem)
+	}
+	lim := corev1.ResourceList{}
+	if gpus > 0 {
+		lim[ResourceGPU] = *resource.NewQuantity(gpus, resource.DecimalSI)
+		req[ResourceGPU] = *resource.NewQuantity(gpus, resource.DecimalSI)
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u1", Annotations: ann},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: req, Limits: lim}}}},
+	}
+}
+
+func testArgs(t *testing.T) *Args {
+	a := &Args{SlurmrestURL: "http://slurmrestd:6820", TokenFile: "/t", ReleaseURL: "http://onepool:10270", DefaultPartition: "main"}
+	a.SetDefaults()
+	if err := a.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestRequestFor(t *testing.T) {
+	a := testArgs(t)
+	capped := *a
+	capped.MaxTimeLimit = metav1.Duration{Duration: 4 * time.Hour}
+	for _, tc := range []struct {
+		name string
+		args *Args
+		pod  *corev1.Pod
+		want request
+		err  string
+	}{
+		{name: "defaults", args: a, pod: podWith(nil, 1, "100m", "64Mi"),
+			want: request{Partition: "main", GPUs: 1, CPUs: 1, MemoryMB: 64}},
+		{name: "annotations", args: a, pod: podWith(map[string]string{keys.AnnotationJobQOS: "high", keys.AnnotationJobPartition: "gpu", keys.AnnotationJobAccount: "ml-team", keys.AnnotationJobTimeLimit: "90m"}, 8, "2500m", "1Gi"),
+			want: request{Partition: "gpu", QOS: "high", Account: "ml-team", TimeLimit: 90 * time.Minute, GPUs: 8, CPUs: 3, MemoryMB: 1024}},
+		{name: "no requests", args: a, pod: podWith(nil, 0, "", ""), want: request{Partition: "main", CPUs: 1}},
+		{name: "bad qos", args: a, pod: podWith(map[string]string{keys.AnnotationJobQOS: "high qos"}, 1, "", ""), err: keys.AnnotationJobQOS},
+		{name: "bad time", args: a, pod: podWith(map[string]string{keys.AnnotationJobTimeLimit: "soon"}, 1, "", ""), err: keys.AnnotationJobTimeLimit},
+		{name: "time too short", args: a, pod: podWith(map[string]string{keys.AnnotationJobTimeLimit: "30s"}, 1, "", ""), err: "at least 1m"},
+		{name: "cap applies as default", args: &capped, pod: podWith(nil, 1, "", ""), want: request{Partition: "main", GPUs: 1, CPUs: 1, TimeLimit: 4 * time.Hour}},
+		{name: "over the cap", args: &capped, pod: podWith(map[string]string{keys.AnnotationJobTimeLimit: "5h"}, 1, "", ""), err: "exceeds the maximum"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := requestFor(tc.pod, tc.args)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want one naming %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("requestFor = %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestJobFor(t *testing.T) {
+	a := testArgs(t)
+	o := owner{Namespace: "ml", Name: "trio", Group: true}
+	j := jobFor(o, request{Partition: "main", QOS: "high", GPUs: 8, CPUs: 4, MemoryMB: 2048}, 3, a, "#!/bin/bash\n")
+	if j.Nodes != "3" || j.Tasks != 3 || j.TresPerNode != "gres/gpu:8" || j.CPUsPerTask != 4 || j.MemoryPerNodeMB != 2048 ||
+		j.QOS != "high" || !j.NoRequeue || j.Comment != "onepool:group=ml/trio" || j.Name != "onepool/ml/trio" {
+		t.Fatalf("jobFor = %+v", j)
+	}
+	if j := jobFor(o, request{CPUs: 1}, 1, a, "x"); j.TresPerNode != "" {
+		t.Errorf("a pod without GPUs asks %q", j.TresPerNode)
+	}
+}
+
+func TestDecodeArgs(t *testing.T) {
+	good := `{"apiVersion":"onepool.dev/v1alpha1","kind":"OnepoolArgs","slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"http://10.0.0.1:10270"}`
+	a, err := DecodeArgs(&runtime.Unknown{Raw: []byte(good)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.RequestTimeout.Duration != 10*time.Second || a.PollInterval.Duration != time.Second || a.StaleAfter.Duration != 30*time.Second ||
+		a.StartPollInterval.Duration != 100*time.Millisecond || a.SubmitWorkers != 8 || a.WorkDir != "/tmp" || a.ReleaseListenAddress != ":10270" {
+		t.Errorf("defaults not applied: %+v", a)
+	}
+	for name, raw := range map[string]string{
+		"unknown field":   `{"slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"http://h:1","partiton":"x"}`,
+		"no url":          `{"tokenFile":"/t","releaseURL":"http://h:1"}`,
+		"no token":        `{"slurmrestURL":"http://s:6820","releaseURL":"http://h:1"}`,
+		"https release":   `{"slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"https://h:1"}`,
+		"release no port": `{"slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"http://h"}`,
+		"bad qos":         `{"slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"http://h:1","defaultQOS":"a b"}`,
+		"stale < 2 polls": `{"slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"http://h:1","pollInterval":"10s","staleAfter":"15s"}`,
+		"other version":   `{"apiVersion":"onepool.dev/v2","kind":"OnepoolArgs","slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"http://h:1"}`,
+		"relative wd":     `{"slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"http://h:1","workDir":"tmp"}`,
+	} {
+		if _, err := DecodeArgs(&runtime.Unknown{Raw: []byte(raw)}); err == nil {
+			t.Errorf("%s: accepted %s", name, raw)
+		}
+	}
+	y := "slurmrestURL: http://s:6820\ntokenFile: /t\nreleaseURL: http://h:1\n"
+	if _, err := DecodeArgs(&runtime.Unknown{Raw: []byte(y), ContentType: runtime.ContentTypeYAML}); err != nil {
+		t.Errorf("YAML args: %v", err)
+	}
+}

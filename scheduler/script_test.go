@@ -1,0 +1,91 @@
+package scheduler
+
+import (
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// runScript runs the placeholder script with real bash against a release
+// endpoint that answers 409 until gone is set.
+func runScript(t *testing.T, gone *atomic.Bool, asked *atomic.Int32) *exec.Cmd {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/placeholders/42" {
+			http.Error(w, "wrong path "+r.URL.Path, http.StatusNotFound)
+			return
+		}
+		asked.Add(1)
+		if gone.Load() {
+			_, _ = w.Write([]byte("gone\n"))
+			return
+		}
+		http.Error(w, "pod present", http.StatusConflict)
+	}))
+	t.Cleanup(srv.Close)
+	host, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	cmd := exec.Command("bash", "-c", placeholderScript(owner{Namespace: "ns", Name: "p", UID: "u"}, host, port))
+	cmd.Env = append(os.Environ(), "SLURM_JOB_ID=42", "SLURM_JOB_NODELIST=gpu-0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
+	return cmd
+}
+
+func exited(cmd *exec.Cmd, within time.Duration) (bool, error) {
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return true, err
+	case <-time.After(within):
+		return false, nil
+	}
+}
+
+func TestPlaceholderScriptHoldsUntilPodGone(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	var gone atomic.Bool
+	var asked atomic.Int32
+	cmd := runScript(t, &gone, &asked)
+	time.Sleep(300 * time.Millisecond)
+	// Slurm signals the whole job: the script and its sleep.
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if asked.Load() == 0 {
+		t.Fatal("after SIGTERM the script never asked whether its pod is gone")
+	}
+	if cmd.ProcessState != nil {
+		t.Fatal("the script ended while its pod still exists")
+	}
+	gone.Store(true)
+	ok, err := exited(cmd, 5*time.Second)
+	if !ok || err != nil {
+		t.Fatalf("once the pod is gone the script should exit 0; exited=%v err=%v", ok, err)
+	}
+}
+
+func TestPlaceholderScriptIgnoresAnswersBeforeSIGTERM(t *testing.T) {
+	var gone atomic.Bool
+	var asked atomic.Int32
+	gone.Store(true)
+	cmd := runScript(t, &gone, &asked)
+	if ok, _ := exited(cmd, time.Second); ok {
+		t.Fatal("the script ended without being told to")
+	}
+	if asked.Load() != 0 {
+		t.Errorf("asked %d times before any SIGTERM", asked.Load())
+	}
+}
