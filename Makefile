@@ -18,7 +18,7 @@ SCHEDULER_PLUGINS_VERSION := v0.35.4-devel
 FUZZTIME ?= 10s
 UNIT_PKGS := ./slurmrest/... ./test/lab/... ./keys/... ./syncer/... ./scheduler/...
 
-.PHONY: help up down lab-status tools generate openapi-spec vet unit fuzz e2e test bench bench-slurmrest bench-syncer
+.PHONY: help up down lab-status tools generate openapi-spec vet unit fuzz e2e test bench bench-slurmrest bench-syncer bench-scheduler
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -95,7 +95,7 @@ e2e: tools ## e2e tests on the real lab (brings it up or reuses it)
 
 test: vet unit fuzz e2e ## everything CI runs
 
-bench: bench-slurmrest bench-syncer ## every benchmark; BENCH lines
+bench: bench-slurmrest bench-syncer bench-scheduler ## every benchmark; BENCH lines
 
 bench-slurmrest: tools ## slurmrest cache at 1,000 Slurm nodes and 200 jobs
 	ONEPOOL_LAB_EXTRA_NODES=1000 $(BIN)/lab up
@@ -104,3 +104,7 @@ bench-slurmrest: tools ## slurmrest cache at 1,000 Slurm nodes and 200 jobs
 bench-syncer: tools ## syncer over 1,000 kwok Nodes, 1,000 Slurm nodes and 1,000 slurmd pods
 	ONEPOOL_LAB_EXTRA_NODES=1000 $(BIN)/lab up
 	ONEPOOL_BENCH=1 ONEPOOL_LAB_EXTRA_NODES=1000 go test -count=1 -timeout 20m -run '^TestBenchSyncer$$' -v ./test/bench/ | tee $(LAB_DIR)/bench-syncer.log | grep '^BENCH' || (tail -40 $(LAB_DIR)/bench-syncer.log; exit 1)
+
+bench-scheduler: tools ## onepool's scheduler on 32 real slurmd: pod to bound, burst, scancel to evicted
+	ONEPOOL_LAB_NODES=32 $(BIN)/lab up
+	ONEPOOL_BENCH=1 ONEPOOL_LAB_NODES=32 go test -count=1 -timeout 20m -run '^TestBenchScheduler$$' -v ./test/bench/ | tee $(LAB_DIR)/bench-scheduler.log | grep '^BENCH' || (tail -40 $(LAB_DIR)/bench-scheduler.log; exit 1)

@@ -1,0 +1,212 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/slurmrest"
+	"github.com/onepool/onepool/test/lab"
+)
+
+const (
+	schedNS          = "onepool-bench-sched"
+	schedLatencyPods = 100
+	schedBurstPods   = 200
+	schedEvictions   = 50
+)
+
+// TestBenchScheduler times onepool's scheduler on at least 32 real slurmd:
+// pod creation until bound (one at a time, idle cluster), a burst of
+// one-GPU pods, and scancel until the pod is gone.
+func TestBenchScheduler(t *testing.T) {
+	requireBench(t)
+	l := lab.Shared(t)
+	if n := len(l.NodeNames()); n < 32 {
+		t.Fatalf("the benchmark needs ONEPOOL_LAB_NODES>=32 real slurmd (have %d)", n)
+	}
+	ctx := context.Background()
+	cfg, err := l.RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = 500, 1000
+	kc := kubernetes.NewForConfigOrDie(cfg)
+	sc, err := slurmrest.New(slurmrest.Config{URL: l.RESTURL(), TokenFile: l.TokenFile()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cleanupSchedBench(t, kc, sc)
+	t.Cleanup(func() { cleanupSchedBench(t, kc, sc) })
+	w := watchSchedPods(t, kc)
+
+	// One pod at a time on an idle cluster.
+	var lat []time.Duration
+	for i := range schedLatencyPods {
+		name := fmt.Sprintf("lat-%03d", i)
+		start := time.Now()
+		createGPUPod(t, kc, name)
+		at := w.waitBound(t, name, 30*time.Second)
+		lat = append(lat, at.Sub(start))
+	}
+	report("pod_to_bound_p50_ms", percentileMS(lat, 0.50), "ms")
+	report("pod_to_bound_p99_ms", percentileMS(lat, 0.99), "ms")
+	cleanupSchedBench(t, kc, sc)
+
+	// A burst: every pod created at once by 16 clients.
+	names := make([]string, schedBurstPods)
+	for i := range names {
+		names[i] = fmt.Sprintf("burst-%03d", i)
+	}
+	start := time.Now()
+	if err := parallelDo(16, names, func(n string) error { createGPUPod(t, kc, n); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	var last time.Time
+	for _, n := range names {
+		if at := w.waitBound(t, n, 2*time.Minute); at.After(last) {
+			last = at
+		}
+	}
+	report("pods_bound_per_sec", float64(schedBurstPods)/last.Sub(start).Seconds(), "pods/s")
+
+	// scancel (the same DELETE /job scancel sends) until the pod is gone.
+	var ev []time.Duration
+	for _, n := range names[:schedEvictions] {
+		p, err := kc.CoreV1().Pods(schedNS).Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := strconv.ParseUint(p.Annotations[keys.AnnotationJobID], 10, 32)
+		if err != nil {
+			t.Fatalf("pod %s records no job id: %v", n, err)
+		}
+		start := time.Now()
+		if err := sc.CancelJob(ctx, uint32(id)); err != nil {
+			t.Fatal(err)
+		}
+		ev = append(ev, w.waitGone(t, n, 30*time.Second).Sub(start))
+	}
+	report("job_end_to_pod_evicted_p50_ms", percentileMS(ev, 0.50), "ms")
+	report("job_end_to_pod_evicted_p99_ms", percentileMS(ev, 0.99), "ms")
+}
+
+func createGPUPod(t *testing.T, kc kubernetes.Interface, name string) {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: schedNS},
+		Spec: corev1.PodSpec{
+			SchedulerName: keys.SchedulerName,
+			Containers: []corev1.Container{{Name: "infer", Image: "onepool/infer:lab", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
+				Limits:   corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")},
+			}}},
+		},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := kc.CoreV1().Pods(schedNS).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Errorf("create %s: %v", name, err)
+	}
+}
+
+// schedWatcher records when each pod was first seen bound and gone.
+type schedWatcher struct {
+	mu    sync.Mutex
+	bound map[string]time.Time
+	gone  map[string]time.Time
+}
+
+func watchSchedPods(t *testing.T, kc kubernetes.Interface) *schedWatcher {
+	w := &schedWatcher{bound: map[string]time.Time{}, gone: map[string]time.Time{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	wi, err := kc.CoreV1().Pods(schedNS).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer wi.Stop()
+		for ev := range wi.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			now := time.Now()
+			w.mu.Lock()
+			if _, seen := w.bound[p.Name]; !seen && p.Spec.NodeName != "" {
+				w.bound[p.Name] = now
+			}
+			if ev.Type == watch.Deleted {
+				w.gone[p.Name] = now
+			}
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+func (w *schedWatcher) wait(t *testing.T, m map[string]time.Time, name, what string, timeout time.Duration) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		w.mu.Lock()
+		at, ok := m[name]
+		w.mu.Unlock()
+		if ok {
+			return at
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("pod %s not %s within %s", name, what, timeout)
+	return time.Time{}
+}
+
+func (w *schedWatcher) waitBound(t *testing.T, name string, timeout time.Duration) time.Time {
+	return w.wait(t, w.bound, name, "bound", timeout)
+}
+
+func (w *schedWatcher) waitGone(t *testing.T, name string, timeout time.Duration) time.Time {
+	return w.wait(t, w.gone, name, "gone", timeout)
+}
+
+// cleanupSchedBench deletes the bench's pods and waits until Slurm runs
+// none of their placeholder jobs.
+func cleanupSchedBench(t *testing.T, kc kubernetes.Interface, sc *slurmrest.Client) {
+	ctx := context.Background()
+	_, _ = kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: schedNS}}, metav1.CreateOptions{})
+	zero := int64(0)
+	if err := kc.CoreV1().Pods(schedNS).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		l, err := sc.ListJobs(ctx, time.Time{})
+		active := 0
+		if err == nil {
+			for _, j := range l.Jobs {
+				if strings.HasPrefix(j.Comment, "onepool:pod="+schedNS+"/") && (!j.State.Finished() || j.State.Has("COMPLETING")) {
+					active++
+				}
+			}
+		}
+		pods, perr := kc.CoreV1().Pods(schedNS).List(ctx, metav1.ListOptions{})
+		if err == nil && perr == nil && active == 0 && len(pods.Items) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bench cleanup: %d placeholder jobs active, pods left %v (%v %v)", active, len(pods.Items), err, perr)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
