@@ -1,0 +1,116 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/slurmrest"
+)
+
+// fillWithPods binds one 8-GPU onepool pod to every lab node and returns
+// pod name → node.
+func (e *schedEnv) fillWithPods(prefix string) map[string]string {
+	e.t.Helper()
+	n := len(e.l.NodeNames())
+	for i := range n {
+		e.create(e.pod(fmt.Sprintf("%s-%d", prefix, i), 8, nil))
+	}
+	on := map[string]string{}
+	for i := range n {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		on[name] = e.waitBound(name, 30*time.Second)
+	}
+	return on
+}
+
+// submitQOS submits an 8-GPU sleep job in qos and cancels it at cleanup.
+func (e *schedEnv) submitQOS(name, qos string) uint32 {
+	e.t.Helper()
+	j := sleepJob(name, 8)
+	j.QOS = qos
+	id, err := e.sc.SubmitJob(context.Background(), j)
+	if err != nil {
+		e.t.Fatalf("submit %s in QOS %s: %v", name, qos, err)
+	}
+	e.t.Cleanup(func() { _ = e.sc.CancelJob(context.Background(), id) })
+	return id
+}
+
+func (e *schedEnv) jobNow(id uint32) *slurmrest.Job {
+	e.t.Helper()
+	j, err := e.sc.GetJob(context.Background(), id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return j
+}
+
+func TestSchedulerHighQOSJobPreemptsPlaceholder(t *testing.T) {
+	e := newSchedEnv(t)
+	on := e.fillWithPods("normal")
+	high := e.submitQOS(uniqueName("high"), "high")
+	var node string
+	eventually(t, 60*time.Second, "the high-QOS job runs", func() (bool, string) {
+		j := e.jobNow(high)
+		node = j.Nodes
+		return j.State.Base() == slurmrest.JobRunning, fmt.Sprintf("%v %s", j.State, j.Reason)
+	})
+	victim := ""
+	for name, n := range on {
+		if n == node {
+			victim = name
+		}
+	}
+	if victim == "" {
+		t.Fatalf("the high job runs on %s, where no placeholder pod was", node)
+	}
+	e.waitGone(victim, 30*time.Second)
+	if ok, seen := e.hasEvent(victim, keys.EventJobEnded, "PREEMPTED"); !ok {
+		t.Errorf("%s: no %s event saying PREEMPTED; events: %s", victim, keys.EventJobEnded, seen)
+	}
+	for name := range on {
+		if name == victim {
+			continue
+		}
+		if p, err := e.get(name); err != nil || p.DeletionTimestamp != nil {
+			t.Errorf("%s was not preempted but is gone or going: %v", name, err)
+		}
+	}
+}
+
+func TestSchedulerHighQOSPodPreemptsSlurmJobs(t *testing.T) {
+	e := newSchedEnv(t)
+	var low []uint32
+	for range e.l.NodeNames() {
+		low = append(low, e.submitQOS(uniqueName("low"), "low"))
+	}
+	eventually(t, 60*time.Second, "the low-QOS jobs fill every node", func() (bool, string) {
+		for _, id := range low {
+			if j := e.jobNow(id); j.State.Base() != slurmrest.JobRunning {
+				return false, fmt.Sprintf("job %d %v %s", id, j.State, j.Reason)
+			}
+		}
+		return true, ""
+	})
+	e.create(e.pod("urgent", 8, map[string]string{keys.AnnotationJobQOS: "high"}))
+	node := e.waitBound("urgent", 60*time.Second)
+	preempted := 0
+	for _, id := range low {
+		j := e.jobNow(id)
+		if j.State.Base() == "PREEMPTED" {
+			preempted++
+			if j.Nodes != node {
+				t.Errorf("job %d was preempted on %s but the pod went to %s", id, j.Nodes, node)
+			}
+		}
+	}
+	if preempted != 1 {
+		t.Errorf("%d low-QOS jobs preempted, want 1", preempted)
+	}
+	if q := scontrolJob(t, e.l, e.onlyJob("urgent").ID)["QOS"]; q != "high" {
+		t.Errorf("the pod's job runs in QOS %q, want high", q)
+	}
+}
