@@ -53,7 +53,10 @@ func TestSchedulerHighQOSJobPreemptsPlaceholder(t *testing.T) {
 	on := e.fillWithPods("normal")
 	high := e.submitQOS(uniqueName("high"), "high")
 	var node string
-	eventually(t, 60*time.Second, "the high-QOS job runs", func() (bool, string) {
+	// Slurm ends a preempted job once the normal QOS's GraceTime (30 s) has
+	// passed, at its next time-limit sweep (every 30 s); the placeholder then
+	// holds the GPUs until its pod is gone.
+	eventually(t, 120*time.Second, "the high-QOS job runs", func() (bool, string) {
 		j := e.jobNow(high)
 		node = j.Nodes
 		return j.State.Base() == slurmrest.JobRunning, fmt.Sprintf("%v %s", j.State, j.Reason)
@@ -96,7 +99,7 @@ func TestSchedulerHighQOSPodPreemptsSlurmJobs(t *testing.T) {
 		return true, ""
 	})
 	e.create(e.pod("urgent", 8, map[string]string{keys.AnnotationJobQOS: "high"}))
-	node := e.waitBound("urgent", 60*time.Second)
+	node := e.waitBound("urgent", 120*time.Second) // the low QOS's GraceTime, then the sweep
 	preempted := 0
 	for _, id := range low {
 		j := e.jobNow(id)
