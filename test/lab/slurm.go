@@ -237,6 +237,8 @@ func (l *Lab) startSlurm(ctx context.Context) error {
 				return err
 			}
 		}
+		wasRunning := l.running(d) != 0
+		started := time.Now()
 		if _, err := l.start(d); err != nil {
 			return err
 		}
@@ -266,6 +268,9 @@ func (l *Lab) startSlurm(ctx context.Context) error {
 		}
 		if err != nil {
 			return err
+		}
+		if !wasRunning && (d.name == "mariadbd" || d.name == "slurmdbd") {
+			fmt.Fprintf(l.cfg.Log, "lab:   %-16s ready in %s\n", d.name, time.Since(started).Round(10*time.Millisecond))
 		}
 	}
 	if err := waitFor(ctx, "slurmd on every GPU node", 90*time.Second, logs, l.nodesResponding); err != nil {
