@@ -374,9 +374,12 @@ func (l *Lab) MintToken(ctx context.Context, user string, lifespan time.Duration
 }
 
 // ensureToken keeps an admin token for onepool in TokenFile, renewed when it
-// is older than half its life.
+// is older than half its life or than the JWT key (a rebuilt rootfs has a
+// new key, which the old token does not match).
 func (l *Lab) ensureToken(ctx context.Context) error {
-	if st, err := os.Stat(l.TokenFile()); err == nil && time.Since(st.ModTime()) < tokenLifetime-tokenRenewBefore {
+	st, err := os.Stat(l.TokenFile())
+	key, kerr := os.Stat(filepath.Join(l.RootFS(), "etc/slurm/jwt_hs256.key"))
+	if err == nil && kerr == nil && time.Since(st.ModTime()) < tokenLifetime-tokenRenewBefore && st.ModTime().After(key.ModTime()) {
 		return nil
 	}
 	tok, err := l.MintToken(ctx, "slurm", tokenLifetime)
