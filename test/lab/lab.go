@@ -33,6 +33,8 @@ const (
 	EtcdPeerPort     = 23800
 	APIServerPort    = 26443
 	SlurmctldPort    = 26817
+	SlurmdbdPort     = 26819
+	MariaDBPort      = 26306
 	SlurmrestdPort   = 26820
 	SlurmdPortBase   = 26900
 	KwokMetricsPort  = 26247
@@ -209,6 +211,23 @@ func (l *Lab) UpSlurm(ctx context.Context) error {
 	return l.runSteps(ctx, l.slurmSteps())
 }
 
+// EnsureRootFS builds the Slurm chroot, or installs a changed package list
+// into it, and starts nothing: the one step that needs the network, for
+// callers that run the daemons where there is none (a network namespace).
+func (l *Lab) EnsureRootFS(ctx context.Context) error {
+	if err := l.checkRoot(); err != nil {
+		return err
+	}
+	// apt mounts proc in the chroot; a running lab keeps its mounts.
+	proc := filepath.Join(l.RootFS(), "proc")
+	wasMounted := isMounted(proc)
+	err := l.runSteps(ctx, []step{{"slurm rootfs", l.ensureRootFS}})
+	if !wasMounted && isMounted(proc) {
+		err = errors.Join(err, unmountUnder(proc))
+	}
+	return err
+}
+
 // Down stops every lab process and unmounts everything under the rootfs. The
 // cached rootfs and binaries stay.
 func (l *Lab) Down(ctx context.Context) error {
@@ -222,7 +241,7 @@ func (l *Lab) Down(ctx context.Context) error {
 	for _, n := range l.NodeNames() {
 		errs = append(errs, l.stopDaemon("slurmd-"+n))
 	}
-	errs = append(errs, l.stopDaemon("slurmctld"), l.stopDaemon("munged"))
+	errs = append(errs, l.stopDaemon("slurmctld"), l.stopDaemon("slurmdbd"), l.stopDaemon("mariadbd"), l.stopDaemon("munged"))
 	// Job steps, stray slurmd of an old config, anything else left inside the chroot.
 	errs = append(errs, killChrooted(l.RootFS()))
 	errs = append(errs, unmountUnder(l.RootFS()))

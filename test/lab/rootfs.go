@@ -24,6 +24,8 @@ const (
 var rootfsPackages = []string{
 	"munge", "slurmctld", "slurmd", "slurmrestd", "slurm-client",
 	"libslurm-dev", "slurm-wlm-jwt-plugin", "gcc", "libc6-dev", "make",
+	// Accounting, which QOS and preemption need.
+	"slurmdbd", "mariadb-server",
 }
 
 var chrootEnv = []string{
@@ -191,6 +193,11 @@ func runLoggedIn(ctx context.Context, timeout time.Duration, logPath, root strin
 
 // chrootOutput runs argv inside root and returns its stdout; stderr goes into the error.
 func chrootOutput(ctx context.Context, timeout time.Duration, root string, env []string, argv ...string) ([]byte, error) {
+	return chrootOutputStdin(ctx, timeout, root, env, "", argv...)
+}
+
+// chrootOutputStdin is chrootOutput with stdin (for what must not show in argv).
+func chrootOutputStdin(ctx context.Context, timeout time.Duration, root string, env []string, stdin string, argv ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	path, err := chrootLookPath(root, argv[0])
@@ -205,6 +212,9 @@ func chrootOutput(ctx context.Context, timeout time.Duration, root string, env [
 	cmd.WaitDelay = 2 * time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("timed out after %s: %w", timeout, ctx.Err())

@@ -141,6 +141,15 @@ func (l *Lab) configureSlurm(ctx context.Context) error {
 		}
 		changed = changed || c
 	}
+	acctChanged, err := l.configureAccounting(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if acctChanged {
+		if err := errors.Join(l.stopDaemon("slurmdbd"), l.stopDaemon("mariadbd")); err != nil {
+			return err
+		}
+	}
 	if changed {
 		if err := l.stopSlurm(); err != nil {
 			return err
@@ -192,8 +201,13 @@ func (l *Lab) slurmDaemons() ([]daemon, error) {
 	}
 	ds := []daemon{
 		{name: "munged", argv: []string{"/usr/sbin/munged", "-F", "--num-threads=4"}, chroot: root, uid: mungeUID, gid: mungeGID, env: chrootEnv},
-		{name: "slurmctld", argv: []string{"/usr/sbin/slurmctld", "-D"}, chroot: root, port: SlurmctldPort, env: chrootEnv},
 	}
+	db, err := l.mariadb()
+	if err != nil {
+		return nil, err
+	}
+	ds = append(ds, db, l.slurmdbd(),
+		daemon{name: "slurmctld", argv: []string{"/usr/sbin/slurmctld", "-D"}, chroot: root, port: SlurmctldPort, env: chrootEnv})
 	for i, n := range l.NodeNames() {
 		ds = append(ds, daemon{name: "slurmd-" + n, argv: []string{"/usr/sbin/slurmd", "-D", "-N", n}, chroot: root, port: SlurmdPortBase + i, env: chrootEnv})
 	}
@@ -217,10 +231,26 @@ func (l *Lab) startSlurm(ctx context.Context) error {
 	}
 	logs := filepath.Join(l.LogDir(), "slurm")
 	for _, d := range ds {
+		if d.name == "slurmdbd" && l.running(d) == 0 {
+			// Its database user, before the first start (and again on any, cheaply).
+			if err := l.ensureDBUser(ctx); err != nil {
+				return err
+			}
+		}
+		wasRunning := l.running(d) != 0
+		started := time.Now()
 		if _, err := l.start(d); err != nil {
 			return err
 		}
 		switch d.name {
+		case "mariadbd":
+			err = waitFor(ctx, "mariadbd", 60*time.Second, filepath.Join(logs, "mariadb.log"), l.mariadbReady)
+		case "slurmdbd":
+			// slurmctld must find slurmdbd with the cluster, users and QOS in it.
+			err = waitFor(ctx, "slurmdbd", 60*time.Second, filepath.Join(logs, "slurmdbd.log"), l.slurmdbdReady)
+			if err == nil {
+				err = l.ensureAccounting(ctx)
+			}
 		case "munged":
 			sock := filepath.Join(l.RootFS(), "run/munge/munge.socket.2")
 			err = waitFor(ctx, "munged", 20*time.Second, filepath.Join(l.LogDir(), "munged.out"), func(context.Context) error {
@@ -238,6 +268,9 @@ func (l *Lab) startSlurm(ctx context.Context) error {
 		}
 		if err != nil {
 			return err
+		}
+		if !wasRunning && (d.name == "mariadbd" || d.name == "slurmdbd") {
+			fmt.Fprintf(l.cfg.Log, "lab:   %-16s ready in %s\n", d.name, time.Since(started).Round(10*time.Millisecond))
 		}
 	}
 	if err := waitFor(ctx, "slurmd on every GPU node", 90*time.Second, logs, l.nodesResponding); err != nil {
@@ -341,9 +374,12 @@ func (l *Lab) MintToken(ctx context.Context, user string, lifespan time.Duration
 }
 
 // ensureToken keeps an admin token for onepool in TokenFile, renewed when it
-// is older than half its life.
+// is older than half its life or than the JWT key (a rebuilt rootfs has a
+// new key, which the old token does not match).
 func (l *Lab) ensureToken(ctx context.Context) error {
-	if st, err := os.Stat(l.TokenFile()); err == nil && time.Since(st.ModTime()) < tokenLifetime-tokenRenewBefore {
+	st, err := os.Stat(l.TokenFile())
+	key, kerr := os.Stat(filepath.Join(l.RootFS(), "etc/slurm/jwt_hs256.key"))
+	if err == nil && kerr == nil && time.Since(st.ModTime()) < tokenLifetime-tokenRenewBefore && st.ModTime().After(key.ModTime()) {
 		return nil
 	}
 	tok, err := l.MintToken(ctx, "slurm", tokenLifetime)

@@ -56,6 +56,27 @@ func (c slurmConfig) slurmConf() string {
 	w("SlurmdTimeout=120")
 	w("KillWait=30")
 	w("MinJobAge=300")
+	// Accounting through slurmdbd: associations and QOS are enforced, and a
+	// job of QOS high preempts (cancels) jobs of QOS normal and low.
+	w("AccountingStorageType=accounting_storage/slurmdbd")
+	w("AccountingStorageHost=%s", c.ControlHost)
+	w("AccountingStoragePort=%d", SlurmdbdPort)
+	w("AccountingStorageEnforce=associations,limits,qos")
+	w("AccountingStorageTRES=gres/gpu")
+	w("JobCompType=jobcomp/none")
+	w("PriorityType=priority/multifactor")
+	w("PriorityWeightQOS=100000")
+	w("PriorityWeightAge=0")
+	w("PriorityWeightFairshare=0")
+	w("PriorityWeightJobSize=0")
+	w("PriorityWeightPartition=0")
+	w("PreemptType=preempt/qos")
+	w("PreemptMode=CANCEL")
+	// A job that asks for a warning signal to its batch shell (sbatch
+	// --signal=B:TERM@N) gets it when it is picked for preemption, at the
+	// start of the QOS's GraceTime. Without it (and for jobs that ask for
+	// none) the batch shell hears nothing until GraceTime has passed.
+	w("PreemptParameters=send_user_signal")
 	w("MaxNodeCount=%d", len(c.Nodes)+len(c.ExtraNodes)+16)
 	node := fmt.Sprintf("CPUs=%d RealMemory=%d Gres=gpu:%s:%d", NodeCPUs, NodeMemoryMB, GPUType, GPUsPerNode)
 	for i, n := range c.Nodes {

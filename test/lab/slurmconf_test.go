@@ -34,6 +34,12 @@ func TestSlurmConf(t *testing.T) {
 		"NodeName=sim-[0000-0002] ",
 		"PartitionName=scale Nodes=sim-[0000-0002] ",
 		"AuthAltTypes=auth/jwt",
+		"AccountingStorageType=accounting_storage/slurmdbd",
+		"AccountingStoragePort=26819",
+		"AccountingStorageEnforce=associations,limits,qos",
+		"PreemptType=preempt/qos",
+		"PreemptMode=CANCEL",
+		"PriorityWeightQOS=100000",
 	} {
 		if !strings.Contains(conf, want) {
 			t.Errorf("slurm.conf lacks %q:\n%s", want, conf)
@@ -44,5 +50,29 @@ func TestSlurmConf(t *testing.T) {
 	}
 	if got, want := c.gresConf(), "NodeName=gpu-[0-1] Name=gpu Type=h100 File=/var/lib/fakegpu/nvidia[0-7]"; !strings.Contains(got, want) {
 		t.Errorf("gres.conf = %q, want it to contain %q", got, want)
+	}
+}
+
+func TestSlurmdbdConf(t *testing.T) {
+	conf := slurmConfig{ControlHost: "vm"}.slurmdbdConf("secret")
+	for _, want := range []string{"DbdHost=vm\n", "DbdPort=26819\n", "StorageType=accounting_storage/mysql\n",
+		"StoragePort=26306\n", "StoragePass=secret\n", "SlurmUser=slurm\n"} {
+		if !strings.Contains(conf, want) {
+			t.Errorf("slurmdbd.conf lacks %q:\n%s", want, conf)
+		}
+	}
+}
+
+func TestQOSLines(t *testing.T) {
+	// What `sacctmgr -n -P list qos format=name,priority,gracetime,preempt,preemptmode` prints
+	// for the lab's QOS (measured on Slurm 24.11.5).
+	want := []string{"normal|10|00:00:30||cluster", "low|0|00:00:30||cluster", "high|1000|00:00:00|low,normal|cancel"}
+	for i, q := range labQOS {
+		if got := q.line(); got != want[i] {
+			t.Errorf("QOS %s: line %q, want %q", q.name, got, want[i])
+		}
+	}
+	if got := strings.Join(labQOS[2].modifyArgs(), " "); got != "modify qos where name=high set priority=1000 gracetime=0 preempt=low,normal preemptmode=cancel" {
+		t.Errorf("modify args: %s", got)
 	}
 }

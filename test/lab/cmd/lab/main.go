@@ -14,6 +14,7 @@ import (
 const usage = `usage: lab COMMAND
   up [--slurm-only]        bring the lab up (or reuse what runs)
   down                     stop every lab process and unmount the rootfs
+  rootfs                   only build (or update) the Slurm chroot: the step that needs the network
   status                   which lab daemons run
   env                      shell exports for KUBECONFIG, slurmrestd URL and token, PATH
   slurm-exec -- CMD ARGS   run a Slurm command inside the chroot (sinfo, scontrol, sbatch...)
@@ -51,6 +52,8 @@ func run(args []string) error {
 		fmt.Print(l.Usage())
 	case "down":
 		return l.Down(ctx)
+	case "rootfs":
+		return l.EnsureRootFS(ctx)
 	case "status":
 		if n := l.Status(os.Stdout); n > 0 {
 			return fmt.Errorf("%d lab daemons are not running", n)
