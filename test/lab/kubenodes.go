@@ -3,7 +3,6 @@ package lab
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -78,7 +77,7 @@ func (l *Lab) ensureKubeNodes(ctx context.Context) error {
 	have := map[string]bool{}
 	for _, n := range existing.Items {
 		have[n.Name] = true
-		if !want[n.Name] && strings.HasPrefix(n.Name, "sim-") {
+		if !want[n.Name] { // a smaller lab than last time
 			remove = append(remove, n.Name)
 		}
 	}

@@ -70,6 +70,9 @@ func (c slurmConfig) slurmConf() string {
 	w("PriorityWeightFairshare=0")
 	w("PriorityWeightJobSize=0")
 	w("PriorityWeightPartition=0")
+	// slurmctld delays scheduling batch jobs by batch_sched_delay (3 s by
+	// default); placeholder jobs of pods should start at the next pass.
+	w("SchedulerParameters=batch_sched_delay=0")
 	w("PreemptType=preempt/qos")
 	w("PreemptMode=CANCEL")
 	// A job that asks for a warning signal to its batch shell (sbatch
