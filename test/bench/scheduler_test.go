@@ -12,8 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
@@ -131,28 +132,41 @@ func watchSchedPods(t *testing.T, kc kubernetes.Interface) *schedWatcher {
 	w := &schedWatcher{bound: map[string]time.Time{}, gone: map[string]time.Time{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	wi, err := kc.CoreV1().Pods(schedNS).Watch(ctx, metav1.ListOptions{})
+	// An informer re-lists and re-watches when the API server ends a
+	// watch; a bare watch silently stops delivering.
+	f := informers.NewSharedInformerFactoryWithOptions(kc, 0, informers.WithNamespace(schedNS))
+	seen := func(obj any) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		now := time.Now()
+		w.mu.Lock()
+		if _, ok := w.bound[p.Name]; !ok && p.Spec.NodeName != "" {
+			w.bound[p.Name] = now
+		}
+		w.mu.Unlock()
+	}
+	_, err := f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    seen,
+		UpdateFunc: func(_, obj any) { seen(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if p, ok := obj.(*corev1.Pod); ok {
+				now := time.Now()
+				w.mu.Lock()
+				w.gone[p.Name] = now
+				w.mu.Unlock()
+			}
+		},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		defer wi.Stop()
-		for ev := range wi.ResultChan() {
-			p, ok := ev.Object.(*corev1.Pod)
-			if !ok {
-				continue
-			}
-			now := time.Now()
-			w.mu.Lock()
-			if _, seen := w.bound[p.Name]; !seen && p.Spec.NodeName != "" {
-				w.bound[p.Name] = now
-			}
-			if ev.Type == watch.Deleted {
-				w.gone[p.Name] = now
-			}
-			w.mu.Unlock()
-		}
-	}()
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
 	return w
 }
 
