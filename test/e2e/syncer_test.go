@@ -234,6 +234,12 @@ func TestSyncerRedrainsWhenResumedInSlurmWhileCordoned(t *testing.T) {
 	e := newSyncerEnv(t, "gpu-2")
 	e.kubectl("cordon", e.node)
 	e.waitSlurm(10*time.Second, true, keys.ReasonCordoned)
+	// The scenario: onepool's drain is in place and recorded on the pod,
+	// then an admin resumes the node in Slurm.
+	eventually(t, 10*time.Second, "drain recorded on the slurmd pod", func() (bool, string) {
+		a := e.getPod().Annotations[keys.AnnotationDrainApplied]
+		return a == keys.ReasonCordoned, a
+	})
 	e.scontrol("update", "nodename="+e.node, "state=resume")
 	e.waitSlurm(10*time.Second, true, keys.ReasonCordoned)
 	eventually(t, 10*time.Second, "Redrained warning event", func() (bool, string) { return e.hasEvent("default", e.node, keys.EventRedrained) })
