@@ -80,9 +80,15 @@ func (c *Core) reconcile(ctx context.Context, key string) (time.Duration, error)
 	if job == nil && !missing {
 		// Submitted, not seen yet: the cache lists it within a poll or two;
 		// only a job Slurm denies knowing is missing.
+		if j, err := c.jobs.Job(jobID); err == nil {
+			c.observe(j)
+			return 0, nil
+		}
 		if time.Since(submitted) < 10*time.Second {
 			return 2 * time.Second, nil
 		}
+		// Missing only when the fresh listing lacks it and Slurm itself
+		// says it has no such job.
 		j, err := c.slurm.GetJob(ctx, jobID)
 		switch {
 		case errors.Is(err, slurmrest.ErrNotFound):

@@ -72,21 +72,30 @@ func (l *Lab) controllerManager() daemon {
 // is ready.
 func (l *Lab) StartControllerManager(ctx context.Context) error {
 	d := l.controllerManager()
+	if err := l.startOwn(d, false, func() error { return l.stopDaemon(d.name) }); err != nil {
+		return err
+	}
+	return l.waitControllerManager(ctx)
+}
+
+// startOwn starts one of onepool's own daemons. A running one is kept
+// unless its binary was rebuilt after it started or configChanged; then
+// stop ends it first.
+func (l *Lab) startOwn(d daemon, configChanged bool, stop func() error) error {
 	bin, err := os.Stat(d.argv[0])
 	if err != nil {
 		return fmt.Errorf("%s is not built: run `make tools`", d.argv[0])
 	}
 	if l.running(d) != 0 {
-		if pf, err := os.Stat(l.pidFile(d.name)); err == nil && bin.ModTime().After(pf.ModTime()) {
-			if err := l.stopDaemon(d.name); err != nil {
+		pf, err := os.Stat(l.pidFile(d.name))
+		if configChanged || (err == nil && bin.ModTime().After(pf.ModTime())) {
+			if err := stop(); err != nil {
 				return err
 			}
 		}
 	}
-	if _, err := l.start(d); err != nil {
-		return err
-	}
-	return l.waitControllerManager(ctx)
+	_, err = l.start(d)
+	return err
 }
 
 func (l *Lab) waitControllerManager(ctx context.Context) error {

@@ -64,24 +64,11 @@ func (l *Lab) scheduler() daemon {
 // StartScheduler starts onepool's scheduler (restarting it when its binary
 // or config changed) and waits until it is healthy.
 func (l *Lab) StartScheduler(ctx context.Context) error {
-	d := l.scheduler()
-	bin, err := os.Stat(d.argv[0])
-	if err != nil {
-		return fmt.Errorf("%s is not built: run `make tools`", d.argv[0])
-	}
 	changed, err := writeIfChanged(l.path("run", "scheduler-config.yaml"), l.schedulerConfig())
 	if err != nil {
 		return err
 	}
-	if l.running(d) != 0 {
-		pf, err := os.Stat(l.pidFile(d.name))
-		if changed || (err == nil && bin.ModTime().After(pf.ModTime())) {
-			if err := l.StopScheduler(); err != nil {
-				return err
-			}
-		}
-	}
-	if _, err := l.start(d); err != nil {
+	if err := l.startOwn(l.scheduler(), changed, l.StopScheduler); err != nil {
 		return err
 	}
 	return l.waitScheduler(ctx)
