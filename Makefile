@@ -16,7 +16,7 @@ K8S_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) -X k8s
 KWOK_VERSION := v0.8.0
 SCHEDULER_PLUGINS_VERSION := v0.35.4-devel
 FUZZTIME ?= 10s
-UNIT_PKGS := ./slurmrest/... ./test/lab/... ./keys/... ./syncer/... ./scheduler/...
+UNIT_PKGS := ./slurmrest/... ./test/lab/... ./keys/... ./syncer/... ./scheduler/... ./nodeset/... ./cmd/...
 
 .PHONY: help up down lab-status tools generate openapi-spec vet unit fuzz e2e test bench bench-slurmrest bench-syncer bench-scheduler
 
@@ -32,7 +32,7 @@ down: ## stop everything `make up` started and unmount the lab
 lab-status: ## which lab daemons run
 	@$(BIN)/lab status
 
-tools: $(BIN)/kube-apiserver $(BIN)/kubectl $(BIN)/etcd $(BIN)/kwok $(LAB_DIR)/kwok-stages.yaml $(BIN)/lab $(BIN)/onepool-controller-manager $(BIN)/onepool-scheduler $(LAB_DIR)/podgroup-crd.yaml ## build the lab's binaries (cached in .lab/bin) and onepool's
+tools: $(BIN)/kube-apiserver $(BIN)/kubectl $(BIN)/etcd $(BIN)/kwok $(LAB_DIR)/kwok-stages.yaml $(BIN)/lab $(BIN)/onepool-controller-manager $(BIN)/onepool-scheduler $(BIN)/onepool-node-agent $(LAB_DIR)/podgroup-crd.yaml ## build the lab's binaries (cached in .lab/bin) and onepool's
 
 # onepool's own binaries, rebuilt when any Go file changes; the lab restarts them then.
 $(BIN)/onepool-controller-manager: $(shell git ls-files '*.go' 2>/dev/null | grep -v '^test/') go.mod go.sum
@@ -40,6 +40,11 @@ $(BIN)/onepool-controller-manager: $(shell git ls-files '*.go' 2>/dev/null | gre
 
 $(BIN)/onepool-scheduler: $(shell git ls-files '*.go' 2>/dev/null | grep -v '^test/') go.mod go.sum
 	go build -ldflags "$(K8S_LDFLAGS)" -o $@ ./cmd/onepool-scheduler
+
+# The node agent links go-nvml (cgo, dlopen of libnvidia-ml at run time); the
+# lab runs it inside the Slurm chroot, whose glibc is newer than the host's.
+$(BIN)/onepool-node-agent: $(shell git ls-files '*.go' 2>/dev/null | grep -v '^test/') go.mod go.sum
+	go build -o $@ ./cmd/onepool-node-agent
 
 $(BIN)/kube-apiserver: go.mod go.sum
 	go build -ldflags "$(K8S_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-apiserver

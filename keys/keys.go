@@ -20,6 +20,23 @@ const (
 	// LabelPodGroup is scheduler-plugins' coscheduling label: pods that
 	// carry it with a PodGroup's name form one gang, placed as one Slurm job.
 	LabelPodGroup = "scheduling.x-k8s.io/pod-group"
+
+	// LabelNodeSet on a slurmd pod names the NodeSet that made it.
+	LabelNodeSet = "onepool.dev/nodeset"
+	// LabelTemplateHash on a slurmd pod is the hash of the NodeSet's pod
+	// template it was made from; a pod whose hash differs is out of date.
+	LabelTemplateHash = "onepool.dev/template-hash"
+	// LabelSlurmBusy is "true" on a slurmd pod while Slurm runs jobs on its
+	// node (ALLOCATED, MIXED or COMPLETING). The NodeSet's
+	// PodDisruptionBudget selects these pods with maxUnavailable 0.
+	LabelSlurmBusy = "onepool.dev/slurm-busy"
+)
+
+// Environment variables the NodeSet controller sets on the slurmd container
+// and the node agent reads.
+const (
+	EnvSlurmNodeName = "ONEPOOL_SLURM_NODE_NAME"
+	EnvSlurmFeatures = "ONEPOOL_SLURM_FEATURES" // comma-separated
 )
 
 // SchedulerName is the schedulerName a pod sets to be placed by Slurm.
@@ -110,17 +127,39 @@ const (
 //	onepool: node cordoned[: <operator's words>]   the Node is cordoned
 //	onepool: slurmd pod deleted                    the slurmd pod is going away
 //	onepool: slurmd pod not ready                  not Ready for longer than the grace
+//	onepool: nodeset update                        the NodeSet replaces the slurmd pod (new template)
+//	onepool: node left nodeset <name>              the Node no longer matches the NodeSet
+//	onepool: gpu <check>: <detail>                 the node agent's health check failed
+//
+// Each drain belongs to the part of onepool that made it, and only that part
+// resumes it: the syncer its three reasons, the NodeSet controller its own.
+// GPU health drains are never resumed by onepool: an admin resumes the node
+// after fixing the GPU.
 const (
-	DrainPrefix        = "onepool: "
-	ReasonCordoned     = DrainPrefix + "node cordoned"
-	ReasonPodDeleted   = DrainPrefix + "slurmd pod deleted"
-	ReasonPodNotReady  = DrainPrefix + "slurmd pod not ready"
-	maxOperatorReason  = 200
-	operatorReasonJoin = ": "
+	DrainPrefix         = "onepool: "
+	ReasonCordoned      = DrainPrefix + "node cordoned"
+	ReasonPodDeleted    = DrainPrefix + "slurmd pod deleted"
+	ReasonPodNotReady   = DrainPrefix + "slurmd pod not ready"
+	ReasonNodeSetUpdate = DrainPrefix + "nodeset update"
+	ReasonNodeSetLeft   = DrainPrefix + "node left nodeset" // + " <name>"
+	ReasonGPUPrefix     = DrainPrefix + "gpu "
+	maxOperatorReason   = 200
+	operatorReasonJoin  = ": "
 )
 
 // OwnsReason says whether a Slurm drain reason is one onepool made.
 func OwnsReason(reason string) bool { return strings.HasPrefix(reason, DrainPrefix) }
+
+// SyncerOwns says whether a drain reason is one the syncer made and may
+// resume or replace.
+func SyncerOwns(reason string) bool {
+	return strings.HasPrefix(reason, ReasonCordoned) || reason == ReasonPodDeleted || reason == ReasonPodNotReady
+}
+
+// NodeSetOwns says whether a drain reason is one the NodeSet controller made.
+func NodeSetOwns(reason string) bool {
+	return reason == ReasonNodeSetUpdate || strings.HasPrefix(reason, ReasonNodeSetLeft)
+}
 
 // CordonReason builds the drain reason for a cordon with the operator's
 // words (may be empty). Words that are too long or hold control characters

@@ -72,7 +72,7 @@ func plan(o observed) decision {
 	d.badCordon, d.recheckIn = bad, recheck
 	st := o.slurm.State
 	drained := st.Drain()
-	ours := drained && keys.OwnsReason(o.slurm.Reason)
+	ours := drained && keys.SyncerOwns(o.slurm.Reason)
 
 	switch {
 	case want != "" && !drained:
