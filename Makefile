@@ -76,8 +76,13 @@ $(LAB_DIR)/podgroup-crd.yaml:
 $(BIN)/lab: $(shell find test/lab -name '*.go' -not -name '*_test.go') go.mod
 	go build -o $@ ./test/lab/cmd/lab
 
-generate: ## regenerate everything generated (the slurmrestd client)
+generate: $(BIN)/controller-gen ## regenerate everything generated (slurmrestd client, NodeSet CRD and deepcopy)
 	go tool oapi-codegen -config openapi/oapi-codegen-v0.0.42.yaml openapi/slurm-v0.0.42.json
+	$(BIN)/controller-gen object paths=./nodeset/api/... \
+	  crd:generateEmbeddedObjectMeta=true paths=./nodeset/api/... output:crd:artifacts:config=config/crd/bases
+
+$(BIN)/controller-gen: test/tools/controller-gen/go.mod test/tools/controller-gen/go.sum
+	cd test/tools/controller-gen && go build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
 
 openapi-spec: ## refresh openapi/ from the lab's slurmrestd (needs the rootfs)
 	$(BIN)/lab up --slurm-only

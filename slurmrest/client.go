@@ -172,6 +172,14 @@ func (c *Client) UpdateNodes(ctx context.Context, names []string, u NodeUpdate) 
 	return c.backend.UpdateNodes(ctx, names, u)
 }
 
+// DeleteNode removes a dynamic node from Slurm. Slurm refuses while jobs
+// run on it; a node Slurm does not know gives ErrNotFound.
+func (c *Client) DeleteNode(ctx context.Context, name string) error {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	return c.backend.DeleteNode(ctx, name)
+}
+
 // ListJobs lists every job Slurm still holds, like ListNodes.
 func (c *Client) ListJobs(ctx context.Context, since time.Time) (*JobList, error) {
 	ctx, cancel := c.ctx(ctx)

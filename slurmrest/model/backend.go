@@ -15,6 +15,8 @@ type Backend interface {
 	GetNode(ctx context.Context, name string) (*Node, error)
 	UpdateNode(ctx context.Context, name string, u NodeUpdate) error
 	UpdateNodes(ctx context.Context, names []string, u NodeUpdate) error
+	// DeleteNode removes a dynamic node's record (scontrol delete nodename).
+	DeleteNode(ctx context.Context, name string) error
 	// ListJobs is like ListNodes for jobs.
 	ListJobs(ctx context.Context, since time.Time) (*JobList, error)
 	GetJob(ctx context.Context, id uint32) (*Job, error)

@@ -18,6 +18,7 @@ const (
 	epNode     = "GET " + apiPrefix + "/node/{node_name}"
 	epPostNode = "POST " + apiPrefix + "/node/{node_name}"
 	epPostNods = "POST " + apiPrefix + "/nodes/"
+	epDelNode  = "DELETE " + apiPrefix + "/node/{node_name}"
 	epPing     = "GET " + apiPrefix + "/ping/"
 )
 
@@ -116,6 +117,14 @@ func (b *Backend) UpdateNode(ctx context.Context, name string, u model.NodeUpdat
 	op := fmt.Sprintf("update node %s to %s", name, strings.Join(u.State, ","))
 	_, err := call(ctx, op, epPostNode, func(ctx context.Context) (*http.Response, error) {
 		return b.c.SlurmV0042PostNode(ctx, name, updateMsg(u))
+	})
+	return err
+}
+
+// DeleteNode removes a node record; Slurm refuses while jobs run there.
+func (b *Backend) DeleteNode(ctx context.Context, name string) error {
+	_, err := call(ctx, "delete node "+name, epDelNode, func(ctx context.Context) (*http.Response, error) {
+		return b.c.SlurmV0042DeleteNode(ctx, name)
 	})
 	return err
 }
