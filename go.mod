@@ -45,6 +45,7 @@ tool (
 )
 
 require (
+	github.com/NVIDIA/go-nvml v0.13.0-1
 	github.com/go-logr/logr v1.4.3
 	github.com/hashicorp/golang-lru/v2 v2.0.7
 	github.com/oapi-codegen/runtime v1.8.0
