@@ -86,6 +86,29 @@ const (
 	FinalizerSlurmdPod = "onepool.dev/drain-on-delete"
 )
 
+// FinalizerNodeSet holds a NodeSet's deletion until every one of its Slurm
+// nodes is drained and free and its pods are gone.
+const FinalizerNodeSet = "onepool.dev/nodeset-drain"
+
+// NodeSet conditions (metav1.Condition types) and their reasons.
+const (
+	NodeSetReady           = "Ready"
+	NodeSetProgressing     = "Progressing"
+	NodeSetSlurmSynced     = "SlurmSynced"
+	NodeSetSlurmPartitions = "SlurmPartitions"
+
+	NodeSetReasonAllReady        = "AllReady"
+	NodeSetReasonPodsNotReady    = "PodsNotReady"
+	NodeSetReasonSlurmNotReady   = "SlurmNodesNotReady"
+	NodeSetReasonSlurmUnknown    = "SlurmStateUnknown"
+	NodeSetReasonSlurmKnown      = "SlurmStateKnown"
+	NodeSetReasonComplete        = "Complete"
+	NodeSetReasonWorking         = "Working"
+	NodeSetReasonDrainTimeout    = "DrainTimeout"
+	NodeSetReasonPartitionsOK    = "InPartitions"
+	NodeSetReasonPartitionsWrong = "NotInPartitions"
+)
+
 // Node conditions.
 const (
 	// ConditionSlurmUnavailable is True while Slurm holds the node out:
@@ -119,6 +142,17 @@ const (
 	EventJobEnded       = "SlurmJobEnded"       // the job ended in Slurm; the pod is evicted
 	EventJobMissing     = "SlurmJobMissing"     // Slurm no longer knows the job; the pod is evicted
 	EventEvictFailed    = "EvictionFailed"
+
+	// NodeSet events, on the NodeSet.
+	EventPodCreated       = "SuccessfulCreate"
+	EventPodCreateFailed  = "FailedCreate"
+	EventPodDeleted       = "SuccessfulDelete"
+	EventNodeDraining     = "DrainingSlurmNode"
+	EventNodeBusy         = "WaitingForJobs"
+	EventDrainTimeout     = "DrainTimeout"
+	EventSlurmNodeRemoved = "SlurmNodeRemoved"
+	EventSlurmNodeKept    = "SlurmNodeKept" // drained by someone else: the record stays
+	EventSlurmActFailed   = "SlurmActionFailed"
 )
 
 // Drain reasons. Every drain onepool makes starts with DrainPrefix, and

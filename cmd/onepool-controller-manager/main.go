@@ -1,5 +1,5 @@
 // Command onepool-controller-manager runs onepool's controllers (today: the
-// syncer) with leader election, health probes and Prometheus metrics.
+// syncer and the NodeSet controller) with leader election, health probes and Prometheus metrics.
 package main
 
 import (
@@ -14,6 +14,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -25,6 +27,8 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/onepool/onepool/nodeset"
+	"github.com/onepool/onepool/nodeset/api/v1alpha1"
 	"github.com/onepool/onepool/slurmrest"
 	"github.com/onepool/onepool/syncer"
 )
@@ -46,6 +50,7 @@ type config struct {
 	kubeQPS         float64
 	kubeBurst       int
 	syncer          syncer.Options
+	nodeset         nodeset.Options
 }
 
 func parseFlags(args []string) (config, error) {
@@ -68,6 +73,8 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.retryPeriod, "leader-elect-retry-period", 2*time.Second, "leader election retry period")
 	fs.DurationVar(&c.syncer.NotReadyGrace, "not-ready-grace", 2*time.Minute, "how long a slurmd pod may be not Ready before its Slurm node is drained")
 	fs.DurationVar(&c.syncer.Resync, "resync", 5*time.Minute, "look at every slurmd pod again this often")
+	fs.IntVar(&c.nodeset.Workers, "nodeset-workers", 16, "pod creations and deletions one NodeSet reconcile runs at once")
+	fs.DurationVar(&c.nodeset.Recheck, "nodeset-recheck", 10*time.Second, "how soon a NodeSet that waits (jobs running, slurmd registering) is looked at again")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -78,7 +85,8 @@ func parseFlags(args []string) (config, error) {
 		return c, errors.New("want lease duration > renew deadline > retry period")
 	}
 	c.syncer.Default()
-	return c, c.syncer.Validate()
+	c.nodeset.Default()
+	return c, errors.Join(c.syncer.Validate(), c.nodeset.Validate())
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {
@@ -111,7 +119,15 @@ func run(ctx context.Context, c config) error {
 		return fmt.Errorf("kubernetes config: %w", err)
 	}
 	rc.QPS, rc.Burst = float32(c.kubeQPS), c.kubeBurst
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
 	mgr, err := ctrl.NewManager(rc, ctrl.Options{
+		Scheme:                        scheme,
 		Metrics:                       metricsserver.Options{BindAddress: c.metricsAddr},
 		HealthProbeBindAddress:        c.probeAddr,
 		LeaderElection:                c.leaderElect,
@@ -145,6 +161,10 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	if _, err := syncer.Setup(mgr, syncer.CachedSlurm{Cache: sCache, Client: sc}, sCache, crmetrics.Registry, c.syncer); err != nil {
+		return err
+	}
+	slurm := nodeset.CachedSlurm{Cache: sCache, Client: sc}
+	if _, err := nodeset.Setup(mgr, slurm, sCache, c.nodeset); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

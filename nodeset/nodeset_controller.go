@@ -1,0 +1,143 @@
+// Package nodeset runs slurmd as pods, one per selected GPU Node (the
+// NodeSet), and keeps them Slurm-safe: a Node is taken away or its pod
+// replaced only after its Slurm node is drained and no job runs there.
+package nodeset
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/nodeset/api/v1alpha1"
+	"github.com/onepool/onepool/slurmrest"
+)
+
+// Reconciler is the NodeSet controller.
+type Reconciler struct {
+	client   client.Client
+	slurm    Slurm
+	recorder record.EventRecorder
+	opts     Options
+	log      logr.Logger
+
+	mu      sync.Mutex
+	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
+	owner   map[string]types.NamespacedName // Slurm node → its NodeSet, from the last reconciles
+	timeout map[string]bool                 // Slurm nodes already reported past their drain timeout
+}
+
+// Setup builds the controller and registers it with mgr. cache delivers
+// Slurm's node changes; it must run in the same manager.
+func Setup(mgr ctrl.Manager, slurm Slurm, cache *slurmrest.Cache, opts Options) (*Reconciler, error) {
+	opts.Default()
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("nodeset options: %w", err)
+	}
+	r := &Reconciler{
+		client:   mgr.GetClient(),
+		slurm:    slurm,
+		recorder: mgr.GetEventRecorderFor("onepool-nodeset"),
+		opts:     opts,
+		log:      mgr.GetLogger().WithName("nodeset"),
+		owner:    map[string]types.NamespacedName{},
+		timeout:  map[string]bool{},
+	}
+	if cache != nil {
+		cache.AddNodeHandler(slurmrest.NodeHandler{
+			Add:    func(n *slurmrest.Node) { r.slurmChanged(n.Name) },
+			Update: func(_, n *slurmrest.Node) { r.slurmChanged(n.Name) },
+			Delete: func(n *slurmrest.Node) { r.slurmChanged(n.Name) },
+		})
+		cache.AddStatusHandler(func(bool) { r.enqueueAll() })
+	}
+	ownedPod := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()[keys.LabelNodeSet] != "" })
+	return r, ctrl.NewControllerManagedBy(mgr).
+		Named("onepool-nodeset").
+		For(&v1alpha1.NodeSet{}).
+		Owns(&corev1.Pod{}, builder.WithPredicates(ownedPod)).
+		Owns(&policyv1.PodDisruptionBudget{}).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allNodeSets), builder.WithPredicates(nodeChanged())).
+		WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+			r.mu.Lock()
+			r.queue = q
+			r.mu.Unlock()
+			return nil
+		})).
+		Complete(r)
+}
+
+// allNodeSets maps a Node event to every NodeSet: any of them may select it.
+func (r *Reconciler) allNodeSets(ctx context.Context, _ client.Object) []reconcile.Request {
+	var list v1alpha1.NodeSetList
+	if err := r.client.List(ctx, &list); err != nil {
+		r.log.Error(err, "listing NodeSets for a Node event")
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for _, ns := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns.Namespace, Name: ns.Name}})
+	}
+	return out
+}
+
+// nodeChanged lets through Node events that can change a NodeSet's choice:
+// labels, taints, deletion. Status heartbeats are not.
+func nodeChanged() predicate.Funcs {
+	return predicate.Funcs{
+		UpdateFunc: func(e eventUpdate) bool {
+			o, n := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)
+			return !equalMaps(o.Labels, n.Labels) || !equalTaints(o.Spec.Taints, n.Spec.Taints) ||
+				(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
+		},
+	}
+}
+
+func (r *Reconciler) slurmChanged(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if key, ok := r.owner[name]; ok && r.queue != nil {
+		r.queue.Add(reconcile.Request{NamespacedName: key})
+	}
+}
+
+func (r *Reconciler) enqueueAll() {
+	r.mu.Lock()
+	q := r.queue
+	r.mu.Unlock()
+	if q == nil {
+		return
+	}
+	for _, req := range r.allNodeSets(context.Background(), nil) {
+		q.Add(req)
+	}
+}
+
+// remember records which NodeSet holds which Slurm nodes, so a Slurm event
+// reaches it.
+func (r *Reconciler) remember(key types.NamespacedName, names []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for n, k := range r.owner {
+		if k == key {
+			delete(r.owner, n)
+		}
+	}
+	for _, n := range names {
+		r.owner[n] = key
+	}
+}

@@ -1,0 +1,394 @@
+package nodeset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/nodeset/api/v1alpha1"
+	"github.com/onepool/onepool/slurmrest"
+)
+
+// Reconcile brings one NodeSet one step closer to its spec on every node,
+// then writes its status.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var ns v1alpha1.NodeSet
+	if err := r.client.Get(ctx, req.NamespacedName, &ns); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.remember(req.NamespacedName, nil)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	deleting := ns.DeletionTimestamp != nil
+	if !deleting && !controllerutil.ContainsFinalizer(&ns, keys.FinalizerNodeSet) {
+		controllerutil.AddFinalizer(&ns, keys.FinalizerNodeSet)
+		return ctrl.Result{}, r.client.Update(ctx, &ns)
+	}
+	if deleting && !controllerutil.ContainsFinalizer(&ns, keys.FinalizerNodeSet) {
+		return ctrl.Result{}, nil
+	}
+
+	hash := templateHash(&ns)
+	tmpl := podTemplate(&ns, hash)
+	nodes, err := r.observe(ctx, &ns, tmpl, deleting)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	names := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		names = append(names, n.slurmName)
+	}
+	r.remember(req.NamespacedName, names)
+
+	p := params{hash: hash, onDelete: ns.Spec.UpdateStrategy.Type == v1alpha1.OnDelete, leftReason: leftReason(ns.Name)}
+	chosen := planUpdates(nodes, p, maxUnavailable(&ns, countWanted(nodes)))
+	steps := make([]step, len(nodes))
+	for i, n := range nodes {
+		steps[i] = planNode(n, p, chosen[n.slurmName])
+	}
+	work := r.apply(ctx, &ns, tmpl, nodes, steps)
+	r.markBusy(ctx, nodes)
+	if !deleting {
+		if err := r.ensurePDB(ctx, &ns); err != nil {
+			work.errs = append(work.errs, err)
+		}
+	}
+
+	st := r.status(&ns, nodes, steps, hash)
+	if err := r.writeStatus(ctx, &ns, st); err != nil {
+		work.errs = append(work.errs, err)
+	}
+	if deleting && work.done(nodes) {
+		return ctrl.Result{}, r.finish(ctx, &ns)
+	}
+	if len(work.errs) > 0 {
+		return ctrl.Result{}, errors.Join(work.errs...)
+	}
+	if work.pending {
+		return ctrl.Result{RequeueAfter: r.opts.Recheck}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+func leftReason(nodeSet string) string { return keys.ReasonNodeSetLeft + " " + nodeSet }
+
+// observe gathers every node the NodeSet has to decide on: the Nodes it
+// selects, the Nodes its pods run on, and Slurm nodes it drained to take away.
+func (r *Reconciler) observe(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *corev1.Pod, deleting bool) ([]nodeState, error) {
+	var nodeList corev1.NodeList
+	if err := r.client.List(ctx, &nodeList); err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	var podList corev1.PodList
+	if err := r.client.List(ctx, &podList, client.InNamespace(ns.Namespace), client.MatchingLabels{keys.LabelNodeSet: ns.Name}); err != nil {
+		return nil, fmt.Errorf("list pods: %w", err)
+	}
+	byName := map[string]*nodeState{}
+	get := func(slurmName string) *nodeState {
+		if s, ok := byName[slurmName]; ok {
+			return s
+		}
+		s := &nodeState{slurmName: slurmName}
+		byName[slurmName] = s
+		return s
+	}
+	for i := range nodeList.Items {
+		node := &nodeList.Items[i]
+		ok, err := feasible(tmpl, node)
+		if err != nil {
+			r.log.Info("node affinity does not parse; the Node counts as not selected", "nodeset", ns.Name, "node", node.Name, "err", err.Error())
+		}
+		if ok && !deleting {
+			s := get(SlurmNodeName(node))
+			s.wanted, s.node, s.nodeName = true, node, node.Name
+		}
+	}
+	for i := range podList.Items {
+		pod := &podList.Items[i]
+		if !metav1.IsControlledBy(pod, ns) {
+			continue
+		}
+		s := get(podSlurmNode(pod))
+		if s.nodeName == "" {
+			s.nodeName = pod.Spec.NodeName
+		}
+		switch {
+		case pod.DeletionTimestamp != nil:
+			s.terminating++
+		case s.pod == nil:
+			s.pod = pod
+		case pod.CreationTimestamp.Before(&s.pod.CreationTimestamp):
+			s.twins = append(s.twins, s.pod)
+			s.pod = pod
+		default:
+			s.twins = append(s.twins, pod)
+		}
+	}
+	// Slurm nodes this NodeSet drained to take away, whose pods are gone.
+	all, err := r.slurm.Nodes()
+	known := err == nil
+	left := leftReason(ns.Name)
+	for _, sn := range all {
+		if sn.State.Drain() && sn.Reason == left {
+			get(sn.Name)
+		}
+	}
+	out := make([]nodeState, 0, len(byName))
+	for _, s := range byName {
+		s.slurm = r.slurmView(s.slurmName, known)
+		out = append(out, *s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].slurmName < out[j].slurmName })
+	return out, nil
+}
+
+func (r *Reconciler) slurmView(name string, known bool) slurmView {
+	if !known {
+		return slurmView{}
+	}
+	n, err := r.slurm.Node(name)
+	switch {
+	case err == nil:
+		return slurmView{known: true, found: true, node: n}
+	case errors.Is(err, slurmrest.ErrNotFound):
+		return slurmView{known: true}
+	}
+	return slurmView{}
+}
+
+// outcome sums up what apply did.
+type outcome struct {
+	pending bool // something waits; look again soon
+	errs    []error
+}
+
+// done says a deleted NodeSet has nothing left: no pods, no Slurm records.
+func (o outcome) done(nodes []nodeState) bool {
+	// Records drained with the NodeSet's reason make a delete step, so pending.
+	if o.pending || len(o.errs) > 0 {
+		return false
+	}
+	for _, n := range nodes {
+		if n.pod != nil || n.terminating > 0 || !n.slurm.known {
+			return false
+		}
+	}
+	return true
+}
+
+// apply carries out the steps, pod writes in parallel (bounded).
+func (r *Reconciler) apply(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *corev1.Pod, nodes []nodeState, steps []step) outcome {
+	var mu sync.Mutex
+	var o outcome
+	fail := func(err error) {
+		mu.Lock()
+		o.errs = append(o.errs, err)
+		mu.Unlock()
+	}
+	sem := make(chan struct{}, r.opts.Workers)
+	var wg sync.WaitGroup
+	for i := range nodes {
+		n, s := nodes[i], steps[i]
+		for _, twin := range n.twins {
+			r.deletePod(ctx, ns, twin, "a second slurmd pod on the same node", fail)
+		}
+		switch s.act {
+		case actNone:
+			continue
+		case actWait:
+			o.pending = true
+			r.noteWait(ns, n, s)
+			continue
+		}
+		o.pending = true
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			r.do(ctx, ns, tmpl, n, s, fail)
+		}()
+	}
+	wg.Wait()
+	return o
+}
+
+func (r *Reconciler) do(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *corev1.Pod, n nodeState, s step, fail func(error)) {
+	switch s.act {
+	case actCreate:
+		pod := buildPod(ns, tmpl, n.node)
+		err := r.client.Create(ctx, pod)
+		switch {
+		case apierrors.IsAlreadyExists(err):
+		case err != nil:
+			r.recorder.Eventf(ns, corev1.EventTypeWarning, keys.EventPodCreateFailed, "create slurmd pod on %s: %v", n.nodeName, err)
+			fail(fmt.Errorf("create pod %s: %w", pod.Name, err))
+		default:
+			r.recorder.Eventf(ns, corev1.EventTypeNormal, keys.EventPodCreated, "created slurmd pod %s on %s", pod.Name, n.nodeName)
+		}
+	case actDrain:
+		if err := r.slurm.Drain(ctx, n.slurmName, s.reason); err != nil {
+			r.recorder.Eventf(ns, corev1.EventTypeWarning, keys.EventSlurmActFailed, "drain Slurm node %s: %v", n.slurmName, err)
+			fail(fmt.Errorf("drain %s: %w", n.slurmName, err))
+			return
+		}
+		r.recorder.Eventf(ns, corev1.EventTypeNormal, keys.EventNodeDraining, "drained Slurm node %s (%s); its pod goes once no job runs there", n.slurmName, s.reason)
+	case actDeletePod:
+		if !r.confirmFree(ctx, ns, n, fail) {
+			return
+		}
+		r.deletePod(ctx, ns, n.pod, "no job runs on Slurm node "+n.slurmName, fail)
+	case actResume:
+		err := r.slurm.Resume(ctx, n.slurmName)
+		if err != nil && !errors.Is(err, slurmrest.ErrAlreadyInState) {
+			r.recorder.Eventf(ns, corev1.EventTypeWarning, keys.EventSlurmActFailed, "resume Slurm node %s: %v", n.slurmName, err)
+			fail(fmt.Errorf("resume %s: %w", n.slurmName, err))
+			return
+		}
+		r.recorder.Eventf(ns, corev1.EventTypeNormal, keys.EventResumed, "resumed Slurm node %s: its new slurmd pod %s is Ready and registered", n.slurmName, n.pod.Name)
+	case actDeleteSlurmNode:
+		if !r.confirmFree(ctx, ns, n, fail) {
+			return
+		}
+		err := r.slurm.DeleteNode(ctx, n.slurmName)
+		if err != nil && !errors.Is(err, slurmrest.ErrNotFound) {
+			r.recorder.Eventf(ns, corev1.EventTypeWarning, keys.EventSlurmActFailed, "remove Slurm node %s: %v", n.slurmName, err)
+			fail(fmt.Errorf("remove Slurm node %s: %w", n.slurmName, err))
+			return
+		}
+		r.recorder.Eventf(ns, corev1.EventTypeNormal, keys.EventSlurmNodeRemoved, "removed Slurm node %s: it left the NodeSet", n.slurmName)
+	}
+}
+
+// confirmFree asks slurmrestd once more, live, that the node is drained and
+// runs nothing: the cache may be a second old, and what follows cannot be undone.
+func (r *Reconciler) confirmFree(ctx context.Context, ns *v1alpha1.NodeSet, n nodeState, fail func(error)) bool {
+	if !n.slurm.found {
+		return true
+	}
+	live, err := r.slurm.LiveNode(ctx, n.slurmName)
+	switch {
+	case errors.Is(err, slurmrest.ErrNotFound):
+		return true
+	case err != nil:
+		fail(fmt.Errorf("check Slurm node %s: %w", n.slurmName, err))
+		return false
+	case !live.State.Drain() || live.State.Busy():
+		r.log.Info("Slurm node changed since the cache read; not taking it away", "nodeset", ns.Name, "node", n.slurmName, "state", live.State)
+		return false
+	}
+	return true
+}
+
+func (r *Reconciler) deletePod(ctx context.Context, ns *v1alpha1.NodeSet, pod *corev1.Pod, why string, fail func(error)) {
+	uid := pod.UID
+	err := r.client.Delete(ctx, pod, client.Preconditions{UID: &uid})
+	if err != nil && !apierrors.IsNotFound(err) {
+		fail(fmt.Errorf("delete pod %s: %w", pod.Name, err))
+		return
+	}
+	r.recorder.Eventf(ns, corev1.EventTypeNormal, keys.EventPodDeleted, "deleted slurmd pod %s: %s", pod.Name, why)
+}
+
+// noteWait reports a drain that outlived the NodeSet's drain timeout, once.
+func (r *Reconciler) noteWait(ns *v1alpha1.NodeSet, n nodeState, s step) {
+	if !s.busy || s.since.IsZero() {
+		return
+	}
+	over := time.Since(s.since) > drainTimeout(ns, r.opts)
+	r.mu.Lock()
+	first := over && !r.timeout[n.slurmName]
+	r.timeout[n.slurmName] = over
+	r.mu.Unlock()
+	if first {
+		r.recorder.Eventf(ns, corev1.EventTypeWarning, keys.EventDrainTimeout,
+			"Slurm node %s has been drained since %s and still runs jobs; its pod stays until they end", n.slurmName, s.since.UTC().Format(time.RFC3339))
+	}
+}
+
+func (r *Reconciler) timedOut(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.timeout[name]
+}
+
+// markBusy keeps the busy label in step with Slurm, so the NodeSet's
+// PodDisruptionBudget refuses to evict a pod whose node runs jobs.
+func (r *Reconciler) markBusy(ctx context.Context, nodes []nodeState) {
+	for _, n := range nodes {
+		if n.pod == nil || !n.slurm.known {
+			continue
+		}
+		busy := n.slurm.found && n.slurm.node.State.Busy()
+		if (n.pod.Labels[keys.LabelSlurmBusy] == "true") == busy {
+			continue
+		}
+		var patch []byte
+		if busy {
+			patch = []byte(`{"metadata":{"labels":{"` + keys.LabelSlurmBusy + `":"true"}}}`)
+		} else {
+			patch = []byte(`{"metadata":{"labels":{"` + keys.LabelSlurmBusy + `":null}}}`)
+		}
+		if err := r.client.Patch(ctx, n.pod, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
+			r.log.Error(err, "marking slurmd pod busy", "pod", n.pod.Name)
+		}
+	}
+}
+
+// finish lets a deleted NodeSet go once nothing of it is left.
+func (r *Reconciler) finish(ctx context.Context, ns *v1alpha1.NodeSet) error {
+	if err := r.deletePDB(ctx, ns); err != nil {
+		return err
+	}
+	controllerutil.RemoveFinalizer(ns, keys.FinalizerNodeSet)
+	return r.client.Update(ctx, ns)
+}
+
+func countWanted(nodes []nodeState) int {
+	c := 0
+	for _, n := range nodes {
+		if n.wanted {
+			c++
+		}
+	}
+	return c
+}
+
+func maxUnavailable(ns *v1alpha1.NodeSet, desired int) int {
+	v := intstr.FromInt32(1)
+	if ru := ns.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.MaxUnavailable != nil {
+		v = *ru.MaxUnavailable
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(&v, desired, true)
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+}
+
+func drainTimeout(ns *v1alpha1.NodeSet, o Options) time.Duration {
+	if ns.Spec.DrainTimeout != nil && ns.Spec.DrainTimeout.Duration > 0 {
+		return ns.Spec.DrainTimeout.Duration
+	}
+	return o.DefaultDrainTimeout
+}
+
+func podSlurmNode(p *corev1.Pod) string {
+	if n := p.Annotations[keys.AnnotationSlurmNode]; n != "" {
+		return n
+	}
+	return p.Spec.NodeName
+}

@@ -1,0 +1,199 @@
+package nodeset
+
+import (
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/slurmrest"
+)
+
+// slurmView is one node as the Slurm cache knows it.
+type slurmView struct {
+	known bool // the cache is fresh; false: nothing may be decided on Slurm's state
+	found bool // Slurm has a record of the node
+	node  slurmrest.Node
+}
+
+// nodeState is everything the NodeSet decides one Slurm node on.
+type nodeState struct {
+	slurmName   string
+	nodeName    string // the Kubernetes Node; may no longer exist
+	node        *corev1.Node
+	wanted      bool          // the Node is feasible and the NodeSet not being deleted
+	pod         *corev1.Pod   // the live slurmd pod, nil if none
+	twins       []*corev1.Pod // more live pods on the same node: deleted
+	terminating int           // pods on their way out
+	slurm       slurmView
+}
+
+type action int
+
+const (
+	actNone action = iota
+	actCreate
+	actDrain
+	actDeletePod
+	actResume
+	actDeleteSlurmNode
+	actWait
+)
+
+func (a action) String() string {
+	return [...]string{"none", "create", "drain", "delete-pod", "resume", "delete-slurm-node", "wait"}[a]
+}
+
+// step is what to do next for one node; one step per reconcile, the rest
+// follows from the change it makes.
+type step struct {
+	act    action
+	reason string    // drain reason
+	why    string    // for wait: what it waits for
+	busy   bool      // waiting for jobs to end
+	since  time.Time // for busy: when the drain began
+}
+
+// params are the NodeSet-wide inputs of a decision.
+type params struct {
+	hash       string
+	onDelete   bool   // OnDelete strategy: outdated pods stay
+	leftReason string // "onepool: node left nodeset <name>"
+}
+
+func (n nodeState) outdated(p params) bool {
+	return n.pod != nil && !p.onDelete && n.pod.Labels[keys.LabelTemplateHash] != p.hash
+}
+
+// updating says the node is drained for a rolling update by this NodeSet.
+func (n nodeState) updating() bool {
+	return n.slurm.found && n.slurm.node.State.Drain() && n.slurm.node.Reason == keys.ReasonNodeSetUpdate
+}
+
+// unavailable says the node counts against maxUnavailable.
+func (n nodeState) unavailable() bool {
+	if n.pod == nil || !podReady(n.pod) {
+		return true
+	}
+	return n.slurm.found && n.slurm.node.State.Drain() && keys.NodeSetOwns(n.slurm.node.Reason)
+}
+
+// planNode decides one node, except for starting a rolling update, which
+// planUpdates decides for the whole NodeSet (update=true here means chosen).
+func planNode(n nodeState, p params, update bool) step {
+	s := n.slurm
+	if !n.wanted {
+		if n.pod != nil {
+			return takeAway(n, p.leftReason)
+		}
+		if n.terminating > 0 {
+			return step{act: actWait, why: "the old slurmd pod is terminating"}
+		}
+		if s.known && s.found && s.node.State.Drain() && !s.node.State.Busy() && s.node.Reason == p.leftReason {
+			return step{act: actDeleteSlurmNode}
+		}
+		return step{}
+	}
+	if n.pod == nil {
+		if n.terminating > 0 {
+			return step{act: actWait, why: "the old slurmd pod is terminating"}
+		}
+		return step{act: actCreate}
+	}
+	if n.outdated(p) {
+		if update || n.updating() {
+			return takeAway(n, keys.ReasonNodeSetUpdate)
+		}
+		return step{}
+	}
+	// A current pod: give the node back if this NodeSet drained it.
+	if s.known && s.found && s.node.State.Drain() && keys.NodeSetOwns(s.node.Reason) {
+		if !podReady(n.pod) {
+			return step{act: actWait, why: "the new slurmd pod is not Ready"}
+		}
+		if !registeredSince(s.node, n.pod) {
+			return step{act: actWait, why: "slurmd has not registered with Slurm since its pod started"}
+		}
+		return step{act: actResume}
+	}
+	return step{}
+}
+
+// takeAway drains the Slurm node and deletes its pod once no job runs there.
+func takeAway(n nodeState, reason string) step {
+	s := n.slurm
+	switch {
+	case !s.known:
+		return step{act: actWait, why: "Slurm's state is unknown"}
+	case !s.found:
+		// Never registered (or already removed): nothing can run there.
+		return step{act: actDeletePod}
+	case !s.node.State.Drain():
+		return step{act: actDrain, reason: reason}
+	case reason != keys.ReasonNodeSetUpdate && keys.SyncerOwns(s.node.Reason):
+		// The node leaves: the record goes too, so the drain becomes ours.
+		return step{act: actDrain, reason: reason}
+	case s.node.State.Busy():
+		return step{act: actWait, why: "jobs still run on the Slurm node", busy: true, since: s.node.ReasonChanged}
+	}
+	return step{act: actDeletePod}
+}
+
+// registeredSince says slurmd (re)registered after the pod was made, and
+// answers: the new slurmd is the one Slurm sees.
+func registeredSince(n slurmrest.Node, pod *corev1.Pod) bool {
+	st := n.State
+	if st.Base() == slurmrest.NodeDown || st.Has("NOT_RESPONDING") {
+		return false
+	}
+	return !n.SlurmdStarted.Before(pod.CreationTimestamp.Time)
+}
+
+// planUpdates picks the outdated nodes whose rolling update starts now:
+// nodes already out of service (drained by someone else, idle) at once, and
+// others while fewer than maxUnavailable nodes are out. Idle nodes go first
+// so busy ones get longest to finish their jobs.
+func planUpdates(nodes []nodeState, p params, maxUnavailable int) map[string]bool {
+	if p.onDelete {
+		return nil
+	}
+	out := 0
+	var cands []nodeState
+	chosen := map[string]bool{}
+	for _, n := range nodes {
+		if !n.wanted {
+			continue
+		}
+		if n.unavailable() {
+			out++
+		}
+		if !n.outdated(p) || n.updating() || !n.slurm.known {
+			continue
+		}
+		if n.unavailable() {
+			chosen[n.slurmName] = true // out of service already: replacing it costs nothing
+			continue
+		}
+		if s := n.slurm.node.State; n.slurm.found && s.Drain() && !s.Busy() {
+			chosen[n.slurmName] = true // already out of Slurm's service
+			continue
+		}
+		cands = append(cands, n)
+	}
+	sort.SliceStable(cands, func(i, j int) bool {
+		bi, bj := cands[i].slurm.node.State.Busy(), cands[j].slurm.node.State.Busy()
+		if bi != bj {
+			return !bi
+		}
+		return cands[i].slurmName < cands[j].slurmName
+	})
+	for _, n := range cands {
+		if out >= maxUnavailable {
+			break
+		}
+		chosen[n.slurmName] = true
+		out++
+	}
+	return chosen
+}
