@@ -1,0 +1,128 @@
+package nodeset
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/slurmrest"
+)
+
+var t0 = time.Unix(1_800_000_000, 0)
+
+func pod(hash string, ready bool) *corev1.Pod {
+	st := corev1.ConditionFalse
+	if ready {
+		st = corev1.ConditionTrue
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: map[string]string{keys.LabelTemplateHash: hash}, CreationTimestamp: metav1.NewTime(t0)},
+		Status:     corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}},
+	}
+}
+
+func slurmNode(reason string, started time.Time, state ...string) slurmView {
+	return slurmView{known: true, found: true, node: slurmrest.Node{Name: "n", State: state, Reason: reason, SlurmdStarted: started, ReasonChanged: t0}}
+}
+
+func TestPlanNode(t *testing.T) {
+	p := params{hash: "new", leftReason: leftReason("h100")}
+	unknown := slurmView{}
+	absent := slurmView{known: true}
+	idle := slurmNode("", t0, "IDLE")
+	busy := slurmNode("", t0, "ALLOCATED")
+	for _, tc := range []struct {
+		name   string
+		n      nodeState
+		update bool
+		want   action
+		reason string
+	}{
+		{"selected node without a pod: create", nodeState{wanted: true, slurm: unknown}, false, actCreate, ""},
+		{"create even while Slurm is unknown", nodeState{wanted: true, slurm: unknown}, false, actCreate, ""},
+		{"old pod still terminating: wait", nodeState{wanted: true, terminating: 1, slurm: idle}, false, actWait, ""},
+		{"current pod, idle node: nothing", nodeState{wanted: true, pod: pod("new", true), slurm: idle}, false, actNone, ""},
+		{"left the set: drain first", nodeState{pod: pod("new", true), slurm: idle}, false, actDrain, leftReason("h100")},
+		{"left the set, jobs run: wait", nodeState{pod: pod("new", true), slurm: slurmNode(leftReason("h100"), t0, "MIXED", "DRAIN")}, false, actWait, ""},
+		{"left the set, completing: wait", nodeState{pod: pod("new", true), slurm: slurmNode(leftReason("h100"), t0, "IDLE", "DRAIN", "COMPLETING")}, false, actWait, ""},
+		{"left the set, drained and free: delete pod", nodeState{pod: pod("new", true), slurm: slurmNode(leftReason("h100"), t0, "IDLE", "DRAIN")}, false, actDeletePod, ""},
+		{"left the set, Slurm unknown: wait", nodeState{pod: pod("new", true), slurm: unknown}, false, actWait, ""},
+		{"left the set, never registered: delete pod", nodeState{pod: pod("new", true), slurm: absent}, false, actDeletePod, ""},
+		{"left the set while cordoned: the drain becomes ours", nodeState{pod: pod("new", true), slurm: slurmNode(keys.ReasonCordoned, t0, "IDLE", "DRAIN")}, false, actDrain, leftReason("h100")},
+		{"left the set, admin drain, free: pod goes, drain kept", nodeState{pod: pod("new", true), slurm: slurmNode("bad PSU", t0, "IDLE", "DRAIN")}, false, actDeletePod, ""},
+		{"pod gone, our record free: remove it", nodeState{slurm: slurmNode(leftReason("h100"), t0, "IDLE", "DRAIN")}, false, actDeleteSlurmNode, ""},
+		{"pod gone, our record busy: keep", nodeState{slurm: slurmNode(leftReason("h100"), t0, "ALLOCATED", "DRAIN")}, false, actNone, ""},
+		{"pod gone, another NodeSet's reason: keep", nodeState{slurm: slurmNode(leftReason("a100"), t0, "IDLE", "DRAIN")}, false, actNone, ""},
+		{"pod gone, record but Slurm unknown: nothing", nodeState{slurm: unknown}, false, actNone, ""},
+		{"outdated, not chosen: nothing", nodeState{wanted: true, pod: pod("old", true), slurm: busy}, false, actNone, ""},
+		{"outdated, chosen: drain for update", nodeState{wanted: true, pod: pod("old", true), slurm: busy}, true, actDrain, keys.ReasonNodeSetUpdate},
+		{"update in progress, busy: wait", nodeState{wanted: true, pod: pod("old", true), slurm: slurmNode(keys.ReasonNodeSetUpdate, t0, "ALLOCATED", "DRAIN")}, false, actWait, ""},
+		{"update in progress, free: delete pod", nodeState{wanted: true, pod: pod("old", true), slurm: slurmNode(keys.ReasonNodeSetUpdate, t0, "IDLE", "DRAIN")}, false, actDeletePod, ""},
+		{"update on a cordoned node keeps the cordon's reason", nodeState{wanted: true, pod: pod("old", true), slurm: slurmNode(keys.ReasonCordoned, t0, "IDLE", "DRAIN")}, true, actDeletePod, ""},
+		{"new pod not Ready: wait", nodeState{wanted: true, pod: pod("new", false), slurm: slurmNode(keys.ReasonNodeSetUpdate, t0, "IDLE", "DRAIN")}, false, actWait, ""},
+		{"new pod Ready, old slurmd still registered: wait", nodeState{wanted: true, pod: pod("new", true), slurm: slurmNode(keys.ReasonNodeSetUpdate, t0.Add(-time.Hour), "IDLE", "DRAIN")}, false, actWait, ""},
+		{"new pod Ready, not responding: wait", nodeState{wanted: true, pod: pod("new", true), slurm: slurmNode(keys.ReasonNodeSetUpdate, t0.Add(time.Second), "IDLE", "DRAIN", "NOT_RESPONDING")}, false, actWait, ""},
+		{"new pod Ready and registered: resume", nodeState{wanted: true, pod: pod("new", true), slurm: slurmNode(keys.ReasonNodeSetUpdate, t0.Add(time.Second), "IDLE", "DRAIN")}, false, actResume, ""},
+		{"selected again after leaving: resume", nodeState{wanted: true, pod: pod("new", true), slurm: slurmNode(leftReason("h100"), t0.Add(time.Second), "IDLE", "DRAIN")}, false, actResume, ""},
+		{"admin drain on a current pod: never resumed", nodeState{wanted: true, pod: pod("new", true), slurm: slurmNode("bad PSU", t0.Add(time.Second), "IDLE", "DRAIN")}, false, actNone, ""},
+		{"GPU health drain: never resumed", nodeState{wanted: true, pod: pod("new", true), slurm: slurmNode(keys.ReasonGPUPrefix+"xid: 79", t0.Add(time.Second), "IDLE", "DRAIN")}, false, actNone, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := planNode(tc.n, p, tc.update)
+			if got.act != tc.want || got.reason != tc.reason {
+				t.Errorf("got %s %q (%s), want %s %q", got.act, got.reason, got.why, tc.want, tc.reason)
+			}
+		})
+	}
+}
+
+func TestPlanNodeOnDeleteKeepsOutdatedPods(t *testing.T) {
+	p := params{hash: "new", onDelete: true}
+	n := nodeState{wanted: true, pod: pod("old", true), slurm: slurmNode("", t0, "IDLE")}
+	if got := planNode(n, p, true); got.act != actNone {
+		t.Fatalf("OnDelete: got %s, want none", got.act)
+	}
+	if got := planUpdates([]nodeState{n}, p, 5); len(got) != 0 {
+		t.Fatalf("OnDelete: chose %v", got)
+	}
+}
+
+func TestPlanUpdates(t *testing.T) {
+	p := params{hash: "new"}
+	node := func(name, hash string, ready bool, sv slurmView) nodeState {
+		return nodeState{slurmName: name, wanted: true, pod: pod(hash, ready), slurm: sv}
+	}
+	idle := slurmNode("", t0, "IDLE")
+	busy := slurmNode("", t0, "ALLOCATED")
+	updating := slurmNode(keys.ReasonNodeSetUpdate, t0, "ALLOCATED", "DRAIN")
+	for _, tc := range []struct {
+		name  string
+		nodes []nodeState
+		max   int
+		want  []string
+	}{
+		{"idle nodes before busy ones", []nodeState{node("a", "old", true, busy), node("b", "old", true, idle), node("c", "old", true, idle)}, 1, []string{"b"}},
+		{"up to maxUnavailable", []nodeState{node("a", "old", true, busy), node("b", "old", true, idle), node("c", "old", true, idle)}, 2, []string{"b", "c"}},
+		{"one in progress fills the budget", []nodeState{node("a", "old", true, updating), node("b", "old", true, idle)}, 1, nil},
+		{"a not-Ready pod fills the budget", []nodeState{node("a", "new", false, idle), node("b", "old", true, idle)}, 1, nil},
+		{"an outdated not-Ready pod is replaced at once", []nodeState{node("a", "old", false, idle), node("b", "old", true, idle)}, 1, []string{"a"}},
+		{"admin-drained idle node: replaced without budget", []nodeState{node("a", "old", true, slurmNode("bad PSU", t0, "IDLE", "DRAIN")), node("b", "old", true, idle)}, 1, []string{"a", "b"}},
+		{"Slurm unknown: nothing starts", []nodeState{node("a", "old", true, slurmView{})}, 3, nil},
+		{"all current: nothing", []nodeState{node("a", "new", true, idle)}, 3, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := planUpdates(tc.nodes, p, tc.max)
+			if len(got) != len(tc.want) {
+				t.Fatalf("chose %v, want %v", got, tc.want)
+			}
+			for _, w := range tc.want {
+				if !got[w] {
+					t.Fatalf("chose %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+}
