@@ -18,7 +18,7 @@ SCHEDULER_PLUGINS_VERSION := v0.35.4-devel
 FUZZTIME ?= 10s
 UNIT_PKGS := ./slurmrest/... ./test/lab/... ./keys/... ./syncer/... ./scheduler/... ./nodeset/... ./cmd/...
 
-.PHONY: help up down lab-status tools generate openapi-spec vet unit fuzz e2e test bench bench-slurmrest bench-syncer bench-scheduler
+.PHONY: help up down lab-status tools generate openapi-spec vet unit fuzz e2e test bench bench-slurmrest bench-syncer bench-scheduler bench-nodeset
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -105,7 +105,7 @@ e2e: tools ## e2e tests on the real lab (brings it up or reuses it)
 
 test: vet unit fuzz e2e ## everything CI runs
 
-bench: bench-slurmrest bench-syncer bench-scheduler ## every benchmark; BENCH lines
+bench: bench-slurmrest bench-syncer bench-scheduler bench-nodeset ## every benchmark; BENCH lines
 
 bench-slurmrest: tools ## slurmrest cache at 1,000 Slurm nodes and 200 jobs
 	ONEPOOL_LAB_EXTRA_NODES=1000 $(BIN)/lab up
@@ -118,3 +118,7 @@ bench-syncer: tools ## syncer over 1,000 kwok Nodes, 1,000 Slurm nodes and 1,000
 bench-scheduler: tools ## onepool's scheduler on 32 real slurmd: pod to bound, burst, scancel to evicted
 	ONEPOOL_LAB_NODES=32 $(BIN)/lab up
 	ONEPOOL_BENCH=1 ONEPOOL_LAB_NODES=32 go test -count=1 -timeout 20m -run '^TestBenchScheduler$$' -v ./test/bench/ | tee $(LAB_DIR)/bench-scheduler.log | grep '^BENCH' || (tail -40 $(LAB_DIR)/bench-scheduler.log; exit 1)
+
+bench-nodeset: tools ## NodeSet over 500 kwok GPU Nodes: time to 500 Ready slurmd pods, reconcile p99
+	$(BIN)/lab up
+	ONEPOOL_BENCH=1 go test -count=1 -timeout 20m -run '^TestBenchNodeSet$$' -v ./test/bench/ | tee $(LAB_DIR)/bench-nodeset.log | grep '^BENCH' || (tail -40 $(LAB_DIR)/bench-nodeset.log; exit 1)

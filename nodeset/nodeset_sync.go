@@ -78,6 +78,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if len(work.errs) > 0 {
 		return ctrl.Result{}, errors.Join(work.errs...)
 	}
+	if work.more {
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	}
 	if work.pending {
 		return ctrl.Result{RequeueAfter: r.opts.Recheck}, nil
 	}
@@ -173,6 +176,7 @@ func (r *Reconciler) slurmView(name string, known bool) slurmView {
 // outcome sums up what apply did.
 type outcome struct {
 	pending bool // something waits; look again soon
+	more    bool // creations left for the next reconcile
 	errs    []error
 }
 
@@ -201,6 +205,7 @@ func (r *Reconciler) apply(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *core
 	}
 	sem := make(chan struct{}, r.opts.Workers)
 	var wg sync.WaitGroup
+	creates := 0
 	for i := range nodes {
 		n, s := nodes[i], steps[i]
 		for _, twin := range n.twins {
@@ -215,6 +220,13 @@ func (r *Reconciler) apply(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *core
 			continue
 		}
 		o.pending = true
+		if s.act == actCreate {
+			if creates >= r.opts.CreateBatch {
+				o.more = true
+				continue
+			}
+			creates++
+		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {

@@ -11,6 +11,10 @@ type Options struct {
 	// Workers bounds the pod creations and deletions one reconcile runs at
 	// once (16).
 	Workers int
+	// CreateBatch bounds the pods one reconcile creates (64): a NodeSet
+	// over thousands of Nodes converges in short reconciles, each with its
+	// status written, instead of one long one.
+	CreateBatch int
 	// Recheck is how soon a NodeSet that waits (jobs still running, Slurm
 	// unknown, slurmd not registered) is looked at again without an event (10s).
 	Recheck time.Duration
@@ -22,6 +26,9 @@ type Options struct {
 func (o *Options) Default() {
 	if o.Workers == 0 {
 		o.Workers = 16
+	}
+	if o.CreateBatch == 0 {
+		o.CreateBatch = 64
 	}
 	if o.Recheck == 0 {
 		o.Recheck = 10 * time.Second
@@ -36,6 +43,9 @@ func (o Options) Validate() error {
 	var errs []error
 	if o.Workers < 1 || o.Workers > 256 {
 		errs = append(errs, fmt.Errorf("workers %d: want 1 to 256", o.Workers))
+	}
+	if o.CreateBatch < 1 {
+		errs = append(errs, fmt.Errorf("create batch %d: want at least 1", o.CreateBatch))
 	}
 	if o.Recheck < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("recheck %s is below 100ms", o.Recheck))

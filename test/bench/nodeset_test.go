@@ -1,0 +1,236 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/onepool/onepool/nodeset/api/v1alpha1"
+	"github.com/onepool/onepool/test/lab"
+)
+
+const (
+	benchNodeSetNodes = 500
+	benchNodeSetNS    = "onepool-bench-nodeset"
+	benchNodeSetLabel = "bench.onepool.dev/nodeset"
+	reconcileMetric   = "controller_runtime_reconcile_time_seconds_bucket"
+)
+
+// TestBenchNodeSet applies a NodeSet over 500 kwok GPU Nodes and times it
+// until the status shows 500 Ready slurmd pods. The Nodes have no slurmd
+// behind them (the lab kubelet runs only its dynamic nodes), so this measures
+// the controller and the API server, not Slurm registration.
+func TestBenchNodeSet(t *testing.T) {
+	requireBench(t)
+	l := lab.Shared(t)
+	cfg, err := l.RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	names := make([]string, benchNodeSetNodes)
+	for i := range names {
+		names[i] = fmt.Sprintf("nsb-%03d", i)
+	}
+	cleanupNodeSetBench(t, c, names)
+	t.Cleanup(func() { cleanupNodeSetBench(t, c, names) })
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNodeSetNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	err = parallelDo(16, names, func(n string) error {
+		node := lab.KwokNode(n)
+		delete(node.Labels, lab.LabNodeLabel) // not the lab's: `lab up` would remove it
+		node.Labels[benchNodeSetLabel] = "true"
+		if err := c.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 120*time.Second, "500 kwok Nodes Ready", func() (bool, string) {
+		var list corev1.NodeList
+		if err := c.List(ctx, &list, client.MatchingLabels{benchNodeSetLabel: "true"}); err != nil {
+			return false, err.Error()
+		}
+		ready := 0
+		for _, n := range list.Items {
+			for _, cond := range n.Status.Conditions {
+				if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+					ready++
+				}
+			}
+		}
+		return ready == benchNodeSetNodes, fmt.Sprintf("%d Ready", ready)
+	})
+
+	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", lab.ManagerMetricsPort)
+	before := scrapeHistogram(t, metricsURL, reconcileMetric, `controller="onepool-nodeset"`)
+	ns := &v1alpha1.NodeSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: benchNodeSetNS},
+		Spec: v1alpha1.NodeSetSpec{
+			NodeSelector: map[string]string{benchNodeSetLabel: "true"},
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: "slurmd", Image: "onepool/node-agent:bench", Command: []string{"/usr/local/bin/onepool-node-agent", "run"},
+			}}}},
+			Slurm: v1alpha1.SlurmNodeSpec{Features: []string{"bench"}},
+		},
+	}
+	start := time.Now()
+	if err := c.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	var took time.Duration
+	deadline := start.Add(5 * time.Minute)
+	for {
+		var got v1alpha1.NodeSet
+		if err := c.Get(ctx, client.ObjectKeyFromObject(ns), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.ReadyPods == benchNodeSetNodes && got.Status.DesiredNodes == benchNodeSetNodes {
+			took = time.Since(start)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not converged after 5 min: status %+v", got.Status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second) // let the last reconciles land in the histogram
+	after := scrapeHistogram(t, metricsURL, reconcileMetric, `controller="onepool-nodeset"`)
+	p99, n := quantile(before, after, 0.99)
+	t.Logf("converged in %s over %d reconciles", took, n)
+	fmt.Printf("BENCH nodeset_converge_seconds %.1f s\n", took.Seconds())
+	report("nodeset_reconcile_p99_ms", p99*1000, "ms")
+	report("nodeset_reconciles", float64(n), "count")
+}
+
+// scrapeHistogram reads one histogram's cumulative buckets (le → count).
+func scrapeHistogram(t *testing.T, url, name, match string) map[float64]float64 {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out := map[float64]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+"{") || !strings.Contains(line, match) {
+			continue
+		}
+		i := strings.Index(line, `le="`)
+		if i < 0 {
+			continue
+		}
+		rest := line[i+4:]
+		leStr := rest[:strings.IndexByte(rest, '"')]
+		le, err := strconv.ParseFloat(leStr, 64)
+		if leStr == "+Inf" {
+			le, err = math.Inf(1), nil
+		}
+		f := strings.Fields(line)
+		v, err2 := strconv.ParseFloat(f[len(f)-1], 64)
+		if err == nil && err2 == nil {
+			out[le] += v
+		}
+	}
+	return out
+}
+
+// quantile is histogram_quantile over the buckets' growth between two
+// scrapes, interpolating linearly inside the bucket as Prometheus does.
+func quantile(before, after map[float64]float64, q float64) (float64, int) {
+	les := make([]float64, 0, len(after))
+	for le := range after {
+		les = append(les, le)
+	}
+	sort.Float64s(les)
+	if len(les) == 0 {
+		return 0, 0
+	}
+	total := after[math.Inf(1)] - before[math.Inf(1)]
+	if total <= 0 {
+		return 0, 0
+	}
+	rank := q * total
+	prevLE, prevCount := 0.0, 0.0
+	for _, le := range les {
+		count := after[le] - before[le]
+		if count >= rank {
+			if math.IsInf(le, 1) {
+				return prevLE, int(total)
+			}
+			return prevLE + (le-prevLE)*(rank-prevCount)/math.Max(count-prevCount, 1e-9), int(total)
+		}
+		prevLE, prevCount = le, count
+	}
+	return prevLE, int(total)
+}
+
+// cleanupNodeSetBench deletes the NodeSet (its finalizer takes the pods:
+// Slurm never knew these nodes) and the Nodes.
+func cleanupNodeSetBench(t *testing.T, c client.Client, names []string) {
+	ctx := context.Background()
+	ns := &v1alpha1.NodeSet{ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: benchNodeSetNS}}
+	_ = c.Delete(ctx, ns)
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(ns), ns); apierrors.IsNotFound(err) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(ns), ns); err == nil {
+		t.Logf("bench NodeSet still there after 3 min: %+v", ns.Status)
+	}
+	_ = parallelDo(16, names, func(n string) error {
+		err := c.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		return nil
+	})
+}
+
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true after %s (last: %s)", what, timeout, state)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

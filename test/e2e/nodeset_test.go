@@ -1,0 +1,244 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/nodeset/api/v1alpha1"
+)
+
+// countsFromSinfo turns sinfo's states into the NodeSet's status counts.
+func countsFromSinfo(states map[string]string) v1alpha1.SlurmCounts {
+	var c v1alpha1.SlurmCounts
+	for _, s := range states {
+		s = strings.TrimRight(s, "*~#!%$@^-")
+		switch {
+		case strings.HasPrefix(s, "drain"):
+			c.Drained++
+		case strings.HasPrefix(s, "down"):
+			c.Down++
+		case s == "allocated" || s == "mixed" || s == "completing":
+			c.Allocated++
+		case s == "idle":
+			c.Idle++
+		}
+	}
+	return c
+}
+
+// waitStatusMatchesSinfo waits until the NodeSet's Slurm counts are what
+// sinfo shows for its nodes, with the given number of Ready pods.
+func (e *nodeSetEnv) waitStatusMatchesSinfo(nodes []string, ready int32, timeout time.Duration) *v1alpha1.NodeSet {
+	e.t.Helper()
+	var ns *v1alpha1.NodeSet
+	eventually(e.t, timeout, "NodeSet status matches sinfo", func() (bool, string) {
+		ns = e.get()
+		want := countsFromSinfo(e.sinfo(nodes))
+		got := ns.Status.Slurm
+		return ns.Status.ReadyPods == ready && ns.Status.DesiredNodes == int32(len(nodes)) && got.Known &&
+				got.Idle == want.Idle && got.Allocated == want.Allocated && got.Drained == want.Drained && got.Down == want.Down,
+			fmt.Sprintf("status desired=%d ready=%d slurm=%+v; sinfo=%+v", ns.Status.DesiredNodes, ns.Status.ReadyPods, got, want)
+	})
+	return ns
+}
+
+func TestNodeSetSlurmdOnSelectedNodes(t *testing.T) {
+	e := newNodeSetEnv(t, "h100")
+	dyn := e.l.DynNodeNames()
+	if len(dyn) < 5 {
+		t.Fatalf("the lab has %d dynamic nodes; this test needs 5", len(dyn))
+	}
+	nodes := dyn[:4]
+	for _, n := range nodes {
+		e.labelNode(n, true)
+	}
+	ctx := context.Background()
+	if err := e.c.Create(ctx, e.nodeSet(1)); err != nil {
+		t.Fatal(err)
+	}
+
+	// Four pods, one per Node, and four Slurm nodes with 8 GPUs of the
+	// type NVML names, on their first registration.
+	e.waitRegistered(nodes, 90*time.Second)
+	pods := e.pods()
+	if len(pods) != 4 {
+		t.Fatalf("want 4 slurmd pods, got %d", len(pods))
+	}
+	for _, n := range nodes {
+		p, ok := pods[n]
+		if !ok {
+			t.Fatalf("no slurmd pod on %s", n)
+		}
+		if p.Annotations[keys.AnnotationSlurmNode] != n || p.Labels[keys.LabelComponent] != keys.ComponentSlurmd {
+			t.Errorf("pod %s: annotations %v labels %v", p.Name, p.Annotations, p.Labels)
+		}
+		if kv := e.slurmNode(n); !strings.Contains(kv["Partitions"], dynPartition) || !strings.Contains(kv["AvailableFeatures"], dynFeature) {
+			t.Errorf("%s: Partitions=%s AvailableFeatures=%s", n, kv["Partitions"], kv["AvailableFeatures"])
+		}
+	}
+	e.waitStatusMatchesSinfo(nodes, 4, 30*time.Second)
+	out := e.kubectl("get", "nodesets", "-n", nodeSetNS, e.name, "--no-headers")
+	if f := strings.Fields(out); len(f) < 8 || strings.Join(f[1:8], " ") != "4 4 4 4 0 0 0" {
+		t.Errorf("kubectl get nodesets: %q; want DESIRED READY UPDATED IDLE ALLOC DRAINED DOWN = 4 4 4 4 0 0 0", out)
+	}
+
+	// A fifth matching Node becomes a fifth Slurm node.
+	e.labelNode(dyn[4], true)
+	nodes = dyn[:5]
+	e.waitRegistered(nodes[4:], 60*time.Second)
+	e.waitStatusMatchesSinfo(nodes, 5, 30*time.Second)
+
+	// A Node that stops matching while a job runs there: the pod stays and
+	// the Slurm node drains; it goes once the job ends.
+	busy := dyn[1]
+	job := e.sbatch(busy)
+	e.waitStatusMatchesSinfo(nodes, 5, 30*time.Second)
+	podBefore := e.pods()[busy]
+	e.labelNode(busy, false)
+	eventually(t, 30*time.Second, busy+" drains", func() (bool, string) {
+		kv := e.slurmNode(busy)
+		return strings.Contains(kv["State"], "DRAIN") && kv["Reason"] == keys.ReasonNodeSetLeft+" "+e.name, kv["State"] + " " + kv["Reason"]
+	})
+	hold := time.Now().Add(8 * time.Second)
+	for time.Now().Before(hold) {
+		p, ok := e.pods()[busy]
+		if !ok || p.UID != podBefore.UID {
+			t.Fatalf("the slurmd pod on %s went while job %s still runs", busy, job)
+		}
+		if st := e.slurmNode(busy)["State"]; !strings.Contains(st, "MIXED") && !strings.Contains(st, "ALLOCATED") {
+			t.Fatalf("job %s no longer runs on %s (State=%s): nothing may cancel it", job, busy, st)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	ns := e.get()
+	if ns.Status.Slurm.Drained != 1 || ns.Status.DesiredNodes != 4 {
+		t.Errorf("status while draining: desired %d, slurm %+v; want desired 4, drained 1", ns.Status.DesiredNodes, ns.Status.Slurm)
+	}
+	e.scancel(job)
+	eventually(t, 60*time.Second, "pod and Slurm node of "+busy+" removed after the job ended", func() (bool, string) {
+		_, pod := e.pods()[busy]
+		kv := e.slurmNode(busy)
+		return !pod && kv == nil, fmt.Sprintf("pod=%v slurm=%v", pod, kv["State"])
+	})
+	remaining := []string{dyn[0], dyn[2], dyn[3], dyn[4]}
+	e.waitStatusMatchesSinfo(remaining, 4, 30*time.Second)
+	e.wantEvents(keys.EventNodeDraining, keys.EventPodDeleted, keys.EventSlurmNodeRemoved)
+}
+
+func (e *nodeSetEnv) wantEvents(reasons ...string) {
+	e.t.Helper()
+	var list corev1.EventList
+	if err := e.c.List(context.Background(), &list, client.InNamespace(nodeSetNS)); err != nil {
+		e.t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, ev := range list.Items {
+		if ev.InvolvedObject.Kind == "NodeSet" && ev.InvolvedObject.Name == e.name {
+			seen[ev.Reason] = true
+		}
+	}
+	for _, r := range reasons {
+		if !seen[r] {
+			e.t.Errorf("no %s event on NodeSet %s (seen %v)", r, e.name, seen)
+		}
+	}
+}
+
+func TestNodeSetRollingUpdateDrainsFirst(t *testing.T) {
+	e := newNodeSetEnv(t, "roll")
+	nodes := e.l.DynNodeNames()[:4]
+	for _, n := range nodes {
+		e.labelNode(n, true)
+	}
+	ctx := context.Background()
+	if err := e.c.Create(ctx, e.nodeSet(1)); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRegistered(nodes, 90*time.Second)
+	busy := nodes[2]
+	job := e.sbatch(busy)
+	busyPod := e.pods()[busy]
+
+	// A new template: every pod is replaced, one node at a time, each only
+	// after its Slurm node is drained and free.
+	ns := e.get()
+	ns.Spec.Template.Spec.Containers[0].Env = append(ns.Spec.Template.Spec.Containers[0].Env, corev1.EnvVar{Name: "E2E_TEMPLATE", Value: "v2"})
+	if err := e.c.Update(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	maxOut, jobDone := 0, false
+	// unavailable counts the nodes that are out of service for Slurm users
+	// or Kubernetes: no Ready pod, or drained.
+	unavailable := func() (int, string) {
+		pods := e.pods()
+		out, desc := 0, []string{}
+		for _, n := range nodes {
+			p, ok := pods[n]
+			st := e.slurmNode(n)["State"]
+			if !ok || !podReady(&p) || strings.Contains(st, "DRAIN") || st == "" {
+				out++
+				desc = append(desc, n+":"+st)
+			}
+		}
+		return out, strings.Join(desc, " ")
+	}
+	updated := func(n string) bool {
+		p, ok := e.pods()[n]
+		return ok && p.Labels[keys.LabelTemplateHash] == e.get().Status.TemplateHash
+	}
+	deadline := time.Now().Add(150 * time.Second)
+	for {
+		out, desc := unavailable()
+		if out > maxOut {
+			maxOut = out
+			t.Logf("%d unavailable: %s", out, desc)
+		}
+		if !jobDone {
+			if p, ok := e.pods()[busy]; !ok || p.UID != busyPod.UID {
+				t.Fatalf("the pod on busy node %s was replaced while job %s runs", busy, job)
+			}
+			others := 0
+			for _, n := range nodes {
+				if n != busy && updated(n) {
+					others++
+				}
+			}
+			st := e.slurmNode(busy)["State"]
+			if others == 3 && strings.Contains(st, "DRAIN") {
+				t.Logf("the three idle nodes are updated; %s waits drained (%s) for job %s", busy, st, job)
+				e.scancel(job)
+				jobDone = true
+			}
+		} else if out == 0 && updated(nodes[0]) && updated(nodes[1]) && updated(nodes[2]) && updated(nodes[3]) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rolling update not done after 150 s (job cancelled: %v; unavailable: %s)", jobDone, desc)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if maxOut > 1 {
+		t.Errorf("up to %d nodes were out at once; maxUnavailable is 1", maxOut)
+	}
+	e.waitRegistered(nodes, 30*time.Second)
+	got := e.waitStatusMatchesSinfo(nodes, 4, 30*time.Second)
+	if got.Status.UpdatedPods != 4 {
+		t.Errorf("updatedPods = %d, want 4", got.Status.UpdatedPods)
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
