@@ -84,7 +84,24 @@ func (f Failure) Reason() string {
 type Verdict struct {
 	GPUs     int
 	Failures []Failure // most serious first
-	Notes    []string  // checks skipped and why
+	Notes    []string  // things worth a log line that are not failures
+	// Skipped lists, per query, the GPUs that do not support it
+	// (NVML NOT_SUPPORTED: ECC off, no page retirement on Hopper, ...).
+	Skipped map[string][]int
+}
+
+// skippedNotes is Skipped as one line per query.
+func (v Verdict) skippedNotes() []string {
+	var out []string
+	for what, gpus := range v.Skipped {
+		s := make([]string, len(gpus))
+		for i, g := range gpus {
+			s[i] = fmt.Sprint(g)
+		}
+		out = append(out, fmt.Sprintf("%s not supported on GPU %s: skipped", what, strings.Join(s, ",")))
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Healthy says whether no check failed.
@@ -240,7 +257,10 @@ func checkDevice(ctx context.Context, lib Library, i int, cfg HealthConfig, v *V
 			return true
 		case errors.Is(err, errSkippedAfterHang):
 		case errors.Is(err, ErrNotSupported):
-			v.Notes = append(v.Notes, fmt.Sprintf("GPU %d: %s not supported, skipped", idx, what))
+			if v.Skipped == nil {
+				v.Skipped = map[string][]int{}
+			}
+			v.Skipped[what] = append(v.Skipped[what], idx)
 		default:
 			v.fail(checkNVML, "GPU %d: %s", idx, shortNVMLError(err))
 		}
@@ -306,7 +326,7 @@ func Health(ctx context.Context, cfg HealthConfig, lib Library) (int, error) {
 		}
 	}
 	v := CheckHealth(ctx, lib, cfg)
-	for _, n := range v.Notes {
+	for _, n := range append(v.Notes, v.skippedNotes()...) {
 		cfg.Log.Printf("note: %s", n)
 	}
 	if v.Healthy() {
