@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -58,8 +59,16 @@ func KwokNode(name string) *corev1.Node {
 	}
 }
 
-// ensureKubeNodes makes a kwok Node for every Slurm node of the lab and
-// removes sim nodes a bigger lab left behind.
+// DynKwokNode is the Node of a dynamic lab node: a kwok Node whose slurmd
+// pods the lab kubelet runs in the Slurm chroot.
+func DynKwokNode(name string) *corev1.Node {
+	n := KwokNode(name)
+	n.Annotations[KubeletAnnotation] = KubeletChroot
+	return n
+}
+
+// ensureKubeNodes makes a kwok Node for every Slurm node of the lab (and
+// every dynamic node) and removes nodes a bigger lab left behind.
 func (l *Lab) ensureKubeNodes(ctx context.Context) error {
 	kc, err := l.KubeClient()
 	if err != nil {
@@ -69,8 +78,9 @@ func (l *Lab) ensureKubeNodes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	all := slices.Concat(l.NodeNames(), l.ExtraNodeNames(), l.DynNodeNames())
 	want := map[string]bool{}
-	for _, n := range append(l.NodeNames(), l.ExtraNodeNames()...) {
+	for _, n := range all {
 		want[n] = true
 	}
 	var create, remove []string
@@ -81,7 +91,7 @@ func (l *Lab) ensureKubeNodes(ctx context.Context) error {
 			remove = append(remove, n.Name)
 		}
 	}
-	for _, n := range append(l.NodeNames(), l.ExtraNodeNames()...) {
+	for _, n := range all {
 		if !have[n] {
 			create = append(create, n)
 		}
@@ -95,7 +105,11 @@ func (l *Lab) ensureKubeNodes(ctx context.Context) error {
 			return err
 		}
 		// A Node may be created with its status; kwok then adds conditions.
-		_, err := kc.CoreV1().Nodes().Create(ctx, KwokNode(name), metav1.CreateOptions{})
+		node := KwokNode(name)
+		if _, ok := DynSlurmdPort(name); ok {
+			node = DynKwokNode(name)
+		}
+		_, err := kc.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create node %s: %w", name, err)
 		}

@@ -37,11 +37,14 @@ const (
 	MariaDBPort      = 26306
 	SlurmrestdPort   = 26820
 	SlurmdPortBase   = 26900
+	DynSlurmdPort0   = 26950 // dyn-i's slurmd listens on DynSlurmdPort0+i
 	KwokMetricsPort  = 26247
 	slurmAPIVersion  = "v0.0.42"
 	defaultNodes     = 4
 	maxLabNodes      = 64
 	maxExtraNodes    = 20000
+	defaultDynNodes  = 5
+	maxDynNodes      = 32
 	tokenLifetime    = 24 * time.Hour
 	tokenRenewBefore = 12 * time.Hour
 )
@@ -55,15 +58,19 @@ type Config struct {
 	// ExtraNodes is the number of Slurm-only nodes (sim-0000 ...) for scale
 	// benchmarks; each also gets a kwok Node of the same name.
 	ExtraNodes int
+	// DynNodes is the number of kwok Nodes (dyn-0 ...) that Slurm does not
+	// list: their slurmd runs from a slurmd pod through the lab kubelet and
+	// registers itself (slurmd -Z), as the NodeSet controller's pods do.
+	DynNodes int
 	// Log receives one line per step.
 	Log io.Writer
 }
 
-// ConfigFromEnv reads ONEPOOL_LAB_DIR, ONEPOOL_LAB_NODES and
-// ONEPOOL_LAB_EXTRA_NODES. Without ONEPOOL_LAB_DIR it uses .lab at the top of
+// ConfigFromEnv reads ONEPOOL_LAB_DIR, ONEPOOL_LAB_NODES,
+// ONEPOOL_LAB_EXTRA_NODES and ONEPOOL_LAB_DYN_NODES. Without ONEPOOL_LAB_DIR it uses .lab at the top of
 // the repository that holds the working directory.
 func ConfigFromEnv() (Config, error) {
-	c := Config{Dir: os.Getenv("ONEPOOL_LAB_DIR"), Nodes: defaultNodes, Log: os.Stderr}
+	c := Config{Dir: os.Getenv("ONEPOOL_LAB_DIR"), Nodes: defaultNodes, DynNodes: defaultDynNodes, Log: os.Stderr}
 	if c.Dir == "" {
 		top, err := repoRoot()
 		if err != nil {
@@ -80,7 +87,8 @@ func ConfigFromEnv() (Config, error) {
 		env string
 		dst *int
 		max int
-	}{{"ONEPOOL_LAB_NODES", &c.Nodes, maxLabNodes}, {"ONEPOOL_LAB_EXTRA_NODES", &c.ExtraNodes, maxExtraNodes}} {
+	}{{"ONEPOOL_LAB_NODES", &c.Nodes, maxLabNodes}, {"ONEPOOL_LAB_EXTRA_NODES", &c.ExtraNodes, maxExtraNodes},
+		{"ONEPOOL_LAB_DYN_NODES", &c.DynNodes, maxDynNodes}} {
 		s := os.Getenv(v.env)
 		if s == "" {
 			continue
@@ -93,6 +101,10 @@ func ConfigFromEnv() (Config, error) {
 	}
 	if c.Nodes < 1 {
 		return c, errors.New("ONEPOOL_LAB_NODES: the lab needs at least one GPU node")
+	}
+	// gpu-i listens on SlurmdPortBase+i: the two port ranges must not meet.
+	if c.DynNodes > 0 && SlurmdPortBase+c.Nodes > DynSlurmdPort0 {
+		return c, fmt.Errorf("ONEPOOL_LAB_NODES=%d with dynamic nodes: at most %d (or ONEPOOL_LAB_DYN_NODES=0)", c.Nodes, DynSlurmdPort0-SlurmdPortBase)
 	}
 	return c, nil
 }
@@ -235,6 +247,8 @@ func (l *Lab) Down(ctx context.Context) error {
 		return err
 	}
 	var errs []error
+	// The kubelet first: its slurmd stop quickly while slurmctld still answers.
+	errs = append(errs, l.StopKubelet())
 	for _, name := range []string{"onepool-scheduler", "onepool-controller-manager", "kwok", "kube-apiserver", "etcd", "slurmrestd"} {
 		errs = append(errs, l.stopDaemon(name))
 	}

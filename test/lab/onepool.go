@@ -30,7 +30,8 @@ func (l *Lab) onepoolSteps() []step {
 	return []step{
 		{"onepool namespace", l.ensureSystemNamespace},
 		{"controller-mgr", l.StartControllerManager},
-		{"podgroup crd", l.ensurePodGroupCRD},
+		{"lab kubelet", l.StartKubelet},
+		{"crds", l.ensureCRDs},
 		{"scheduler", l.StartScheduler},
 	}
 }

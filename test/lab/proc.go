@@ -159,7 +159,11 @@ func terminate(pid int, prog string, grace time.Duration) error {
 
 // killChrooted kills every process whose root is the lab's rootfs: job steps,
 // slurmstepd, and daemons whose pid file was lost.
-func killChrooted(root string) error {
+func killChrooted(root string) error { return killChrootedIf(root, nil) }
+
+// killChrootedIf kills the processes in root that match (all when match is
+// nil): SIGTERM, up to 20 s, then SIGKILL.
+func killChrootedIf(root string, match func(pid int) bool) error {
 	root = filepath.Clean(root)
 	kill := func(sig syscall.Signal) int {
 		n := 0
@@ -170,7 +174,7 @@ func killChrooted(root string) error {
 				continue
 			}
 			r, err := os.Readlink(fmt.Sprintf("/proc/%d/root", pid))
-			if err != nil || (r != root && !strings.HasPrefix(r, root+"/")) {
+			if err != nil || (r != root && !strings.HasPrefix(r, root+"/")) || (match != nil && !match(pid)) {
 				continue
 			}
 			if syscall.Kill(pid, sig) == nil {

@@ -97,17 +97,33 @@ func (l *Lab) StopScheduler() error {
 	return fmt.Errorf("onepool-scheduler stopped but its ports are still taken")
 }
 
-// ensurePodGroupCRD installs scheduler-plugins' PodGroup CRD (fetched by
-// `make tools` into the lab dir) so gangs can be tested.
-func (l *Lab) ensurePodGroupCRD(ctx context.Context) error {
+// ensureCRDs installs scheduler-plugins' PodGroup CRD (fetched by `make
+// tools` into the lab dir) so gangs can be tested, and onepool's own CRDs
+// (config/crd/bases, made by `make generate`) when the checkout has them.
+func (l *Lab) ensureCRDs(ctx context.Context) error {
 	crd := l.path("podgroup-crd.yaml")
 	if _, err := os.Stat(crd); err != nil {
 		return fmt.Errorf("%s is missing: run `make tools`", crd)
 	}
-	if err := runLogged(ctx, time.Minute, filepath.Join(l.LogDir(), "kubectl.log"), l.Kubectl(), "--kubeconfig", l.Kubeconfig(),
-		"apply", "--server-side", "-f", crd); err != nil {
+	files := []string{crd}
+	if top, err := repoRoot(); err == nil {
+		own, err := filepath.Glob(filepath.Join(top, "config", "crd", "bases", "*.yaml"))
+		if err != nil {
+			return err
+		}
+		files = append(files, own...)
+	}
+	var fileArgs []string
+	for _, f := range files {
+		fileArgs = append(fileArgs, "-f", f)
+	}
+	kubectl := func(args ...string) error {
+		return runLogged(ctx, time.Minute, filepath.Join(l.LogDir(), "kubectl.log"),
+			append([]string{l.Kubectl(), "--kubeconfig", l.Kubeconfig()}, args...)...)
+	}
+	// --force-conflicts: a CRD regenerated since the last `up` replaces the old one.
+	if err := kubectl(append([]string{"apply", "--server-side", "--force-conflicts"}, fileArgs...)...); err != nil {
 		return err
 	}
-	return runLogged(ctx, time.Minute, filepath.Join(l.LogDir(), "kubectl.log"), l.Kubectl(), "--kubeconfig", l.Kubeconfig(),
-		"wait", "--for=condition=Established", "--timeout=50s", "crd/podgroups.scheduling.x-k8s.io")
+	return kubectl(append([]string{"wait", "--for=condition=Established", "--timeout=50s"}, fileArgs...)...)
 }

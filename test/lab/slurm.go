@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +22,7 @@ func (l *Lab) slurmSteps() []step {
 		{"slurm config", l.configureSlurm},
 		{"slurm daemons", l.startSlurm},
 		{"slurm token", l.ensureToken},
+		{"dyn nodes", l.prepareDynNodes},
 	}
 }
 
@@ -30,7 +32,7 @@ func (l *Lab) slurmConfig() (slurmConfig, error) {
 		return slurmConfig{}, err
 	}
 	host, _, _ = strings.Cut(host, ".")
-	return slurmConfig{ControlHost: host, Nodes: l.NodeNames(), ExtraNodes: l.ExtraNodeNames()}, nil
+	return slurmConfig{ControlHost: host, Nodes: l.NodeNames(), ExtraNodes: l.ExtraNodeNames(), DynNodes: l.DynNodeNames()}, nil
 }
 
 // chrootUser returns uid and gid of user in the rootfs's /etc/passwd.
@@ -127,7 +129,7 @@ func (l *Lab) configureSlurm(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	hosts := fmt.Sprintf("127.0.0.1 localhost %s %s\n::1 localhost\n", cfg.ControlHost, strings.Join(cfg.Nodes, " "))
+	hosts := fmt.Sprintf("127.0.0.1 localhost %s %s\n::1 localhost\n", cfg.ControlHost, strings.Join(slices.Concat(cfg.Nodes, cfg.DynNodes), " "))
 	changed := false
 	for _, f := range []struct{ path, body string }{
 		{"etc/hosts", hosts},
@@ -151,7 +153,9 @@ func (l *Lab) configureSlurm(ctx context.Context) error {
 		}
 	}
 	if changed {
-		if err := l.stopSlurm(); err != nil {
+		// The kubelet's slurmd too: the node records they made go with the
+		// saved state, and they must read the new config.
+		if err := errors.Join(l.StopKubelet(), l.stopSlurm()); err != nil {
 			return err
 		}
 		// Nodes start from the new config, not from saved state: a saved

@@ -10,6 +10,7 @@ type slurmConfig struct {
 	ControlHost string // the host's short name: slurmctld must find itself in SlurmctldHost
 	Nodes       []string
 	ExtraNodes  []string
+	DynNodes    []string // only counted: they are not listed, they register themselves
 }
 
 // hostlist folds names like gpu-0 ... gpu-3 into a Slurm hostlist "gpu-[0-3]".
@@ -80,7 +81,8 @@ func (c slurmConfig) slurmConf() string {
 	// start of the QOS's GraceTime. Without it (and for jobs that ask for
 	// none) the batch shell hears nothing until GraceTime has passed.
 	w("PreemptParameters=send_user_signal")
-	w("MaxNodeCount=%d", len(c.Nodes)+len(c.ExtraNodes)+16)
+	// Dynamic nodes (slurmd -Z) count against MaxNodeCount; 16 spare for tests.
+	w("MaxNodeCount=%d", len(c.Nodes)+len(c.ExtraNodes)+len(c.DynNodes)+16)
 	node := fmt.Sprintf("CPUs=%d RealMemory=%d Gres=gpu:%s:%d", NodeCPUs, NodeMemoryMB, GPUType, GPUsPerNode)
 	for i, n := range c.Nodes {
 		w("NodeName=%s NodeAddr=127.0.0.1 NodeHostname=%s Port=%d %s State=UNKNOWN", n, n, SlurmdPortBase+i, node)
@@ -92,6 +94,12 @@ func (c slurmConfig) slurmConf() string {
 		sim := hostlist("sim-", len(c.ExtraNodes), 4)
 		w("NodeName=%s CPUs=%d RealMemory=%d Gres=gpu:%s:%d State=CLOUD", sim, NodeCPUs, NodeMemoryMB, GPUType, GPUsPerNode)
 		w("PartitionName=%s Nodes=%s MaxTime=INFINITE State=UP", ScalePartition, sim)
+	}
+	if len(c.DynNodes) > 0 {
+		// A dynamic node joins the NodeSet, and so the partition, through
+		// the feature it registers with (slurmd -Z --conf "Feature=lab-dyn").
+		w("NodeSet=%s Feature=%s", dynNodeSet, DynFeature)
+		w("PartitionName=%s Nodes=%s MaxTime=INFINITE State=UP", DynPartition, dynNodeSet)
 	}
 	return b.String()
 }

@@ -18,7 +18,8 @@ const usage = `usage: lab COMMAND
   status                   which lab daemons run
   env                      shell exports for KUBECONFIG, slurmrestd URL and token, PATH
   slurm-exec -- CMD ARGS   run a Slurm command inside the chroot (sinfo, scontrol, sbatch...)
-Environment: ONEPOOL_LAB_DIR, ONEPOOL_LAB_NODES (4), ONEPOOL_LAB_EXTRA_NODES (0)`
+  kubelet                  the lab kubelet (a daemon of ` + "`up`" + `): runs slurmd pods of the dyn-* Nodes in the chroot
+Environment: ONEPOOL_LAB_DIR, ONEPOOL_LAB_NODES (4), ONEPOOL_LAB_EXTRA_NODES (0), ONEPOOL_LAB_DYN_NODES (5, at most 32)`
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
@@ -58,6 +59,8 @@ func run(args []string) error {
 		if n := l.Status(os.Stdout); n > 0 {
 			return fmt.Errorf("%d lab daemons are not running", n)
 		}
+	case "kubelet":
+		return l.RunKubelet(ctx)
 	case "env":
 		fmt.Print(l.Env())
 	case "slurm-exec":
