@@ -240,6 +240,10 @@ func (e *nodeSetEnv) waitRegistered(nodes []string, timeout time.Duration) {
 // every pod and Slurm node away, then unlabels the Nodes.
 func (e *nodeSetEnv) cleanup() {
 	ctx := context.Background()
+	// The NodeSet never takes a node with a running job: end the test's jobs first.
+	cctx, cancel := context.WithTimeout(ctx, 40*time.Second)
+	_, _ = e.l.Slurm(cctx, "scancel", "-n", "e2e-"+e.name)
+	cancel()
 	ns := &v1alpha1.NodeSet{ObjectMeta: metav1.ObjectMeta{Name: e.name, Namespace: nodeSetNS}}
 	_ = e.c.Delete(ctx, ns)
 	deadline := time.Now().Add(90 * time.Second)

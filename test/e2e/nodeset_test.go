@@ -104,7 +104,8 @@ func TestNodeSetSlurmdOnSelectedNodes(t *testing.T) {
 	e.labelNode(busy, false)
 	eventually(t, 30*time.Second, busy+" drains", func() (bool, string) {
 		kv := e.slurmNode(busy)
-		return strings.Contains(kv["State"], "DRAIN") && kv["Reason"] == keys.ReasonNodeSetLeft+" "+e.name, kv["State"] + " " + kv["Reason"]
+		// scontrol appends " [user@time]" to the reason.
+		return strings.Contains(kv["State"], "DRAIN") && strings.HasPrefix(kv["Reason"], keys.ReasonNodeSetLeft+" "+e.name+" ["), kv["State"] + " " + kv["Reason"]
 	})
 	hold := time.Now().Add(8 * time.Second)
 	for time.Now().Before(hold) {

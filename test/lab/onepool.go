@@ -29,9 +29,10 @@ const (
 func (l *Lab) onepoolSteps() []step {
 	return []step{
 		{"onepool namespace", l.ensureSystemNamespace},
+		// The controller manager watches NodeSets: their CRD comes first.
+		{"crds", l.ensureCRDs},
 		{"controller-mgr", l.StartControllerManager},
 		{"lab kubelet", l.StartKubelet},
-		{"crds", l.ensureCRDs},
 		{"scheduler", l.StartScheduler},
 	}
 }
