@@ -69,7 +69,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	st := r.status(&ns, nodes, steps, hash)
-	if err := r.writeStatus(ctx, &ns, st); err != nil {
+	if err := r.writeStatus(ctx, &ns, st); apierrors.IsConflict(err) {
+		// Our cache was behind our own last write: read again soon, no error.
+		work.more = true
+	} else if err != nil {
 		work.errs = append(work.errs, err)
 	}
 	if deleting && work.done(nodes) {
@@ -79,7 +82,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, errors.Join(work.errs...)
 	}
 	if work.more {
-		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+		return ctrl.Result{RequeueAfter: 50 * time.Millisecond}, nil
 	}
 	if work.pending {
 		return ctrl.Result{RequeueAfter: r.opts.Recheck}, nil
@@ -288,9 +291,8 @@ func (r *Reconciler) do(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *corev1.
 // confirmFree asks slurmrestd once more, live, that the node is drained and
 // runs nothing: the cache may be a second old, and what follows cannot be undone.
 func (r *Reconciler) confirmFree(ctx context.Context, ns *v1alpha1.NodeSet, n nodeState, fail func(error)) bool {
-	if !n.slurm.found {
-		return true
-	}
+	// Also when the cache lacks the node: a slurmd may have registered
+	// since the last poll.
 	live, err := r.slurm.LiveNode(ctx, n.slurmName)
 	switch {
 	case errors.Is(err, slurmrest.ErrNotFound):

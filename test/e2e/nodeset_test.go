@@ -8,6 +8,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/onepool/onepool/keys"
@@ -242,4 +246,100 @@ func podReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// While slurmrestd is down the NodeSet takes nothing away (Slurm's state is
+// unknown); when it is back, it converges on its own.
+func TestNodeSetSlurmrestdDownConverges(t *testing.T) {
+	e := newNodeSetEnv(t, "outage")
+	nodes := e.l.DynNodeNames()[:2]
+	for _, n := range nodes {
+		e.labelNode(n, true)
+	}
+	ctx := context.Background()
+	if err := e.c.Create(ctx, e.nodeSet(1)); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRegistered(nodes, 90*time.Second)
+	leaving := nodes[1]
+	podBefore := e.pods()[leaving]
+
+	if err := e.l.StopSlurmrestd(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = e.l.StartSlurmrestd(context.Background())
+		}
+	})
+	e.labelNode(leaving, false)
+	eventually(t, 45*time.Second, "SlurmSynced=False", func() (bool, string) {
+		c := meta.FindStatusCondition(e.get().Status.Conditions, keys.NodeSetSlurmSynced)
+		return c != nil && c.Status == metav1.ConditionFalse, fmt.Sprintf("%+v", c)
+	})
+	time.Sleep(3 * time.Second)
+	if p, ok := e.pods()[leaving]; !ok || p.UID != podBefore.UID {
+		t.Fatalf("the slurmd pod on %s went while Slurm's state was unknown", leaving)
+	}
+	if kv := e.slurmNode(leaving); strings.Contains(kv["State"], "DRAIN") {
+		t.Fatalf("%s was drained without slurmrestd? State=%s", leaving, kv["State"])
+	}
+	if err := e.l.StartSlurmrestd(ctx); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	eventually(t, 60*time.Second, leaving+" drained, its pod and Slurm node removed", func() (bool, string) {
+		_, pod := e.pods()[leaving]
+		kv := e.slurmNode(leaving)
+		return !pod && kv == nil, fmt.Sprintf("pod=%v slurm=%v", pod, kv["State"])
+	})
+	e.waitStatusMatchesSinfo(nodes[:1], 1, 30*time.Second)
+}
+
+// A pod whose node runs a job is labelled busy, and the NodeSet's
+// PodDisruptionBudget refuses to evict it.
+func TestNodeSetBusyPodNotEvicted(t *testing.T) {
+	e := newNodeSetEnv(t, "busy")
+	node := e.l.DynNodeNames()[0]
+	e.labelNode(node, true)
+	ctx := context.Background()
+	if err := e.c.Create(ctx, e.nodeSet(1)); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRegistered([]string{node}, 90*time.Second)
+	t.Logf("%s registered at %s", node, time.Now().Format("15:04:05"))
+	job := e.sbatch(node)
+	t.Logf("job %s runs at %s", job, time.Now().Format("15:04:05"))
+	var pod corev1.Pod
+	eventually(t, 30*time.Second, "pod labelled busy", func() (bool, string) {
+		pod = e.pods()[node]
+		return pod.Labels[keys.LabelSlurmBusy] == "true", fmt.Sprintf("%v", pod.Labels)
+	})
+	// The lab runs no kube-controller-manager: play its disruption
+	// controller and publish the budget's status (no disruption allowed),
+	// else the API server waits ~100 s before refusing.
+	var pdb policyv1.PodDisruptionBudget
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: nodeSetNS, Name: e.name + "-busy"}, &pdb); err != nil {
+		t.Fatalf("the NodeSet's PodDisruptionBudget: %v", err)
+	}
+	if mu := pdb.Spec.MaxUnavailable; mu == nil || mu.IntValue() != 0 || pdb.Spec.Selector.MatchLabels[keys.LabelSlurmBusy] != "true" {
+		t.Fatalf("PodDisruptionBudget spec %+v: want maxUnavailable 0 over busy pods", pdb.Spec)
+	}
+	pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: pdb.Generation, CurrentHealthy: 1, DesiredHealthy: 1, ExpectedPods: 1}
+	if err := e.c.Status().Update(ctx, &pdb); err != nil {
+		t.Fatal(err)
+	}
+	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}}
+	err := e.c.SubResource("eviction").Create(ctx, &pod, ev)
+	if !apierrors.IsTooManyRequests(err) {
+		t.Fatalf("evicting the busy slurmd pod: got %v, want 429 (PodDisruptionBudget)", err)
+	}
+	t.Logf("eviction refused at %s: %v", time.Now().Format("15:04:05"), err)
+	e.scancel(job)
+	eventually(t, 30*time.Second, "busy label removed after the job", func() (bool, string) {
+		p := e.pods()[node]
+		_, busy := p.Labels[keys.LabelSlurmBusy]
+		return !busy, fmt.Sprintf("%v", p.Labels)
+	})
 }
