@@ -48,6 +48,10 @@ type PodReconciler struct {
 	mu    sync.Mutex
 	queue workqueue.TypedRateLimitingInterface[reconcile.Request]
 	lag   map[types.NamespacedName]time.Time
+	// wrote is when onepool's last drain or resume of each Slurm node
+	// returned. Until the cache has refreshed after it, the cache's view of
+	// that node predates the write and decides nothing.
+	wrote map[string]time.Time
 }
 
 // SlurmdPodSelector selects the pods the syncer watches.
@@ -74,6 +78,7 @@ func Setup(mgr ctrl.Manager, slurm Slurm, cache *slurmrest.Cache, reg prometheus
 		metrics:  m,
 		log:      mgr.GetLogger().WithName("syncer"),
 		lag:      map[types.NamespacedName]time.Time{},
+		wrote:    map[string]time.Time{},
 	}
 	ctx := context.Background()
 	idx := mgr.GetFieldIndexer()

@@ -68,6 +68,11 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{RequeueAfter: r.opts.UnknownRetry}, nil
 	}
 
+	if r.cacheBehind(slurmName) {
+		// Our own drain or resume is not in the cache yet: acting on the
+		// older view would undo it or report a resume that never happened.
+		return ctrl.Result{RequeueAfter: cacheCatchUp}, nil
+	}
 	o := observed{
 		now: time.Now(), grace: r.opts.NotReadyGrace, podGone: deleting, slurm: st,
 		applied: pod.Annotations[keys.AnnotationDrainApplied],
@@ -108,7 +113,41 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	if d.recheckIn > 0 && d.recheckIn < next {
 		next = d.recheckIn
 	}
+	if acted {
+		// Look again once the cache shows the write: a change someone else
+		// makes in the same poll interval (a resume right after our drain)
+		// leaves the cache no change to report.
+		next = cacheCatchUp
+	}
 	return ctrl.Result{RequeueAfter: next}, nil
+}
+
+// cacheCatchUp is how soon a pod is looked at again after onepool wrote to
+// its Slurm node: about one cache poll.
+const cacheCatchUp = 500 * time.Millisecond
+
+func (r *PodReconciler) noteWrite(slurmName string) {
+	r.mu.Lock()
+	r.wrote[slurmName] = time.Now()
+	r.mu.Unlock()
+}
+
+func (r *PodReconciler) cacheBehind(slurmName string) bool {
+	r.mu.Lock()
+	at, ok := r.wrote[slurmName]
+	r.mu.Unlock()
+	if !ok {
+		return false
+	}
+	if r.slurm.SyncedAt().After(at) {
+		r.mu.Lock()
+		if r.wrote[slurmName].Equal(at) {
+			delete(r.wrote, slurmName)
+		}
+		r.mu.Unlock()
+		return false
+	}
+	return true
 }
 
 // applySlurm drains or resumes the Slurm node as decided.
@@ -125,6 +164,7 @@ func (r *PodReconciler) applySlurm(ctx context.Context, pod *corev1.Pod, node *c
 			r.recorder.Eventf(target, corev1.EventTypeWarning, keys.EventDrainFailed, "draining Slurm node %s: %v", slurmName, err)
 			return false, fmt.Errorf("drain %s: %w", slurmName, err)
 		}
+		r.noteWrite(slurmName)
 		r.metrics.actions.WithLabelValues(dirToSlurm, action, outcomeSuccess).Inc()
 		if d.redrain {
 			r.recorder.Eventf(target, corev1.EventTypeWarning, keys.EventRedrained,
@@ -140,6 +180,7 @@ func (r *PodReconciler) applySlurm(ctx context.Context, pod *corev1.Pod, node *c
 			r.recorder.Eventf(target, corev1.EventTypeWarning, keys.EventResumeFailed, "resuming Slurm node %s: %v", slurmName, err)
 			return false, fmt.Errorf("resume %s: %w", slurmName, err)
 		}
+		r.noteWrite(slurmName)
 		r.metrics.actions.WithLabelValues(dirToSlurm, "resume", outcomeSuccess).Inc()
 		r.recorder.Eventf(target, corev1.EventTypeNormal, keys.EventResumed, "Slurm node %s resumed (onepool's drain %q no longer has a cause)", slurmName, st.Reason)
 		return true, nil

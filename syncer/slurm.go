@@ -2,6 +2,7 @@ package syncer
 
 import (
 	"context"
+	"time"
 
 	"github.com/onepool/onepool/slurmrest"
 )
@@ -12,6 +13,9 @@ type Slurm interface {
 	// Node returns the node's state, slurmrest.ErrStale when unknown, or
 	// slurmrest.ErrNotFound when Slurm has no such node.
 	Node(name string) (slurmrest.Node, error)
+	// SyncedAt is when the last good refresh of the cache began: what Node
+	// returns reflects every change Slurm made before then.
+	SyncedAt() time.Time
 	Drain(ctx context.Context, name, reason string) error
 	Resume(ctx context.Context, name string) error
 }
@@ -23,6 +27,7 @@ type CachedSlurm struct {
 }
 
 func (s CachedSlurm) Node(name string) (slurmrest.Node, error) { return s.Cache.Node(name) }
+func (s CachedSlurm) SyncedAt() time.Time                      { return s.Cache.LastSync() }
 
 func (s CachedSlurm) Drain(ctx context.Context, name, reason string) error {
 	return s.Client.Drain(ctx, name, reason)

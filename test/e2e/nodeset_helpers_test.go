@@ -12,10 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/onepool/onepool/keys"
@@ -44,18 +42,7 @@ type nodeSetEnv struct {
 func newNodeSetEnv(t *testing.T, name string) *nodeSetEnv {
 	t.Helper()
 	l := lab.Shared(t)
-	cfg, err := l.RESTConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := l.Client()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,6 +81,19 @@ func (e *nodeSetEnv) nodeSet(maxUnavailable int) *v1alpha1.NodeSet {
 			UpdateStrategy: v1alpha1.UpdateStrategy{Type: v1alpha1.RollingUpdate, RollingUpdate: &v1alpha1.RollingUpdateStrategy{MaxUnavailable: &mu}},
 		},
 	}
+}
+
+// start labels nodes, applies the NodeSet and waits until every node is
+// registered in Slurm with its GPUs.
+func (e *nodeSetEnv) start(nodes []string, maxUnavailable int) {
+	e.t.Helper()
+	for _, n := range nodes {
+		e.labelNode(n, true)
+	}
+	if err := e.c.Create(context.Background(), e.nodeSet(maxUnavailable)); err != nil {
+		e.t.Fatal(err)
+	}
+	e.waitRegistered(nodes, 90*time.Second)
 }
 
 func (e *nodeSetEnv) ctx() (context.Context, context.CancelFunc) {

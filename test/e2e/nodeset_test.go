@@ -159,14 +159,8 @@ func (e *nodeSetEnv) wantEvents(reasons ...string) {
 func TestNodeSetRollingUpdateDrainsFirst(t *testing.T) {
 	e := newNodeSetEnv(t, "roll")
 	nodes := e.l.DynNodeNames()[:4]
-	for _, n := range nodes {
-		e.labelNode(n, true)
-	}
+	e.start(nodes, 1)
 	ctx := context.Background()
-	if err := e.c.Create(ctx, e.nodeSet(1)); err != nil {
-		t.Fatal(err)
-	}
-	e.waitRegistered(nodes, 90*time.Second)
 	busy := nodes[2]
 	job := e.sbatch(busy)
 	busyPod := e.pods()[busy]
@@ -253,14 +247,8 @@ func podReady(p *corev1.Pod) bool {
 func TestNodeSetSlurmrestdDownConverges(t *testing.T) {
 	e := newNodeSetEnv(t, "outage")
 	nodes := e.l.DynNodeNames()[:2]
-	for _, n := range nodes {
-		e.labelNode(n, true)
-	}
+	e.start(nodes, 1)
 	ctx := context.Background()
-	if err := e.c.Create(ctx, e.nodeSet(1)); err != nil {
-		t.Fatal(err)
-	}
-	e.waitRegistered(nodes, 90*time.Second)
 	leaving := nodes[1]
 	podBefore := e.pods()[leaving]
 
@@ -302,12 +290,8 @@ func TestNodeSetSlurmrestdDownConverges(t *testing.T) {
 func TestNodeSetBusyPodNotEvicted(t *testing.T) {
 	e := newNodeSetEnv(t, "busy")
 	node := e.l.DynNodeNames()[0]
-	e.labelNode(node, true)
+	e.start([]string{node}, 1)
 	ctx := context.Background()
-	if err := e.c.Create(ctx, e.nodeSet(1)); err != nil {
-		t.Fatal(err)
-	}
-	e.waitRegistered([]string{node}, 90*time.Second)
 	t.Logf("%s registered at %s", node, time.Now().Format("15:04:05"))
 	job := e.sbatch(node)
 	t.Logf("job %s runs at %s", job, time.Now().Format("15:04:05"))

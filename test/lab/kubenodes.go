@@ -10,9 +10,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/onepool/onepool/nodeset/api/v1alpha1"
 )
 
 // LabNodeLabel marks the Nodes the lab made.
@@ -35,6 +40,23 @@ func (l *Lab) KubeClient() (kubernetes.Interface, error) {
 		return nil, err
 	}
 	return kubernetes.NewForConfig(cfg)
+}
+
+// Client is an admin controller-runtime client for the lab that knows
+// onepool's own API (NodeSet) as well as Kubernetes'.
+func (l *Lab) Client() (client.Client, error) {
+	cfg, err := l.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{Scheme: scheme})
 }
 
 // KwokNode is the Node object of a lab GPU node: kwok keeps it Ready, and it
