@@ -275,7 +275,7 @@ func (r *Reconciler) do(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *corev1.
 		}
 		r.recorder.Eventf(ns, corev1.EventTypeNormal, keys.EventResumed, "resumed Slurm node %s: its new slurmd pod %s is Ready and registered", n.slurmName, n.pod.Name)
 	case actDeleteSlurmNode:
-		if !r.confirmFree(ctx, ns, n, fail) {
+		if !r.confirmFree(ctx, ns, n, fail) || r.claimed(ctx, n.slurmName, fail) {
 			return
 		}
 		err := r.slurm.DeleteNode(ctx, n.slurmName)
@@ -305,6 +305,22 @@ func (r *Reconciler) confirmFree(ctx context.Context, ns *v1alpha1.NodeSet, n no
 		return false
 	}
 	return true
+}
+
+// claimed says another slurmd pod (another NodeSet's, the Node having moved
+// to it) serves the Slurm node: its record stays.
+func (r *Reconciler) claimed(ctx context.Context, slurmName string, fail func(error)) bool {
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.MatchingLabels{keys.LabelComponent: keys.ComponentSlurmd}); err != nil {
+		fail(fmt.Errorf("list slurmd pods: %w", err))
+		return true
+	}
+	for i := range pods.Items {
+		if p := &pods.Items[i]; p.DeletionTimestamp == nil && podSlurmNode(p) == slurmName {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *Reconciler) deletePod(ctx context.Context, ns *v1alpha1.NodeSet, pod *corev1.Pod, why string, fail func(error)) {
