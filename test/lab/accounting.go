@@ -56,7 +56,7 @@ var labQOS = []qosSpec{
 // accountingUsers get an association in Account with every lab QOS.
 // root submits with sbatch in tests; slurm is the user of onepool's token,
 // so every job submitted through slurmrestd runs as slurm.
-var accountingUsers = []string{"root", "slurm"}
+var accountingUsers = []string{"root", "slurm", JailUser}
 
 func (q qosSpec) line() string {
 	grace := time.Duration(q.graceSecs) * time.Second

@@ -26,6 +26,8 @@ var rootfsPackages = []string{
 	"libslurm-dev", "slurm-wlm-jwt-plugin", "gcc", "libc6-dev", "make",
 	// Accounting, which QOS and preemption need.
 	"slurmdbd", "mariadb-server",
+	// The static shell of the SPANK jail's small rootfs.
+	"busybox-static",
 }
 
 var chrootEnv = []string{

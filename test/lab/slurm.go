@@ -20,6 +20,7 @@ func (l *Lab) slurmSteps() []step {
 	return []step{
 		{"slurm rootfs", l.ensureRootFS},
 		{"slurm config", l.configureSlurm},
+		{"slurm jail", l.ensureJail},
 		{"slurm daemons", l.startSlurm},
 		{"slurm token", l.ensureToken},
 		{"dyn nodes", l.prepareDynNodes},
@@ -73,6 +74,9 @@ func (l *Lab) configureSlurm(ctx context.Context) error {
 			"useradd", "--system", "--user-group", "--no-create-home", "--shell", "/usr/sbin/nologin", "slurmrest"); err != nil {
 			return err
 		}
+	}
+	if err := l.ensureJailUser(ctx); err != nil {
+		return err
 	}
 	slurmUID, slurmGID, err := l.chrootUser("slurm")
 	if err != nil {

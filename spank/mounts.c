@@ -1,0 +1,217 @@
+/*
+ * Entering the jail: mount namespace, node-local binds, pivot_root, /proc.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "jail.h"
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static int inside(const char *path, const char *root)
+{
+	size_t n = strlen(root);
+
+	return strncmp(path, root, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+/* stays_inside is true when path, symlinks resolved as the node sees them,
+ * is root or below it. A path that does not exist yet counts as inside only
+ * if its parent does. */
+static int stays_inside(const char *path, const char *root)
+{
+	char real[PATH_MAX];
+
+	if (!realpath(path, real))
+		return 0;
+	return inside(real, root);
+}
+
+/*
+ * make_target makes sure the mount point root+dst exists with the right
+ * type, creating what is missing (directories 0755, an empty file 0644 for
+ * a file source), and that no symlink in the jail leads it out of the jail:
+ * the jail is shared and writable by its admins, the node's mounts are not
+ * theirs to redirect.
+ */
+static int make_target(const char *root, const char *dst, int dir,
+		       char *err, size_t errlen)
+{
+	char path[PATH_MAX];
+	size_t rootlen = strlen(root), i;
+	struct stat st;
+
+	if (rootlen + strlen(dst) >= sizeof(path))
+		return fail(err, errlen, "%s%s: path too long", root, dst);
+	strcpy(path, root);
+	strcat(path, dst);
+
+	/* Each component below the root, shortest first. */
+	for (i = rootlen + 1; ; i++) {
+		char c = path[i];
+		int last = (c == '\0');
+
+		if (c != '/' && !last)
+			continue;
+		path[i] = '\0';
+		if (lstat(path, &st) == 0) {
+			if (S_ISLNK(st.st_mode) && !stays_inside(path, root)) {
+				fail(err, errlen,
+				     "mount point %s: the symlink %s leads out of the jail",
+				     dst, path);
+				return -1;
+			}
+		} else if (errno != ENOENT) {
+			return fail(err, errlen, "mount point %s: %s: %s", dst,
+				    path, strerror(errno));
+		} else if (!last || dir) {
+			if (mkdir(path, 0755) != 0 && errno != EEXIST)
+				return fail(err, errlen,
+					    "mount point %s: mkdir %s: %s", dst,
+					    path, strerror(errno));
+		} else {
+			int fd = open(path, O_WRONLY | O_CREAT | O_EXCL |
+					    O_NOFOLLOW | O_CLOEXEC, 0644);
+
+			if (fd < 0 && errno != EEXIST)
+				return fail(err, errlen,
+					    "mount point %s: create %s: %s", dst,
+					    path, strerror(errno));
+			if (fd >= 0)
+				close(fd);
+		}
+		if (last)
+			break;
+		path[i] = '/';
+	}
+	if (!stays_inside(path, root))
+		return fail(err, errlen, "mount point %s leads out of the jail", dst);
+	if (stat(path, &st) != 0)
+		return fail(err, errlen, "mount point %s: %s", dst, strerror(errno));
+	if (dir && !S_ISDIR(st.st_mode))
+		return fail(err, errlen,
+			    "mount point %s: a directory on the node, not one in the jail",
+			    dst);
+	if (!dir && S_ISDIR(st.st_mode))
+		return fail(err, errlen,
+			    "mount point %s: a file on the node, a directory in the jail",
+			    dst);
+	return 0;
+}
+
+static int bind_one(const char *root, const struct jail_mount *m, char *err,
+		    size_t errlen)
+{
+	char target[PATH_MAX];
+	struct stat st;
+	int dir;
+
+	if (stat(m->src, &st) != 0) {
+		if (errno == ENOENT && m->optional)
+			return 0;
+		return fail(err, errlen, "node-local %s: %s", m->src,
+			    strerror(errno));
+	}
+	dir = S_ISDIR(st.st_mode);
+	if (make_target(root, m->dst, dir, err, errlen))
+		return -1;
+	snprintf(target, sizeof(target), "%s%s", root, m->dst);
+	if (mount(m->src, target, NULL, MS_BIND | (dir ? MS_REC : 0), NULL) != 0)
+		return fail(err, errlen, "bind %s on %s: %s", m->src, target,
+			    strerror(errno));
+	if (m->readonly &&
+	    mount(NULL, target, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID,
+		  NULL) != 0)
+		return fail(err, errlen, "make %s read-only: %s", target,
+			    strerror(errno));
+	return 0;
+}
+
+int jail_enter(const struct jail_config *cfg, const char *cwd,
+	       int *used_chroot, char *err, size_t errlen)
+{
+	char root[PATH_MAX];
+	struct stat st;
+	int i;
+
+	*used_chroot = 0;
+	if (!realpath(cfg->root, root))
+		return fail(err, errlen, "jail root %s: %s", cfg->root,
+			    strerror(errno));
+	if (stat(root, &st) != 0 || !S_ISDIR(st.st_mode))
+		return fail(err, errlen, "jail root %s is not a directory", root);
+	if (strcmp(root, "/") == 0)
+		return fail(err, errlen, "jail root %s is the node's own root",
+			    cfg->root);
+
+	if (unshare(CLONE_NEWNS) != 0)
+		return fail(err, errlen, "unshare(CLONE_NEWNS): %s", strerror(errno));
+	/* Slave, not private: mounts the node makes later (shared storage
+	 * coming back) still reach the job, nothing of the job's leaks out. */
+	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0)
+		return fail(err, errlen, "make / rslave: %s", strerror(errno));
+	/* pivot_root needs the new root to be a mount point. */
+	if (mount(root, root, NULL, MS_BIND | MS_REC, NULL) != 0)
+		return fail(err, errlen, "bind %s on itself: %s", root,
+			    strerror(errno));
+	for (i = 0; i < cfg->nmounts; i++)
+		if (bind_one(root, &cfg->mounts[i], err, errlen))
+			return -1;
+	if (make_target(root, "/proc", 1, err, errlen))
+		return -1;
+
+	if (chdir(root) != 0)
+		return fail(err, errlen, "chdir %s: %s", root, strerror(errno));
+	/* pivot_root(".", ".") stacks the old root on the new one; detaching
+	 * it leaves nothing of the node reachable but what was bound in. */
+	if (syscall(SYS_pivot_root, ".", ".") == 0) {
+		if (umount2(".", MNT_DETACH) != 0)
+			return fail(err, errlen, "detach the node's root: %s",
+				    strerror(errno));
+	} else if (errno == EINVAL) {
+		/* A root that cannot be pivoted (initramfs, or a chroot that
+		 * is not a mount point): chroot keeps the job in the jail, but
+		 * a root process could climb out, so it is reported. */
+		if (chroot(".") != 0)
+			return fail(err, errlen, "chroot %s: %s", root,
+				    strerror(errno));
+		*used_chroot = 1;
+	} else {
+		return fail(err, errlen, "pivot_root %s: %s", root, strerror(errno));
+	}
+	if (chdir("/") != 0)
+		return fail(err, errlen, "chdir / in the jail: %s", strerror(errno));
+	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  NULL) != 0)
+		return fail(err, errlen, "mount a fresh /proc: %s", strerror(errno));
+	if (chdir(cwd) != 0) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			return fail(err, errlen,
+				    "working directory %s does not exist inside the jail %s (create it there, or use --chdir)",
+				    cwd, cfg->root);
+		return fail(err, errlen, "working directory %s in the jail: %s",
+			    cwd, strerror(errno));
+	}
+	return 0;
+}
