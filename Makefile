@@ -18,7 +18,7 @@ SCHEDULER_PLUGINS_VERSION := v0.35.4-devel
 FUZZTIME ?= 10s
 UNIT_PKGS := ./slurmrest/... ./test/lab/... ./keys/... ./syncer/... ./scheduler/... ./nodeset/... ./cmd/...
 
-.PHONY: help up down lab-status tools generate openapi-spec vet unit fuzz e2e test bench bench-slurmrest bench-syncer bench-scheduler bench-nodeset
+.PHONY: help up down lab-status tools generate openapi-spec vet unit fuzz e2e test bench bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank spank
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -92,8 +92,13 @@ vet: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
 
-unit: ## unit tests (replayed slurmrestd responses, no lab)
+unit: ## unit tests (replayed slurmrestd responses, no lab; the SPANK plugin's argument parser)
 	go test -count=1 $(UNIT_PKGS)
+	$(MAKE) -C spank test
+
+# The SPANK plugin needs <slurm/spank.h> from the lab rootfs (libslurm-dev).
+spank: ## build the SPANK jail plugin (spank/onepool_jail.so) against the lab's Slurm headers
+	$(MAKE) -C spank SLURM_INCLUDE=$(LAB_DIR)/rootfs/usr/include
 
 fuzz: ## the decoders' fuzz targets, briefly
 	go test -run '^$$' -fuzz FuzzDecodeNodes -fuzztime $(FUZZTIME) ./slurmrest/internal/v0042/
@@ -101,11 +106,12 @@ fuzz: ## the decoders' fuzz targets, briefly
 
 e2e: tools ## e2e tests on the real lab (brings it up or reuses it)
 	$(BIN)/lab up
+	$(MAKE) spank
 	go test -count=1 -timeout 30m -p 1 ./test/e2e/...
 
 test: vet unit fuzz e2e ## everything CI runs
 
-bench: bench-slurmrest bench-syncer bench-scheduler bench-nodeset ## every benchmark; BENCH lines
+bench: bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank ## every benchmark; BENCH lines
 
 bench-slurmrest: tools ## slurmrest cache at 1,000 Slurm nodes and 200 jobs
 	ONEPOOL_LAB_EXTRA_NODES=1000 $(BIN)/lab up
@@ -122,3 +128,8 @@ bench-scheduler: tools ## onepool's scheduler on 32 real slurmd: pod to bound, b
 bench-nodeset: tools ## NodeSet over 500 kwok GPU Nodes: time to 500 Ready slurmd pods, reconcile p99
 	$(BIN)/lab up
 	ONEPOOL_BENCH=1 go test -count=1 -timeout 20m -run '^TestBenchNodeSet$$' -v ./test/bench/ | tee $(LAB_DIR)/bench-nodeset.log | grep '^BENCH' || (tail -40 $(LAB_DIR)/bench-nodeset.log; exit 1)
+
+bench-spank: tools ## `srun hostname` with the jail plugin minus without (median)
+	$(BIN)/lab up
+	$(MAKE) spank
+	ONEPOOL_BENCH=1 go test -count=1 -timeout 20m -run '^TestBenchSpank$$' -v ./test/bench/ | tee $(LAB_DIR)/bench-spank.log | grep '^BENCH' || (tail -40 $(LAB_DIR)/bench-spank.log; exit 1)

@@ -168,3 +168,8 @@ func copyFile(src, dst string, mode os.FileMode) error {
 	}
 	return os.Rename(dst+".tmp", dst)
 }
+
+// SlurmdLog is node's slurmd log file (slurmstepd writes there too).
+func (l *Lab) SlurmdLog(node string) string {
+	return filepath.Join(l.RootFS(), "var/log/onepool", "slurmd-"+node+".log")
+}

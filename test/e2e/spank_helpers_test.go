@@ -1,0 +1,123 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onepool/onepool/test/lab"
+)
+
+// jailPluginSO is the plugin `make e2e` builds (make -C spank).
+func jailPluginSO(t *testing.T) string {
+	t.Helper()
+	so, err := filepath.Abs("../../spank/onepool_jail.so")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(so); err != nil {
+		t.Fatalf("%v: build it with `make -C spank` (make e2e does)", err)
+	}
+	return so
+}
+
+// withJailPlugin turns the jail plugin on with args for the rest of the test.
+func withJailPlugin(t *testing.T, l *lab.Lab, args ...string) {
+	t.Helper()
+	if err := l.InstallJailPlugin(jailPluginSO(t), args...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.RemoveJailPlugin(); err != nil {
+			t.Errorf("turn the jail plugin off: %v", err)
+		}
+	})
+}
+
+// slurmAs runs a Slurm command in the lab chroot; user "" is root. The error
+// carries the command's stderr.
+func slurmAs(l *lab.Lab, user string, timeout time.Duration, argv ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if user != "" {
+		argv = append([]string{"runuser", "-u", user, "--"}, argv...)
+	}
+	out, err := l.Slurm(ctx, argv...)
+	return string(out), err
+}
+
+// jobDone waits for a batch job to leave the queue and returns its state.
+func jobDone(t *testing.T, l *lab.Lab, id string) string {
+	t.Helper()
+	state := ""
+	eventually(t, 60*time.Second, "job "+id+" finished", func() (bool, string) {
+		out, err := slurmAs(l, "", 20*time.Second, "sacct", "-n", "-X", "-P", "-j", id, "-o", "State")
+		if err != nil {
+			return false, err.Error()
+		}
+		state = strings.TrimSpace(out)
+		switch {
+		case state == "", strings.HasPrefix(state, "PENDING"), strings.HasPrefix(state, "RUNNING"),
+			strings.HasPrefix(state, "COMPLETING"):
+			return false, state
+		}
+		return true, state
+	})
+	return state
+}
+
+// mountPointsUnder lists the host's mount points at or under dir.
+func mountPointsUnder(t *testing.T, dir string) []string {
+	t.Helper()
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 4 && (fields[4] == dir || strings.HasPrefix(fields[4], dir+"/")) {
+			out = append(out, fields[4])
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func mountCount(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "\n")
+}
+
+// logSince returns what was appended to path after offset.
+func logSince(t *testing.T, path string, offset int64) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(b)) < offset {
+		return string(b)
+	}
+	return string(b[offset:])
+}
+
+func fileSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}

@@ -1,0 +1,212 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onepool/onepool/test/lab"
+)
+
+// jailCheckScript prints what a user would look at to know where the step
+// runs. tok names a file that exists only in the node's /tmp and /run.
+func jailCheckScript(tok string) string {
+	return strings.Join([]string{
+		"cat " + lab.JailMarker,
+		"echo cwd=$(pwd)",
+		"echo user=$(id -un)",
+		"echo tmp=$(cat /tmp/" + tok + ")",
+		"echo run=$(cat /run/" + tok + ")",
+		"test -c /dev/null && echo dev=yes",
+		"test -d /sys/kernel && echo sys=yes",
+		"test -d /var/spool/slurmd/$SLURMD_NODENAME && echo spool=yes",
+		"grep -q ' /proc rw,nosuid,nodev,noexec.* - proc ' /proc/self/mountinfo && echo proc=fresh",
+		"test -e /usr/sbin/slurmd || echo node-root=hidden",
+	}, "; ")
+}
+
+func wantJailView(t *testing.T, what, out string) {
+	t.Helper()
+	for _, want := range []string{
+		"onepool lab jail", "cwd=/home/" + lab.JailUser, "user=" + lab.JailUser, "tmp=node-local", "run=node-local",
+		"dev=yes", "sys=yes", "spool=yes", "proc=fresh", "node-root=hidden",
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("%s: output lacks %q:\n%s", what, want, out)
+		}
+	}
+}
+
+// TestJailStepsRunInSharedRoot: with the plugin on, srun and sbatch steps of
+// an ordinary user run inside the jail (its marker, its /home), see the
+// node's own /tmp, /run, /dev, /sys and spool, get a fresh /proc, share the
+// jail between nodes, and leave no mount behind on the node.
+func TestJailStepsRunInSharedRoot(t *testing.T) {
+	l := lab.Shared(t)
+	nodes := l.NodeNames()[:2]
+	for _, n := range nodes {
+		resumeIfDrained(t, l, n)
+	}
+	mountsBefore := mountCount(t)
+	withJailPlugin(t, l, "root="+lab.JailRoot)
+
+	tok := uniqueName("jail")
+	for _, dir := range []string{"tmp", "run"} {
+		p := filepath.Join(l.RootFS(), dir, tok)
+		if err := os.WriteFile(p, []byte("node-local\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(p) })
+	}
+	if _, err := os.Stat(l.JailHostPath("/tmp/" + tok)); err == nil {
+		t.Fatalf("the jail's own /tmp has %s: the test could not tell node-local from shared", tok)
+	}
+
+	t.Run("srun", func(t *testing.T) {
+		out, err := slurmAs(l, lab.JailUser, 60*time.Second,
+			"srun", "-w", nodes[0], "-D", "/home/"+lab.JailUser, "sh", "-c", jailCheckScript(tok))
+		if err != nil {
+			t.Fatalf("srun: %v\n%s", err, out)
+		}
+		wantJailView(t, "srun", out)
+	})
+
+	shared := "/shared/" + tok
+	t.Run("sbatch", func(t *testing.T) {
+		outFile := "/home/" + lab.JailUser + "/" + tok + ".out"
+		out, err := slurmAs(l, lab.JailUser, 30*time.Second,
+			"sbatch", "--parsable", "-w", nodes[0], "-D", "/home/"+lab.JailUser, "-o", outFile,
+			"--wrap", jailCheckScript(tok)+"; echo written-on-$SLURMD_NODENAME > "+shared)
+		if err != nil {
+			t.Fatalf("sbatch: %v", err)
+		}
+		id := strings.TrimSpace(out)
+		if state := jobDone(t, l, id); state != "COMPLETED" {
+			t.Errorf("batch job %s: %s, want COMPLETED", id, state)
+		}
+		b, err := os.ReadFile(l.JailHostPath(outFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantJailView(t, "sbatch", string(b))
+	})
+
+	t.Run("shared between nodes", func(t *testing.T) {
+		out, err := slurmAs(l, lab.JailUser, 60*time.Second, "srun", "-w", nodes[1], "-D", "/home/"+lab.JailUser, "cat", shared)
+		if err != nil {
+			t.Fatalf("srun on %s: %v", nodes[1], err)
+		}
+		if got, want := strings.TrimSpace(out), "written-on-"+nodes[0]; got != want {
+			t.Errorf("%s on %s reads %q, want %q", shared, nodes[1], got, want)
+		}
+		if _, err := os.Stat(filepath.Join(l.RootFS(), shared)); err == nil {
+			t.Errorf("%s exists on the node itself: the job wrote outside the jail", shared)
+		}
+	})
+
+	t.Run("no mount leaks onto the node", func(t *testing.T) {
+		if ms := mountPointsUnder(t, l.JailHostPath("")); len(ms) != 0 {
+			t.Errorf("mounts left under the jail on the host: %v", ms)
+		}
+		if after := mountCount(t); after != mountsBefore {
+			t.Errorf("host mount table: %d entries before the jobs, %d after", mountsBefore, after)
+		}
+	})
+}
+
+// TestJailFailsClosed: bad plugin arguments, a jail that is not there, or a
+// working directory missing in the jail fail the step with the reason on the
+// user's stderr and in the slurmd log, and the command never runs anywhere.
+func TestJailFailsClosed(t *testing.T) {
+	l := lab.Shared(t)
+	node := l.NodeNames()[0]
+	resumeIfDrained(t, l, node)
+	nodeOnly := "/srv/" + uniqueName("node-only")
+	if err := os.MkdirAll(filepath.Join(l.RootFS(), nodeOnly), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(filepath.Join(l.RootFS(), nodeOnly)) })
+
+	cases := []struct {
+		name string
+		args []string
+		dir  string
+		want string
+	}{
+		{"relative root", []string{"root=var/lib/onepool/jail"}, "/tmp",
+			"bad plugstack.conf arguments: root=: 'var/lib/onepool/jail' is not an absolute path"},
+		{"root is /", []string{"root=/"}, "/tmp", "bad plugstack.conf arguments: root=/: the jail cannot be the node's own root"},
+		{"dot-dot in root", []string{"root=/var/lib/onepool/../onepool/jail"}, "/tmp", "has a '.' or '..' component"},
+		{"no root", []string{"local=/dev"}, "/tmp", "root= is required"},
+		{"unknown argument", []string{"root=" + lab.JailRoot, "mode=fast"}, "/tmp", "unknown argument 'mode=fast'"},
+		{"proc bound", []string{"root=" + lab.JailRoot, "local=/dev,/proc"}, "/tmp", "/proc is always mounted fresh"},
+		{"jail missing", []string{"root=/var/lib/onepool/no-such-jail"}, "/tmp",
+			"jail root /var/lib/onepool/no-such-jail: No such file or directory"},
+		{"bind source missing", []string{"root=" + lab.JailRoot, "bind=/opt/no-such-dir"}, "/tmp",
+			"node-local /opt/no-such-dir: No such file or directory"},
+		{"working directory missing in the jail", []string{"root=" + lab.JailRoot}, nodeOnly,
+			"working directory " + nodeOnly + " does not exist inside the jail " + lab.JailRoot},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := l.InstallJailPlugin(jailPluginSO(t), tc.args...); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = l.RemoveJailPlugin() })
+			ran := uniqueName("ran")
+			logPath := l.SlurmdLog(node)
+			offset := fileSize(logPath)
+
+			out, err := slurmAs(l, "", 60*time.Second, "srun", "-w", node, "-D", tc.dir, "sh", "-c", "touch /tmp/"+ran+"; echo RAN")
+			if err == nil {
+				t.Fatalf("srun succeeded (%q); want the step to fail", out)
+			}
+			if strings.Contains(out, "RAN") {
+				t.Errorf("the command ran: %q", out)
+			}
+			if msg := err.Error(); !strings.Contains(msg, "onepool-jail: job ") || !strings.Contains(msg, tc.want) {
+				t.Errorf("srun stderr lacks the reason %q:\n%s", tc.want, msg)
+			}
+			for _, p := range []string{filepath.Join(l.RootFS(), "tmp", ran), l.JailHostPath("/tmp/" + ran)} {
+				if _, err := os.Stat(p); err == nil {
+					t.Errorf("%s exists: the step ran", p)
+					os.Remove(p)
+				}
+			}
+			eventually(t, 10*time.Second, "slurmd log has the reason", func() (bool, string) {
+				return strings.Contains(logSince(t, logPath, offset), tc.want), "not yet"
+			})
+		})
+	}
+
+	t.Run("batch job", func(t *testing.T) {
+		if err := l.InstallJailPlugin(jailPluginSO(t), "root=/var/lib/onepool/no-such-jail"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.RemoveJailPlugin() })
+		ran := uniqueName("ran")
+		outFile := "/tmp/" + ran + ".out"
+		out, err := slurmAs(l, "", 30*time.Second, "sbatch", "--parsable", "-w", node, "-D", "/tmp", "-o", outFile,
+			"--wrap", "touch /tmp/"+ran)
+		if err != nil {
+			t.Fatalf("sbatch: %v", err)
+		}
+		id := strings.TrimSpace(out)
+		if state := jobDone(t, l, id); state != "FAILED" {
+			t.Errorf("batch job %s: %s, want FAILED", id, state)
+		}
+		b, err := os.ReadFile(filepath.Join(l.RootFS(), outFile))
+		if err != nil {
+			t.Fatalf("the job's stderr file: %v", err)
+		}
+		t.Cleanup(func() { os.Remove(filepath.Join(l.RootFS(), outFile)) })
+		if want := "onepool-jail: job " + id + " step batch not started: jail root /var/lib/onepool/no-such-jail"; !strings.Contains(string(b), want) {
+			t.Errorf("the job's stderr lacks %q:\n%s", want, b)
+		}
+		if _, err := os.Stat(filepath.Join(l.RootFS(), "tmp", ran)); err == nil {
+			t.Errorf("the batch script ran outside the jail")
+		}
+	})
+}
