@@ -106,6 +106,18 @@ func TestJailStepsRunInSharedRoot(t *testing.T) {
 		}
 	})
 
+	t.Run("working directory only in the jail", func(t *testing.T) {
+		// /shared exists in the jail, not on the node: slurmstepd's first
+		// chdir (on the node) fails, its second one (in the jail) works.
+		out, err := slurmAs(l, lab.JailUser, 60*time.Second, "srun", "-w", nodes[1], "-D", "/shared", "pwd")
+		if err != nil {
+			t.Fatalf("srun -D /shared: %v", err)
+		}
+		if got := strings.TrimSpace(out); got != "/shared" {
+			t.Errorf("pwd = %q, want /shared", got)
+		}
+	})
+
 	t.Run("no mount leaks onto the node", func(t *testing.T) {
 		if ms := mountPointsUnder(t, l.JailHostPath("")); len(ms) != 0 {
 			t.Errorf("mounts left under the jail on the host: %v", ms)
