@@ -3,7 +3,6 @@
  * here: whether the jail exists is checked on the node, per step.
  */
 #define _GNU_SOURCE
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -19,19 +18,6 @@ static const char *const gpu_files[] = {
 	"/usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so.1",
 };
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
-
 /* check_path accepts an absolute path without "." or ".." components that
  * fits, with the jail root in front of it, in PATH_MAX. */
 static int check_path(const char *what, const char *p, char *err,
@@ -41,12 +27,12 @@ static int check_path(const char *what, const char *p, char *err,
 	size_t n = strlen(p);
 
 	if (n == 0)
-		return fail(err, errlen, "%s: empty path", what);
+		return jail_fail(err, errlen, "%s: empty path", what);
 	if (p[0] != '/')
-		return fail(err, errlen, "%s: '%s' is not an absolute path",
+		return jail_fail(err, errlen, "%s: '%s' is not an absolute path",
 			    what, p);
 	if (n >= PATH_MAX / 2)
-		return fail(err, errlen, "%s: path longer than %d bytes", what,
+		return jail_fail(err, errlen, "%s: path longer than %d bytes", what,
 			    PATH_MAX / 2 - 1);
 	for (c = p; *c; ) {
 		size_t len;
@@ -56,7 +42,7 @@ static int check_path(const char *what, const char *p, char *err,
 		len = strcspn(c, "/");
 		if ((len == 1 && c[0] == '.') ||
 		    (len == 2 && c[0] == '.' && c[1] == '.'))
-			return fail(err, errlen,
+			return jail_fail(err, errlen,
 				    "%s: '%s' has a '.' or '..' component",
 				    what, p);
 		c += len;
@@ -90,15 +76,15 @@ static int add_mount(struct jail_config *cfg, const char *src, const char *dst,
 	struct jail_mount *m;
 
 	if (cfg->nmounts >= JAIL_MAX_MOUNTS)
-		return fail(err, errlen, "more than %d mounts", JAIL_MAX_MOUNTS);
+		return jail_fail(err, errlen, "more than %d mounts", JAIL_MAX_MOUNTS);
 	if (check_path("mount source", src, err, errlen) ||
 	    check_path("mount target", dst, err, errlen))
 		return -1;
 	if (strcmp(dst, "/") == 0)
-		return fail(err, errlen,
+		return jail_fail(err, errlen,
 			    "mount target '/': the jail root itself cannot be replaced");
 	if (is_under(dst, "/proc"))
-		return fail(err, errlen,
+		return jail_fail(err, errlen,
 			    "mount target '%s': /proc is always mounted fresh", dst);
 	m = &cfg->mounts[cfg->nmounts++];
 	copy_path(m->src, src);
@@ -117,7 +103,7 @@ static int parse_local(struct jail_config *cfg, const char *list, char *err,
 	char *save = NULL, *tok;
 
 	if (strlen(list) >= sizeof(buf))
-		return fail(err, errlen, "local=: list longer than %zu bytes",
+		return jail_fail(err, errlen, "local=: list longer than %zu bytes",
 			    sizeof(buf) - 1);
 	strcpy(buf, list);
 	for (tok = strtok_r(buf, ",", &save); tok;
@@ -137,25 +123,25 @@ static int parse_bind(struct jail_config *cfg, const char *spec, char *err,
 	int n = 0, readonly = 0, optional = 0;
 
 	if (strlen(spec) >= sizeof(buf))
-		return fail(err, errlen, "bind=: longer than %zu bytes",
+		return jail_fail(err, errlen, "bind=: longer than %zu bytes",
 			    sizeof(buf) - 1);
 	strcpy(buf, spec);
 	for (tok = strtok_r(buf, ":", &save); tok;
 	     tok = strtok_r(NULL, ":", &save)) {
 		if (n == 3)
-			return fail(err, errlen,
+			return jail_fail(err, errlen,
 				    "bind=%s: expected [?]SRC[:DST][:ro|rw]", spec);
 		parts[n++] = tok;
 	}
 	if (n == 0)
-		return fail(err, errlen, "bind=: empty");
+		return jail_fail(err, errlen, "bind=: empty");
 	if (n >= 2 && (strcmp(parts[n - 1], "ro") == 0 ||
 		       strcmp(parts[n - 1], "rw") == 0)) {
 		readonly = strcmp(parts[n - 1], "ro") == 0;
 		parts[--n] = NULL;
 	}
 	if (n == 3)
-		return fail(err, errlen,
+		return jail_fail(err, errlen,
 			    "bind=%s: the third field must be ro or rw", spec);
 	src = parts[0];
 	if (src[0] == '?') {
@@ -193,15 +179,15 @@ int jail_parse_args(struct jail_config *cfg, int argc, char **argv,
 		} else if (strcmp(a, "gpu=off") == 0) {
 			gpu = 0;
 		} else if (strncmp(a, "bind=", 5) != 0) {
-			return fail(err, errlen,
+			return jail_fail(err, errlen,
 				    "unknown argument '%s' (known: root=DIR local=DIR,... bind=[?]SRC[:DST][:ro] gpu=auto|off)",
 				    a);
 		}
 	}
 	if (cfg->root[0] == '\0')
-		return fail(err, errlen, "root= is required (the jail's root directory)");
+		return jail_fail(err, errlen, "root= is required (the jail's root directory)");
 	if (strcmp(cfg->root, "/") == 0)
-		return fail(err, errlen, "root=/: the jail cannot be the node's own root");
+		return jail_fail(err, errlen, "root=/: the jail cannot be the node's own root");
 	if (parse_local(cfg, local, err, errlen))
 		return -1;
 	if (gpu)
@@ -218,7 +204,7 @@ int jail_parse_args(struct jail_config *cfg, int argc, char **argv,
 	 * inside it would hold the jail again. */
 	for (i = 0; i < cfg->nmounts; i++)
 		if (is_under(cfg->root, cfg->mounts[i].src))
-			return fail(err, errlen,
+			return jail_fail(err, errlen,
 				    "root=%s is inside the node-local '%s'",
 				    cfg->root, cfg->mounts[i].src);
 	return 0;

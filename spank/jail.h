@@ -8,7 +8,9 @@
 #define ONEPOOL_JAIL_H
 
 #include <limits.h>
+#include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 
 /* Every buffer in the plugin is one of these sizes; nothing grows. */
 #define JAIL_MAX_MOUNTS 32
@@ -30,6 +32,20 @@ struct jail_config {
 /* The node-local directories bound at the same path when local= is absent.
  * /proc is not among them: the jail always gets a fresh proc mount. */
 #define JAIL_DEFAULT_LOCAL "/dev,/sys,/run,/tmp,/var/spool/slurmd"
+
+/* jail_fail formats a message into err (truncated to errlen) and returns -1. */
+static inline int jail_fail(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static inline int jail_fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -1;
+}
 
 /*
  * jail_parse_args fills cfg from the plugstack.conf arguments. It touches no

@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,19 +14,6 @@
 #include <unistd.h>
 
 #include "jail.h"
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
 
 static int inside(const char *path, const char *root)
 {
@@ -63,7 +49,7 @@ static int make_target(const char *root, const char *dst, int dir,
 	struct stat st;
 
 	if (rootlen + strlen(dst) >= sizeof(path))
-		return fail(err, errlen, "%s%s: path too long", root, dst);
+		return jail_fail(err, errlen, "%s%s: path too long", root, dst);
 	strcpy(path, root);
 	strcat(path, dst);
 
@@ -77,17 +63,17 @@ static int make_target(const char *root, const char *dst, int dir,
 		path[i] = '\0';
 		if (lstat(path, &st) == 0) {
 			if (S_ISLNK(st.st_mode) && !stays_inside(path, root)) {
-				fail(err, errlen,
+				jail_fail(err, errlen,
 				     "mount point %s: the symlink %s leads out of the jail",
 				     dst, path);
 				return -1;
 			}
 		} else if (errno != ENOENT) {
-			return fail(err, errlen, "mount point %s: %s: %s", dst,
+			return jail_fail(err, errlen, "mount point %s: %s: %s", dst,
 				    path, strerror(errno));
 		} else if (!last || dir) {
 			if (mkdir(path, 0755) != 0 && errno != EEXIST)
-				return fail(err, errlen,
+				return jail_fail(err, errlen,
 					    "mount point %s: mkdir %s: %s", dst,
 					    path, strerror(errno));
 		} else {
@@ -95,7 +81,7 @@ static int make_target(const char *root, const char *dst, int dir,
 					    O_NOFOLLOW | O_CLOEXEC, 0644);
 
 			if (fd < 0 && errno != EEXIST)
-				return fail(err, errlen,
+				return jail_fail(err, errlen,
 					    "mount point %s: create %s: %s", dst,
 					    path, strerror(errno));
 			if (fd >= 0)
@@ -106,15 +92,15 @@ static int make_target(const char *root, const char *dst, int dir,
 		path[i] = '/';
 	}
 	if (!stays_inside(path, root))
-		return fail(err, errlen, "mount point %s leads out of the jail", dst);
+		return jail_fail(err, errlen, "mount point %s leads out of the jail", dst);
 	if (stat(path, &st) != 0)
-		return fail(err, errlen, "mount point %s: %s", dst, strerror(errno));
+		return jail_fail(err, errlen, "mount point %s: %s", dst, strerror(errno));
 	if (dir && !S_ISDIR(st.st_mode))
-		return fail(err, errlen,
+		return jail_fail(err, errlen,
 			    "mount point %s: a directory on the node, not one in the jail",
 			    dst);
 	if (!dir && S_ISDIR(st.st_mode))
-		return fail(err, errlen,
+		return jail_fail(err, errlen,
 			    "mount point %s: a file on the node, a directory in the jail",
 			    dst);
 	return 0;
@@ -130,7 +116,7 @@ static int bind_one(const char *root, const struct jail_mount *m, char *err,
 	if (stat(m->src, &st) != 0) {
 		if (errno == ENOENT && m->optional)
 			return 0;
-		return fail(err, errlen, "node-local %s: %s", m->src,
+		return jail_fail(err, errlen, "node-local %s: %s", m->src,
 			    strerror(errno));
 	}
 	dir = S_ISDIR(st.st_mode);
@@ -138,12 +124,12 @@ static int bind_one(const char *root, const struct jail_mount *m, char *err,
 		return -1;
 	snprintf(target, sizeof(target), "%s%s", root, m->dst);
 	if (mount(m->src, target, NULL, MS_BIND | (dir ? MS_REC : 0), NULL) != 0)
-		return fail(err, errlen, "bind %s on %s: %s", m->src, target,
+		return jail_fail(err, errlen, "bind %s on %s: %s", m->src, target,
 			    strerror(errno));
 	if (m->readonly &&
 	    mount(NULL, target, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID,
 		  NULL) != 0)
-		return fail(err, errlen, "make %s read-only: %s", target,
+		return jail_fail(err, errlen, "make %s read-only: %s", target,
 			    strerror(errno));
 	return 0;
 }
@@ -157,23 +143,23 @@ int jail_enter(const struct jail_config *cfg, const char *cwd,
 
 	*used_chroot = 0;
 	if (!realpath(cfg->root, root))
-		return fail(err, errlen, "jail root %s: %s", cfg->root,
+		return jail_fail(err, errlen, "jail root %s: %s", cfg->root,
 			    strerror(errno));
 	if (stat(root, &st) != 0 || !S_ISDIR(st.st_mode))
-		return fail(err, errlen, "jail root %s is not a directory", root);
+		return jail_fail(err, errlen, "jail root %s is not a directory", root);
 	if (strcmp(root, "/") == 0)
-		return fail(err, errlen, "jail root %s is the node's own root",
+		return jail_fail(err, errlen, "jail root %s is the node's own root",
 			    cfg->root);
 
 	if (unshare(CLONE_NEWNS) != 0)
-		return fail(err, errlen, "unshare(CLONE_NEWNS): %s", strerror(errno));
+		return jail_fail(err, errlen, "unshare(CLONE_NEWNS): %s", strerror(errno));
 	/* Slave, not private: mounts the node makes later (shared storage
 	 * coming back) still reach the job, nothing of the job's leaks out. */
 	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0)
-		return fail(err, errlen, "make / rslave: %s", strerror(errno));
+		return jail_fail(err, errlen, "make / rslave: %s", strerror(errno));
 	/* pivot_root needs the new root to be a mount point. */
 	if (mount(root, root, NULL, MS_BIND | MS_REC, NULL) != 0)
-		return fail(err, errlen, "bind %s on itself: %s", root,
+		return jail_fail(err, errlen, "bind %s on itself: %s", root,
 			    strerror(errno));
 	for (i = 0; i < cfg->nmounts; i++)
 		if (bind_one(root, &cfg->mounts[i], err, errlen))
@@ -182,35 +168,35 @@ int jail_enter(const struct jail_config *cfg, const char *cwd,
 		return -1;
 
 	if (chdir(root) != 0)
-		return fail(err, errlen, "chdir %s: %s", root, strerror(errno));
+		return jail_fail(err, errlen, "chdir %s: %s", root, strerror(errno));
 	/* pivot_root(".", ".") stacks the old root on the new one; detaching
 	 * it leaves nothing of the node reachable but what was bound in. */
 	if (syscall(SYS_pivot_root, ".", ".") == 0) {
 		if (umount2(".", MNT_DETACH) != 0)
-			return fail(err, errlen, "detach the node's root: %s",
+			return jail_fail(err, errlen, "detach the node's root: %s",
 				    strerror(errno));
 	} else if (errno == EINVAL) {
 		/* A root that cannot be pivoted (initramfs, or a chroot that
 		 * is not a mount point): chroot keeps the job in the jail, but
 		 * a root process could climb out, so it is reported. */
 		if (chroot(".") != 0)
-			return fail(err, errlen, "chroot %s: %s", root,
+			return jail_fail(err, errlen, "chroot %s: %s", root,
 				    strerror(errno));
 		*used_chroot = 1;
 	} else {
-		return fail(err, errlen, "pivot_root %s: %s", root, strerror(errno));
+		return jail_fail(err, errlen, "pivot_root %s: %s", root, strerror(errno));
 	}
 	if (chdir("/") != 0)
-		return fail(err, errlen, "chdir / in the jail: %s", strerror(errno));
+		return jail_fail(err, errlen, "chdir / in the jail: %s", strerror(errno));
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
 		  NULL) != 0)
-		return fail(err, errlen, "mount a fresh /proc: %s", strerror(errno));
+		return jail_fail(err, errlen, "mount a fresh /proc: %s", strerror(errno));
 	if (chdir(cwd) != 0) {
 		if (errno == ENOENT || errno == ENOTDIR)
-			return fail(err, errlen,
+			return jail_fail(err, errlen,
 				    "working directory %s does not exist inside the jail %s (create it there, or use --chdir)",
 				    cwd, cfg->root);
-		return fail(err, errlen, "working directory %s in the jail: %s",
+		return jail_fail(err, errlen, "working directory %s in the jail: %s",
 			    cwd, strerror(errno));
 	}
 	return 0;

@@ -119,8 +119,8 @@ func TestJailStepsRunInSharedRoot(t *testing.T) {
 	})
 
 	t.Run("no mount leaks onto the node", func(t *testing.T) {
-		if ms := mountPointsUnder(t, l.JailHostPath("")); len(ms) != 0 {
-			t.Errorf("mounts left under the jail on the host: %v", ms)
+		if ms, err := lab.MountsUnder(l.JailHostPath("")); err != nil || len(ms) != 0 {
+			t.Errorf("mounts left under the jail on the host: %v (%v)", ms, err)
 		}
 		if after := mountCount(t); after != mountsBefore {
 			t.Errorf("host mount table: %d entries before the jobs, %d after", mountsBefore, after)

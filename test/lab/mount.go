@@ -11,6 +11,9 @@ import (
 	"syscall"
 )
 
+// MountsUnder returns this host's mount points at or under dir, deepest first.
+func MountsUnder(dir string) ([]string, error) { return mounts(dir) }
+
 // mounts returns the mount points at or under dir, deepest first.
 func mounts(dir string) ([]string, error) {
 	f, err := os.Open("/proc/self/mountinfo")
