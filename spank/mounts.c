@@ -22,9 +22,8 @@ static int inside(const char *path, const char *root)
 	return strncmp(path, root, n) == 0 && (path[n] == '/' || path[n] == '\0');
 }
 
-/* stays_inside is true when path, symlinks resolved as the node sees them,
- * is root or below it. A path that does not exist yet counts as inside only
- * if its parent does. */
+/* stays_inside is true when path exists and, symlinks resolved as the node
+ * sees them, is root or below it. */
 static int stays_inside(const char *path, const char *root)
 {
 	char real[PATH_MAX];
