@@ -39,7 +39,7 @@ func wantJailView(t *testing.T, what, out string) {
 	}
 }
 
-// TestJailStepsRunInSharedRoot: with the plugin on, srun and sbatch steps of
+// TestJailStepsRunInSharedRoot: with the plugin on, srun, sbatch and interactive steps of
 // an ordinary user run inside the jail (its marker, its /home), see the
 // node's own /tmp, /run, /dev, /sys and spool, get a fresh /proc, share the
 // jail between nodes, and leave no mount behind on the node.
@@ -104,6 +104,32 @@ func TestJailStepsRunInSharedRoot(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(l.RootFS(), shared)); err == nil {
 			t.Errorf("%s exists on the node itself: the job wrote outside the jail", shared)
 		}
+	})
+
+	t.Run("interactive step", func(t *testing.T) {
+		// What salloc runs with LaunchParameters=use_interactive_step.
+		name := uniqueName("jail-salloc")
+		if _, err := slurmAs(l, lab.JailUser, 30*time.Second, "salloc", "--no-shell", "-J", name, "-w", nodes[1]); err != nil {
+			t.Fatalf("salloc: %v", err)
+		}
+		out, err := slurmAs(l, "", 20*time.Second, "squeue", "-h", "-n", name, "-o", "%i")
+		id := strings.TrimSpace(out)
+		if err != nil || id == "" {
+			t.Fatalf("squeue -n %s: %q %v", name, out, err)
+		}
+		t.Cleanup(func() {
+			_, _ = slurmAs(l, "", 20*time.Second, "scancel", id)
+			jobDone(t, l, id) // the node is free again for the tests after this one
+		})
+		out, err = slurmAs(l, lab.JailUser, 60*time.Second, "srun", "--jobid", id, "--interactive",
+			"-D", "/home/"+lab.JailUser, "sh", "-c", "echo step=$SLURM_STEP_ID; "+jailCheckScript(tok))
+		if err != nil {
+			t.Fatalf("srun --interactive: %v", err)
+		}
+		if !strings.Contains(out, "step=4294967290\n") { // SLURM_INTERACTIVE_STEP
+			t.Errorf("not the interactive step:\n%s", out)
+		}
+		wantJailView(t, "interactive step", out)
 	})
 
 	t.Run("working directory only in the jail", func(t *testing.T) {
