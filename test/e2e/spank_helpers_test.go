@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -49,16 +50,17 @@ func slurmAs(l *lab.Lab, user string, timeout time.Duration, argv ...string) (st
 	return string(out), err
 }
 
-// jobDone waits for a batch job to leave the queue and returns its state.
+// jobDone waits for a batch job to leave the queue and returns its state
+// in the accounting database (sacctState).
 func jobDone(t *testing.T, l *lab.Lab, id string) string {
 	t.Helper()
+	n, err := strconv.ParseUint(id, 10, 32)
+	if err != nil {
+		t.Fatalf("job id %q: %v", id, err)
+	}
 	state := ""
 	eventually(t, 60*time.Second, "job "+id+" finished", func() (bool, string) {
-		out, err := slurmAs(l, "", 20*time.Second, "sacct", "-n", "-X", "-P", "-j", id, "-o", "State")
-		if err != nil {
-			return false, err.Error()
-		}
-		state = strings.TrimSpace(out)
+		state = sacctState(t, l, uint32(n))
 		switch {
 		case state == "", strings.HasPrefix(state, "PENDING"), strings.HasPrefix(state, "RUNNING"),
 			strings.HasPrefix(state, "COMPLETING"):

@@ -113,14 +113,7 @@ func (l *Lab) installAgent() error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
-	tmp := dst + ".tmp"
-	if err := os.WriteFile(tmp, body, 0o755); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp, 0o755); err != nil { // WriteFile keeps the mode of an existing file
-		return err
-	}
-	if err := os.Rename(tmp, dst); err != nil {
+	if err := copyFile(src, dst, 0o755); err != nil {
 		return err
 	}
 	fmt.Fprintf(l.cfg.Log, "lab:   installed %s in the chroot at %s\n", src, AgentPath)

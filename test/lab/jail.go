@@ -120,13 +120,9 @@ func (l *Lab) ensureJailUser(ctx context.Context) error {
 // args; the next job step loads it (slurmd needs no restart).
 func (l *Lab) InstallJailPlugin(so string, args ...string) error {
 	root := l.RootFS()
-	dst := filepath.Join(root, JailPluginPath)
-	// A new file renamed over the old one: running slurmstepds keep the
-	// copy they mapped.
-	if err := copyFile(so, dst+".new", 0o755); err != nil {
-		return err
-	}
-	if err := os.Rename(dst+".new", dst); err != nil {
+	// copyFile renames a new file over the old one: running slurmstepds
+	// keep the copy they mapped.
+	if err := copyFile(so, filepath.Join(root, JailPluginPath), 0o755); err != nil {
 		return err
 	}
 	line := fmt.Sprintf("required %s %s\n", JailPluginPath, strings.Join(args, " "))
@@ -146,6 +142,8 @@ func (l *Lab) RemoveJailPlugin() error {
 	return err
 }
 
+// copyFile copies src to dst with mode through a rename, so a reader (or a
+// process running dst) never sees a half-written file.
 func copyFile(src, dst string, mode os.FileMode) error {
 	in, err := os.Open(src)
 	if err != nil {
