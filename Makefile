@@ -9,6 +9,9 @@ LAB_EXTRA_NODES ?= 0
 export ONEPOOL_LAB_DIR := $(LAB_DIR)
 export ONEPOOL_LAB_NODES := $(LAB_NODES)
 export ONEPOOL_LAB_EXTRA_NODES := $(LAB_EXTRA_NODES)
+# Lab tests bring the lab up when make runs them; a bare `go test ./...`
+# skips them unless a lab already runs.
+export ONEPOOL_E2E := 1
 
 BIN := $(LAB_DIR)/bin
 K8S_VERSION := v1.35.4
@@ -18,7 +21,7 @@ SCHEDULER_PLUGINS_VERSION := v0.35.4-devel
 FUZZTIME ?= 10s
 UNIT_PKGS := ./slurmrest/... ./test/lab/... ./keys/... ./syncer/... ./scheduler/... ./nodeset/... ./cmd/...
 
-.PHONY: help up down lab-status tools generate openapi-spec vet unit fuzz e2e test bench bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank spank
+.PHONY: help up down lab-status lab-manifest ci-fresh tools generate openapi-spec vet unit fuzz e2e test bench bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank spank
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -29,8 +32,14 @@ up: tools ## the whole system on this machine (Slurm lab + Kubernetes control pl
 down: ## stop everything `make up` started and unmount the lab
 	@if [ -x $(BIN)/lab ]; then $(BIN)/lab down; else go run ./test/lab/cmd/lab down; fi
 
-lab-status: ## which lab daemons run
+lab-status: ## which lab daemons run; the rootfs's packages against the last proven manifest
 	@$(BIN)/lab status
+
+lab-manifest: $(BIN)/lab ## record the rootfs's packages as proven (test/lab/rootfs-trixie.manifest), after a passing make test
+	$(BIN)/lab manifest --accept
+
+ci-fresh: ## what CI does, on a fresh clone of HEAD with no .lab/ (own network namespace; a running lab is left alone)
+	test/ci-fresh.sh
 
 tools: $(BIN)/kube-apiserver $(BIN)/kubectl $(BIN)/etcd $(BIN)/kwok $(LAB_DIR)/kwok-stages.yaml $(BIN)/lab $(BIN)/onepool-controller-manager $(BIN)/onepool-scheduler $(BIN)/onepool-node-agent $(LAB_DIR)/podgroup-crd.yaml ## build the lab's binaries (cached in .lab/bin) and onepool's
 
@@ -73,7 +82,7 @@ $(LAB_DIR)/podgroup-crd.yaml:
 	dir=$$(go mod download -json sigs.k8s.io/scheduler-plugins@$(SCHEDULER_PLUGINS_VERSION) | sed -n 's/^\s*"Dir": "\(.*\)",/\1/p'); \
 	cp $$dir/manifests/coscheduling/crd.yaml $@.tmp && chmod 644 $@.tmp && mv $@.tmp $@
 
-$(BIN)/lab: $(shell find test/lab -name '*.go' -not -name '*_test.go') go.mod
+$(BIN)/lab: $(shell find test/lab -name '*.go' -not -name '*_test.go') $(wildcard test/lab/*.manifest) go.mod
 	go build -o $@ ./test/lab/cmd/lab
 
 generate: $(BIN)/controller-gen ## regenerate everything generated (slurmrestd client, NodeSet CRD and deepcopy)

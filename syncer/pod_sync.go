@@ -89,11 +89,18 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	if d.keptAdmin && pod.Annotations[keys.AnnotationDrainApplied] == "" && node != nil && o.cordoned {
 		r.recorder.Eventf(node, corev1.EventTypeNormal, keys.EventAdminDrainKept, "Slurm node %s is drained by an admin (%q); onepool leaves that drain alone", slurmName, st.Reason)
 	}
-	acted, err := r.applySlurm(ctx, pod, node, slurmName, st, d)
+	announce, err := r.applySlurm(ctx, pod, node, slurmName, st, d)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	acted := announce != nil
+	// The Node's condition and annotations first, the event after: whoever
+	// reads the event finds the Node already saying so. The drain is done
+	// either way, so the event goes out even if the Node could not be written.
 	mirrored, err := r.applyMirror(ctx, pod, node, d)
+	if announce != nil {
+		announce()
+	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -150,8 +157,10 @@ func (r *PodReconciler) cacheBehind(slurmName string) bool {
 	return true
 }
 
-// applySlurm drains or resumes the Slurm node as decided.
-func (r *PodReconciler) applySlurm(ctx context.Context, pod *corev1.Pod, node *corev1.Node, slurmName string, st slurmrest.Node, d decision) (bool, error) {
+// applySlurm drains or resumes the Slurm node as decided. After a change in
+// Slurm it returns the event that announces it, for the caller to record
+// once the Kubernetes side shows it too; nil when nothing changed.
+func (r *PodReconciler) applySlurm(ctx context.Context, pod *corev1.Pod, node *corev1.Node, slurmName string, st slurmrest.Node, d decision) (func(), error) {
 	target := eventTarget(pod, node)
 	switch d.action {
 	case actDrain:
@@ -162,30 +171,33 @@ func (r *PodReconciler) applySlurm(ctx context.Context, pod *corev1.Pod, node *c
 		if err := r.slurm.Drain(ctx, slurmName, d.reason); err != nil {
 			r.metrics.actions.WithLabelValues(dirToSlurm, action, outcomeError).Inc()
 			r.recorder.Eventf(target, corev1.EventTypeWarning, keys.EventDrainFailed, "draining Slurm node %s: %v", slurmName, err)
-			return false, fmt.Errorf("drain %s: %w", slurmName, err)
+			return nil, fmt.Errorf("drain %s: %w", slurmName, err)
 		}
 		r.noteWrite(slurmName)
 		r.metrics.actions.WithLabelValues(dirToSlurm, action, outcomeSuccess).Inc()
 		if d.redrain {
-			r.recorder.Eventf(target, corev1.EventTypeWarning, keys.EventRedrained,
-				"Slurm node %s was resumed in Slurm while %q still holds; drained again", slurmName, d.reason)
-		} else {
-			r.recorder.Eventf(target, corev1.EventTypeNormal, keys.EventDrained, "Slurm node %s drained: %s", slurmName, d.reason)
+			return func() {
+				r.recorder.Eventf(target, corev1.EventTypeWarning, keys.EventRedrained,
+					"Slurm node %s was resumed in Slurm while %q still holds; drained again", slurmName, d.reason)
+			}, nil
 		}
-		return true, nil
+		return func() {
+			r.recorder.Eventf(target, corev1.EventTypeNormal, keys.EventDrained, "Slurm node %s drained: %s", slurmName, d.reason)
+		}, nil
 	case actResume:
 		err := r.slurm.Resume(ctx, slurmName)
 		if err != nil && !errors.Is(err, slurmrest.ErrAlreadyInState) {
 			r.metrics.actions.WithLabelValues(dirToSlurm, "resume", outcomeError).Inc()
 			r.recorder.Eventf(target, corev1.EventTypeWarning, keys.EventResumeFailed, "resuming Slurm node %s: %v", slurmName, err)
-			return false, fmt.Errorf("resume %s: %w", slurmName, err)
+			return nil, fmt.Errorf("resume %s: %w", slurmName, err)
 		}
 		r.noteWrite(slurmName)
 		r.metrics.actions.WithLabelValues(dirToSlurm, "resume", outcomeSuccess).Inc()
-		r.recorder.Eventf(target, corev1.EventTypeNormal, keys.EventResumed, "Slurm node %s resumed (onepool's drain %q no longer has a cause)", slurmName, st.Reason)
-		return true, nil
+		return func() {
+			r.recorder.Eventf(target, corev1.EventTypeNormal, keys.EventResumed, "Slurm node %s resumed (onepool's drain %q no longer has a cause)", slurmName, st.Reason)
+		}, nil
 	}
-	return false, nil
+	return nil, nil
 }
 
 // applyMirror writes Slurm's view onto the pod and the Node: annotations

@@ -185,8 +185,9 @@ func TestSyncerCordonDrainsUncordonResumes(t *testing.T) {
 		t.Errorf("sinfo -R: %q, %v", out, err)
 	}
 	eventually(t, 10*time.Second, "Drained event on the Node", func() (bool, string) { return e.hasEvent("default", e.node, keys.EventDrained) })
+	// The event comes after the Node says so: whoever reads it finds the condition set.
 	if c := e.condition(); c == nil || c.Status != corev1.ConditionTrue || c.Reason != keys.ConditionReasonDrainedByOwner {
-		t.Errorf("condition after cordon: %+v", c)
+		t.Errorf("condition when the Drained event is there: %+v", c)
 	}
 	e.kubectl("uncordon", e.node)
 	e.waitSlurm(10*time.Second, false, "")

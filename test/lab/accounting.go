@@ -206,19 +206,31 @@ func (l *Lab) mariadbReady(ctx context.Context) error {
 	return err
 }
 
-// ensureDBUser gives slurmdbd its database user (root logs in by socket).
+// ensureDBUser gives slurmdbd its database and user (root logs in by socket).
+//
+// The database is made here, not by slurmdbd. When it is missing, slurmdbd
+// creates it on another connection and calls mysql_real_connect again on the
+// handle whose first connect failed with "Unknown database"; MariaDB
+// Connector/C 3.4.10 (trixie's libmariadb3 1:11.8.9) leaves that handle
+// unable to read any result set ("5027 Number of columns in result (=1) ...
+// exceeds maximum allowed number of columns (=0)"), and slurmdbd dies in
+// _check_mysql_concat_is_sane. With the database in place slurmdbd never
+// takes that path, whatever the client library's version; it is also what
+// Slurm's accounting guide has admins do.
 func (l *Lab) ensureDBUser(ctx context.Context) error {
 	pass, err := os.ReadFile(filepath.Join(l.RootFS(), dbdPassPath))
 	if err != nil {
 		return err
 	}
 	p := strings.TrimSpace(string(pass))
-	sql := fmt.Sprintf("CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '%[1]s';\n"+
+	sql := fmt.Sprintf("CREATE DATABASE IF NOT EXISTS %[2]s;\n"+
+		"CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '%[1]s';\n"+
 		"ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY '%[1]s';\n"+
 		"GRANT ALL ON %[2]s.* TO 'slurm'@'127.0.0.1';\n", p, slurmAcctDB)
 	_, err = chrootOutputStdin(ctx, 30*time.Second, l.RootFS(), nil, sql, "mariadb", "--defaults-file="+mariadbConfPath, "--batch")
 	if err != nil {
-		return fmt.Errorf("create the slurmdbd database user: %w", err)
+		// mariadb may quote the statement that failed: never the password.
+		return fmt.Errorf("create the slurmdbd database and user: %s", strings.ReplaceAll(err.Error(), p, "<password>"))
 	}
 	return nil
 }

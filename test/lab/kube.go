@@ -71,7 +71,7 @@ func (l *Lab) startEtcd(ctx context.Context) error {
 	if _, err := l.start(d); err != nil {
 		return err
 	}
-	return waitFor(ctx, "etcd", 30*time.Second, filepath.Join(l.LogDir(), "etcd.out"), func(ctx context.Context) error {
+	return l.awaitDaemon(ctx, d, 30*time.Second, filepath.Join(l.LogDir(), "etcd.out"), func(ctx context.Context) error {
 		return httpOK(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/health", EtcdClientPort))
 	})
 }
@@ -105,7 +105,7 @@ func (l *Lab) startAPIServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return waitFor(ctx, "kube-apiserver", 90*time.Second, filepath.Join(l.LogDir(), "kube-apiserver.out"), func(ctx context.Context) error {
+	return l.awaitDaemon(ctx, d, 90*time.Second, filepath.Join(l.LogDir(), "kube-apiserver.out"), func(ctx context.Context) error {
 		return httpOK(ctx, client, l.APIServerURL()+"/readyz")
 	})
 }
@@ -158,7 +158,7 @@ func (l *Lab) startKwok(ctx context.Context) error {
 	if _, err := l.start(d); err != nil {
 		return err
 	}
-	return waitFor(ctx, "kwok", 30*time.Second, filepath.Join(l.LogDir(), "kwok.out"), func(ctx context.Context) error {
+	return l.awaitDaemon(ctx, d, 30*time.Second, filepath.Join(l.LogDir(), "kwok.out"), func(ctx context.Context) error {
 		return httpOK(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/healthz", KwokMetricsPort))
 	})
 }

@@ -56,7 +56,7 @@ func (l *Lab) StartKubelet(ctx context.Context) error {
 	if err := l.startOwn(d, false, l.StopKubelet); err != nil {
 		return err
 	}
-	return waitFor(ctx, kubeletName, 60*time.Second, filepath.Join(l.LogDir(), kubeletName+".out"), func(context.Context) error {
+	return l.awaitDaemon(ctx, d, 60*time.Second, filepath.Join(l.LogDir(), kubeletName+".out"), func(context.Context) error {
 		pid := l.running(d)
 		if pid == 0 {
 			return errors.New("not running")

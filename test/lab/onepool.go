@@ -101,7 +101,7 @@ func (l *Lab) startOwn(d daemon, configChanged bool, stop func() error) error {
 }
 
 func (l *Lab) waitControllerManager(ctx context.Context) error {
-	return waitFor(ctx, "onepool-controller-manager", 60*time.Second, filepath.Join(l.LogDir(), "onepool-controller-manager.out"), func(ctx context.Context) error {
+	return l.awaitDaemon(ctx, l.controllerManager(), 60*time.Second, filepath.Join(l.LogDir(), "onepool-controller-manager.out"), func(ctx context.Context) error {
 		return httpOK(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/readyz", ManagerProbePort))
 	})
 }

@@ -209,11 +209,17 @@ func portFree(port int) error {
 	return ln.Close()
 }
 
-// waitFor polls check until it returns nil, the timeout passes or ctx ends.
-// The error names what was awaited, the last failure and the log to read.
+// errExited is what a readiness check of awaitDaemon returns once the daemon is gone.
+var errExited = errors.New("exited")
+
+// waitFor polls check until it returns nil, the timeout passes or ctx ends;
+// a check that fails with errExited ends it at once. The error names what
+// was awaited and the last failure, and ends with the last lines of the log
+// (logPath may be a folder: then only its name is given).
 func waitFor(ctx context.Context, what string, timeout time.Duration, logPath string, check func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	start := time.Now()
 	var last error
 	for {
 		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
@@ -222,14 +228,62 @@ func waitFor(ctx context.Context, what string, timeout time.Duration, logPath st
 		if last == nil {
 			return nil
 		}
+		if errors.Is(last, errExited) {
+			return fmt.Errorf("%s exited %s after its start%s", what, time.Since(start).Round(10*time.Millisecond), logTail(logPath, logTailLines))
+		}
 		select {
 		case <-ctx.Done():
-			msg := fmt.Sprintf("%s not ready after %s: %v", what, timeout, last)
-			if logPath != "" {
-				msg += " (log: " + logPath + ")"
-			}
-			return errors.New(msg)
+			return fmt.Errorf("%s not ready after %s: %v%s", what, timeout, last, logTail(logPath, logTailLines))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// awaitDaemon is waitFor for a daemon the lab started: it fails at once,
+// with the end of the daemon's log, when the daemon dies before it is ready.
+// When logPath is not the daemon's own output file and holds nothing, the
+// output file is shown instead.
+func (l *Lab) awaitDaemon(ctx context.Context, d daemon, timeout time.Duration, logPath string, check func(context.Context) error) error {
+	if st, err := os.Stat(logPath); err != nil || st.Size() == 0 {
+		logPath = filepath.Join(l.LogDir(), d.name+".out")
+	}
+	return waitFor(ctx, d.name, timeout, logPath, func(ctx context.Context) error {
+		if l.running(d) == 0 {
+			return errExited
+		}
+		return check(ctx)
+	})
+}
+
+const logTailLines = 12
+
+// logTail returns "\n(log: PATH)" followed by the file's last lines,
+// indented, or just the path when there is nothing to show.
+func logTail(path string, lines int) string {
+	if path == "" {
+		return ""
+	}
+	ref := "\n(log: " + path + ")"
+	f, err := os.Open(path)
+	if err != nil {
+		return ref
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || st.IsDir() || st.Size() == 0 {
+		return ref
+	}
+	const window = 16 << 10
+	off := max(st.Size()-window, 0)
+	buf := make([]byte, st.Size()-off)
+	n, _ := f.ReadAt(buf, off)
+	text := strings.TrimRight(string(buf[:n]), "\n")
+	all := strings.Split(text, "\n")
+	if off > 0 && len(all) > 1 {
+		all = all[1:] // the first line of the window may be cut
+	}
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return fmt.Sprintf("\nlast %d lines of %s:\n    %s", len(all), path, strings.Join(all, "\n    "))
 }

@@ -36,22 +36,43 @@ var chrootEnv = []string{
 }
 
 // ensureRootFS builds the trixie chroot with Slurm once and reuses it after.
-// It is built in a sibling folder and renamed when complete, so a cut-off
-// build never looks finished.
+// Whenever it builds or installs, it records the packages the rootfs holds;
+// every time, it says which differ from the ones the project last proved.
 func (l *Lab) ensureRootFS(ctx context.Context) error {
+	built, err := l.buildRootFS(ctx)
+	if err != nil {
+		return err
+	}
+	if built {
+		if err := l.writeManifest(ctx); err != nil {
+			return err
+		}
+	}
+	return l.reportDrift(ctx)
+}
+
+// buildRootFS builds the rootfs unless it holds the package list already;
+// it says whether it changed anything. The rootfs is built in a sibling
+// folder and renamed when complete, so a cut-off build never looks finished.
+func (l *Lab) buildRootFS(ctx context.Context) (bool, error) {
 	root := l.RootFS()
 	want := strings.Join(rootfsPackages, " ") + "\n"
 	have, err := os.ReadFile(filepath.Join(root, rootfsMarker))
 	if err == nil && string(have) == want {
-		return nil
+		return false, nil
 	}
 	if err == nil { // a rootfs with another package list: add what is missing
 		fmt.Fprintln(l.cfg.Log, "lab: package list changed; apt-get install into the existing rootfs")
 		if err := l.aptInstall(ctx, root); err != nil {
-			return err
+			return false, err
 		}
-		return os.WriteFile(filepath.Join(root, rootfsMarker), []byte(want), 0o644)
+		return true, os.WriteFile(filepath.Join(root, rootfsMarker), []byte(want), 0o644)
 	}
+	return true, l.bootstrap(ctx, root, want)
+}
+
+// bootstrap makes a new rootfs with debootstrap and apt-get.
+func (l *Lab) bootstrap(ctx context.Context, root, marker string) error {
 	tmp := root + ".tmp"
 	if err := unmountUnder(tmp); err != nil {
 		return err
@@ -74,7 +95,7 @@ func (l *Lab) ensureRootFS(ctx context.Context) error {
 	if err := unmountUnder(tmp); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(tmp, rootfsMarker), []byte(want), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(tmp, rootfsMarker), []byte(marker), 0o644); err != nil {
 		return err
 	}
 	if err := os.RemoveAll(root); err != nil {

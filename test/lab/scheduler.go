@@ -77,7 +77,7 @@ func (l *Lab) StartScheduler(ctx context.Context) error {
 func (l *Lab) waitScheduler(ctx context.Context) error {
 	// Its serving certificate is self-signed; only liveness is read here.
 	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // lab health probe
-	return waitFor(ctx, "onepool-scheduler", 60*time.Second, filepath.Join(l.LogDir(), "onepool-scheduler.out"), func(ctx context.Context) error {
+	return l.awaitDaemon(ctx, l.scheduler(), 60*time.Second, filepath.Join(l.LogDir(), "onepool-scheduler.out"), func(ctx context.Context) error {
 		return httpOK(ctx, c, fmt.Sprintf("https://127.0.0.1:%d/healthz", SchedulerPort))
 	})
 }

@@ -252,21 +252,21 @@ func (l *Lab) startSlurm(ctx context.Context) error {
 		}
 		switch d.name {
 		case "mariadbd":
-			err = waitFor(ctx, "mariadbd", 60*time.Second, filepath.Join(logs, "mariadb.log"), l.mariadbReady)
+			err = l.awaitDaemon(ctx, d, 60*time.Second, filepath.Join(logs, "mariadb.log"), l.mariadbReady)
 		case "slurmdbd":
 			// slurmctld must find slurmdbd with the cluster, users and QOS in it.
-			err = waitFor(ctx, "slurmdbd", 60*time.Second, filepath.Join(logs, "slurmdbd.log"), l.slurmdbdReady)
+			err = l.awaitDaemon(ctx, d, 60*time.Second, filepath.Join(logs, "slurmdbd.log"), l.slurmdbdReady)
 			if err == nil {
 				err = l.ensureAccounting(ctx)
 			}
 		case "munged":
 			sock := filepath.Join(l.RootFS(), "run/munge/munge.socket.2")
-			err = waitFor(ctx, "munged", 20*time.Second, filepath.Join(l.LogDir(), "munged.out"), func(context.Context) error {
+			err = l.awaitDaemon(ctx, d, 20*time.Second, filepath.Join(l.LogDir(), "munged.out"), func(context.Context) error {
 				_, err := os.Stat(sock)
 				return err
 			})
 		case "slurmctld":
-			err = waitFor(ctx, "slurmctld", 60*time.Second, filepath.Join(logs, "slurmctld.log"), func(ctx context.Context) error {
+			err = l.awaitDaemon(ctx, d, 60*time.Second, filepath.Join(logs, "slurmctld.log"), func(ctx context.Context) error {
 				out, err := l.Slurm(ctx, "scontrol", "ping")
 				if err == nil && !bytes.Contains(out, []byte("UP")) {
 					err = fmt.Errorf("scontrol ping: %s", bytes.TrimSpace(out))
@@ -284,10 +284,11 @@ func (l *Lab) startSlurm(ctx context.Context) error {
 	if err := waitFor(ctx, "slurmd on every GPU node", 90*time.Second, logs, l.nodesResponding); err != nil {
 		return err
 	}
-	if _, err := l.start(l.slurmrestd()); err != nil {
+	rest := l.slurmrestd()
+	if _, err := l.start(rest); err != nil {
 		return err
 	}
-	return waitFor(ctx, "slurmrestd", 30*time.Second, filepath.Join(l.LogDir(), "slurmrestd.out"), func(ctx context.Context) error {
+	return l.awaitDaemon(ctx, rest, 30*time.Second, filepath.Join(l.LogDir(), "slurmrestd.out"), func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.RESTURL()+"/slurm/"+slurmAPIVersion+"/ping/", nil)
 		if err != nil {
 			return err

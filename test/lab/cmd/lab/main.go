@@ -15,7 +15,9 @@ const usage = `usage: lab COMMAND
   up [--slurm-only]        bring the lab up (or reuse what runs)
   down                     stop every lab process and unmount the rootfs
   rootfs                   only build (or update) the Slurm chroot: the step that needs the network
-  status                   which lab daemons run
+  status                   which lab daemons run, and the rootfs's packages against the proven manifest
+  manifest [--accept]      how the rootfs's packages differ from test/lab/rootfs-trixie.manifest;
+                           --accept records them there as proven (after a passing make test)
   env                      shell exports for KUBECONFIG, slurmrestd URL and token, PATH
   slurm-exec -- CMD ARGS   run a Slurm command inside the chroot (sinfo, scontrol, sbatch...)
   kubelet                  the lab kubelet (a daemon of ` + "`up`" + `): runs slurmd pods of the dyn-* Nodes in the chroot
@@ -56,9 +58,25 @@ func run(args []string) error {
 	case "rootfs":
 		return l.EnsureRootFS(ctx)
 	case "status":
-		if n := l.Status(os.Stdout); n > 0 {
+		n := l.Status(os.Stdout)
+		if err := l.ManifestStatus(ctx, os.Stdout); err != nil {
+			fmt.Printf("slurm rootfs     %v\n", err)
+		}
+		if n > 0 {
 			return fmt.Errorf("%d lab daemons are not running", n)
 		}
+	case "manifest":
+		if len(rest) == 1 && rest[0] == "--accept" {
+			dst, err := l.AcceptManifest(ctx)
+			if err == nil {
+				fmt.Printf("lab: wrote %s (commit it; the lab binary embeds it when rebuilt)\n", dst)
+			}
+			return err
+		}
+		if len(rest) != 0 {
+			return fmt.Errorf("manifest takes only --accept\n%s", usage)
+		}
+		return l.ManifestStatus(ctx, os.Stdout)
 	case "kubelet":
 		return l.RunKubelet(ctx)
 	case "env":

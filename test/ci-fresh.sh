@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# `make ci-fresh`: what CI does — `CI=true bash .ci/run </dev/null` on a fresh
+# clone — on a clone of this checkout's HEAD with no .lab/, so a warm machine
+# cannot hide a cold-start breakage. Only committed work is tested.
+#
+# The Slurm rootfs is built first, outside any namespace (debootstrap needs
+# Debian's mirror). The CI run then goes into a network namespace of its own
+# (loopback only, same ports as any lab), so a lab that runs in this checkout
+# is left alone; Go modules come from the machine's module cache. Everything
+# the run started is stopped by .ci/run's `make down`; the clone stays in
+# CI_FRESH_DIR for its logs until the next run.
+set -euo pipefail
+
+top=$(git rev-parse --show-toplevel)
+dir=${CI_FRESH_DIR:-/tmp/onepool-ci-fresh}
+ns=${CI_FRESH_NETNS:-onepool-ci-fresh}
+clone=$dir/main
+log=$dir/ci.log
+
+if [ "$(id -u)" != 0 ]; then
+	echo "ci-fresh: needs root, as the lab does" >&2
+	exit 2
+fi
+
+# A previous run's lab must be down and unmounted before its folder goes:
+# rm must never walk into a bind mount of /dev or /home.
+if [ -d "$clone/.lab" ]; then
+	(cd "$clone" && ONEPOOL_LAB_DIR="$clone/.lab" go run ./test/lab/cmd/lab down) || true
+fi
+if grep -q " $dir/" /proc/mounts; then
+	echo "ci-fresh: mounts remain under $dir; not removing it:" >&2
+	grep " $dir/" /proc/mounts >&2
+	exit 2
+fi
+rm -rf --one-file-system "$dir"
+mkdir -p "$dir"
+ip netns del "$ns" 2>/dev/null || true
+
+start=$(date +%s)
+git clone -q --no-hardlinks "$top" "$clone"
+# .ci/run runs with ../shared beside the checkout.
+if [ -d "$top/../shared" ]; then
+	ln -s "$(cd "$top/../shared" && pwd)" "$dir/shared"
+fi
+echo "ci-fresh: clone of $(git -C "$clone" log -1 --format='%h %s') in $clone; log: $log"
+
+cd "$clone"
+echo "ci-fresh: building the Slurm rootfs (needs the mirror)"
+ONEPOOL_LAB_DIR="$clone/.lab" go run ./test/lab/cmd/lab rootfs 2>&1 | tee "$log"
+rootfs_done=$(date +%s)
+
+ip netns add "$ns"
+trap 'ip netns del "$ns" 2>/dev/null || true' EXIT
+ip -n "$ns" link set lo up
+
+echo "ci-fresh: CI=true bash .ci/run (network namespace $ns)"
+rc=0
+nsenter --net="/var/run/netns/$ns" env CI=true ONEPOOL_LAB_DIR="$clone/.lab" bash .ci/run </dev/null >>"$log" 2>&1 || rc=$?
+end=$(date +%s)
+
+echo "ci-fresh: the rootfs's packages:"
+grep -E '^(slurmctld|slurmdbd|slurmrestd|munge|mariadb-server|libmariadb3:amd64) ' "$clone/.lab/rootfs.manifest" | sed 's/^/    /' || true
+grep -A 50 'differs from the packages last proven' "$log" | grep '^lab:   ' | sed 's/^/    /' || true
+echo "ci-fresh: exit $rc; wall time $((end - start)) s (rootfs $((rootfs_done - start)) s, .ci/run $((end - rootfs_done)) s)"
+if [ "$rc" != 0 ]; then
+	echo "ci-fresh: the last lines of $log:"
+	tail -40 "$log"
+fi
+exit "$rc"
