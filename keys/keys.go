@@ -4,7 +4,11 @@
 // only here.
 package keys
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
 
 // Labels.
 const (
@@ -65,10 +69,16 @@ const (
 	// They follow onepool's prefix in the Slurm drain reason.
 	AnnotationCordonReason = "onepool.dev/cordon-reason"
 
-	// AnnotationDrainApplied on a slurmd pod: the drain reason onepool set
-	// in Slurm and still holds. Seeing it while Slurm shows the node
+	// AnnotationDrainApplied and AnnotationDrainAppliedAt are onepool's
+	// record of a drain it made: the reason, and when (RFC 3339), written
+	// just before the drain. They live on the slurmd pod's Node, so a
+	// replaced slurmd pod finds them; on the pod itself when the Node is
+	// gone. The syncer resumes a drained node only when Slurm shows this
+	// reason, set at this time: an admin's drain with the same words is
+	// still the admin's. Seeing the record while Slurm shows the node
 	// resumed means someone resumed it under a cause that still holds.
-	AnnotationDrainApplied = "onepool.dev/drain-applied"
+	AnnotationDrainApplied   = "onepool.dev/drain-applied"
+	AnnotationDrainAppliedAt = "onepool.dev/drain-applied-at"
 
 	// Slurm's view, mirrored onto the slurmd pod and its Node while Slurm
 	// holds the node out for a cause onepool did not make (an admin's
@@ -155,8 +165,7 @@ const (
 	EventSlurmActFailed   = "SlurmActionFailed"
 )
 
-// Drain reasons. Every drain onepool makes starts with DrainPrefix, and
-// onepool resumes only drains that do. The taxonomy:
+// Drain reasons. Every drain onepool makes starts with DrainPrefix. The taxonomy:
 //
 //	onepool: node cordoned[: <operator's words>]   the Node is cordoned
 //	onepool: slurmd pod deleted                    the slurmd pod is going away
@@ -168,7 +177,9 @@ const (
 // Each drain belongs to the part of onepool that made it, and only that part
 // resumes it: the syncer its three reasons, the NodeSet controller its own.
 // GPU health drains are never resumed by onepool: an admin resumes the node
-// after fixing the GPU.
+// after fixing the GPU. The text alone proves nothing (an admin may type
+// it): the syncer decides from its record (AnnotationDrainApplied) and uses
+// the text only as a cross-check.
 const (
 	DrainPrefix         = "onepool: "
 	ReasonCordoned      = DrainPrefix + "node cordoned"
@@ -177,34 +188,62 @@ const (
 	ReasonNodeSetUpdate = DrainPrefix + "nodeset update"
 	ReasonNodeSetLeft   = DrainPrefix + "node left nodeset" // + " <name>"
 	ReasonGPUPrefix     = DrainPrefix + "gpu "
-	maxOperatorReason   = 200
 	operatorReasonJoin  = ": "
+	// MaxOperatorReason bounds the operator's words in a cordon's drain
+	// reason, in bytes; longer words are cut there (on a UTF-8 boundary)
+	// and end with TruncatedMark.
+	MaxOperatorReason = 200
+	TruncatedMark     = "…"
 )
 
-// OwnsReason says whether a Slurm drain reason is one onepool made.
-func OwnsReason(reason string) bool { return strings.HasPrefix(reason, DrainPrefix) }
-
-// SyncerOwns says whether a drain reason is one the syncer made and may
-// resume or replace.
+// SyncerOwns says whether a drain reason has the form of one the syncer
+// makes: one of its three reasons exactly, or the cordon reason followed by
+// ": " and the operator's words. It is a cross-check of the syncer's record,
+// never enough on its own.
 func SyncerOwns(reason string) bool {
-	return strings.HasPrefix(reason, ReasonCordoned) || reason == ReasonPodDeleted || reason == ReasonPodNotReady
+	return reason == ReasonCordoned || strings.HasPrefix(reason, ReasonCordoned+operatorReasonJoin) ||
+		reason == ReasonPodDeleted || reason == ReasonPodNotReady
 }
 
 // NodeSetOwns says whether a drain reason is one the NodeSet controller made.
 func NodeSetOwns(reason string) bool {
-	return reason == ReasonNodeSetUpdate || strings.HasPrefix(reason, ReasonNodeSetLeft)
+	return reason == ReasonNodeSetUpdate || strings.HasPrefix(reason, ReasonNodeSetLeft+" ")
 }
 
+// AgentOwns says whether a drain reason is a GPU health drain of the node agent.
+func AgentOwns(reason string) bool { return strings.HasPrefix(reason, ReasonGPUPrefix) }
+
 // CordonReason builds the drain reason for a cordon with the operator's
-// words (may be empty). Words that are too long or hold control characters
-// are refused with ok=false; the plain reason is returned then.
-func CordonReason(words string) (reason string, ok bool) {
+// words (may be empty). Control characters become spaces and words longer
+// than MaxOperatorReason bytes are cut on a UTF-8 boundary and marked with
+// TruncatedMark; note then says what was changed ("" when nothing was).
+func CordonReason(words string) (reason, note string) {
 	words = strings.TrimSpace(words)
 	if words == "" {
-		return ReasonCordoned, true
+		return ReasonCordoned, ""
 	}
-	if len(words) > maxOperatorReason || strings.ContainsFunc(words, func(r rune) bool { return r < 0x20 || r == 0x7f || r == 0xfffd }) {
-		return ReasonCordoned, false
+	var notes []string
+	if strings.ContainsFunc(words, isControl) {
+		words = strings.TrimSpace(strings.Map(func(r rune) rune {
+			if isControl(r) {
+				return ' '
+			}
+			return r
+		}, words))
+		notes = append(notes, "control characters replaced by spaces")
 	}
-	return ReasonCordoned + operatorReasonJoin + words, true
+	if len(words) > MaxOperatorReason {
+		cut := MaxOperatorReason - len(TruncatedMark)
+		for cut > 0 && !utf8.RuneStart(words[cut]) {
+			cut--
+		}
+		words = strings.TrimSpace(words[:cut]) + TruncatedMark
+		notes = append(notes, fmt.Sprintf("cut to %d bytes", MaxOperatorReason))
+	}
+	if words == "" {
+		return ReasonCordoned, strings.Join(notes, "; ")
+	}
+	return ReasonCordoned + operatorReasonJoin + words, strings.Join(notes, "; ")
 }
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f || r == utf8.RuneError }

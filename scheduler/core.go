@@ -221,8 +221,12 @@ func (c *Core) observe(j slurmrest.Job) {
 	switch {
 	case p.jobID == j.ID:
 	case p.jobID == 0:
-		if j.State.Finished() && !c.newerThanMembersLocked(o, j) {
-			break // an earlier incarnation's job, long over
+		if j.State.Finished() && (!c.newerThanMembersLocked(o, j) || !c.anyBoundLocked(o)) {
+			// An earlier incarnation's job, long over; or one that ended
+			// before any pod was bound to it, such as the record Slurm
+			// keeps of a submission it rejected (FAILED, BadConstraints).
+			// Neither placed a pod: the pods wait for a job of their own.
+			break
 		}
 		p.jobID, p.err, p.rejected, p.waiting = j.ID, nil, false, ""
 		c.byJob[j.ID] = key
@@ -254,6 +258,11 @@ func (c *Core) observe(j slurmrest.Job) {
 	if len(wake) > 0 {
 		c.activate(wake)
 	}
+}
+
+// anyBoundLocked says whether one of the owner's pods is bound to a node.
+func (c *Core) anyBoundLocked(o owner) bool {
+	return slices.ContainsFunc(c.membersLocked(o), func(p *corev1.Pod) bool { return p.Spec.NodeName != "" })
 }
 
 // newerThanMembersLocked says whether job j was submitted after the owner's

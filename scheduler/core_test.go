@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -22,12 +23,16 @@ type fakeSlurm struct {
 	mu        sync.Mutex
 	cancelled []uint32
 	submitted []slurmrest.JobSubmit
+	reject    error // when set, every submission fails with it
 }
 
 func (f *fakeSlurm) SubmitJob(_ context.Context, j slurmrest.JobSubmit) (uint32, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.submitted = append(f.submitted, j)
+	if f.reject != nil {
+		return 0, f.reject
+	}
 	return uint32(100 + len(f.submitted)), nil
 }
 func (f *fakeSlurm) CancelJob(_ context.Context, id uint32) error {
@@ -61,7 +66,8 @@ func newCoreFixture(t *testing.T) *coreFixture {
 	pod := podWith(nil, 1, "", "")
 	pod.Spec.SchedulerName = "onepool"
 	pod.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Minute))
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-1"}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-1"}, Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
+		ResourceGPU: *resource.NewQuantity(8, resource.DecimalSI), corev1.ResourceCPU: *resource.NewQuantity(64, resource.DecimalSI)}}}
 	kube := fake.NewSimpleClientset(pod, node)
 	inf := informers.NewSharedInformerFactory(kube, 0)
 	if err := inf.Core().V1().Nodes().Informer().GetIndexer().Add(node); err != nil {
@@ -182,5 +188,50 @@ func TestCoreDoesNothingWhileSlurmIsUnknown(t *testing.T) {
 	other.Name, other.UID = "q", "u2"
 	if d := f.core.Place(other); !strings.Contains(d.Message, "unknown") || f.core.submitQ.Len() != 0 {
 		t.Fatalf("Place while stale = %+v, queued %d", d, f.core.submitQ.Len())
+	}
+}
+
+// A submission Slurm refuses still leaves a FAILED job record with
+// onepool's comment. That record is never the pod's placement: the pod
+// stays Pending with Slurm's reason in words, and nothing is evicted.
+func TestCoreRejectedSubmitLeavesPodPendingWithTheReason(t *testing.T) {
+	f := newCoreFixture(t)
+	f.pod.Spec.Containers[0].Resources.Limits[ResourceGPU] = *resource.NewQuantity(9, resource.DecimalSI)
+	f.pod.Spec.Containers[0].Resources.Requests[ResourceGPU] = *resource.NewQuantity(9, resource.DecimalSI)
+	f.core.podChanged(nil, f.pod)
+	f.slurm.reject = &slurmrest.APIError{Op: "submit job", StatusCode: 500, Kind: slurmrest.ErrSlurm,
+		Errors: []slurmrest.SlurmError{{Errno: slurmrest.ErrnoNodeConfigUnavailable, Description: "Batch job submission failed"}}}
+	key := ownerOf(f.pod).key()
+	f.core.Place(f.pod)
+	queued, _ := f.core.submitQ.Get() // as a submit worker would
+	if err := f.core.submit(context.Background(), queued); err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	f.core.submitQ.Done(queued)
+	// Slurm's record of the refused job, as the cache lists it.
+	leftover := f.job(41, slurmrest.JobFailed, "")
+	leftover.Reason = "BadConstraints"
+	f.core.observe(leftover)
+	if _, err := f.core.reconcile(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range f.kube.Actions() {
+		if a.GetVerb() == "create" && a.GetSubresource() == "eviction" || a.GetVerb() == "delete" {
+			t.Fatalf("the pod was evicted for a job that never ran: %v", a)
+		}
+	}
+	d := f.core.Place(f.pod)
+	for _, want := range []string{"Slurm rejected the placeholder job", "Slurm can never run it", "9 nvidia.com/gpu",
+		`partition "main"`, "the largest node offers 8 nvidia.com/gpu", "slurm error 2014"} {
+		if !strings.Contains(d.Message, want) {
+			t.Errorf("pending message lacks %q: %s", want, d.Message)
+		}
+	}
+	// No retry storm: Place asks for no new submission before rejectRetry.
+	for range 5 {
+		f.core.Place(f.pod)
+	}
+	if n := f.core.submitQ.Len(); n != 0 || len(f.slurm.submitted) != 1 {
+		t.Errorf("after a rejection: %d queued, %d submitted; want 0 and 1", n, len(f.slurm.submitted))
 	}
 }

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/slurmrest"
 )
 
 func TestExpandHostlist(t *testing.T) {
@@ -161,5 +163,49 @@ func TestDecodeArgs(t *testing.T) {
 	y := "slurmrestURL: http://s:6820\ntokenFile: /t\nreleaseURL: http://h:1\n"
 	if _, err := DecodeArgs(&runtime.Unknown{Raw: []byte(y), ContentType: runtime.ContentTypeYAML}); err != nil {
 		t.Errorf("YAML args: %v", err)
+	}
+}
+
+func TestExplainRejection(t *testing.T) {
+	apiErr := func(errno int) error {
+		return &slurmrest.APIError{Op: "submit job", StatusCode: 500, Kind: slurmrest.ErrSlurm,
+			Errors: []slurmrest.SlurmError{{Errno: errno, Description: "Batch job submission failed"}}}
+	}
+	req := request{Partition: "nope", QOS: "gold", Account: "ml", TimeLimit: 48 * time.Hour, GPUs: 9, CPUs: 2}
+	annotated := podWith(map[string]string{"slurm.onepool.dev/partition": "nope", "slurm.onepool.dev/qos": "gold"}, 9, "2", "")
+	plain := podWith(nil, 9, "2", "")
+	for _, tc := range []struct {
+		name  string
+		err   error
+		pod   *corev1.Pod
+		offer offer
+		want  []string
+	}{
+		{"partition from the annotation", apiErr(2000), annotated, offer{}, []string{`partition "nope" does not exist in Slurm (from annotation slurm.onepool.dev/partition)`, "slurm error 2000"}},
+		{"partition from the default", apiErr(2000), plain, offer{}, []string{`partition "nope" does not exist`, "the scheduler's defaultPartition"}},
+		{"qos", apiErr(2066), annotated, offer{}, []string{`QOS "gold"`, "annotation slurm.onepool.dev/qos"}},
+		{"account", apiErr(2045), plain, offer{}, []string{`account "ml"`, "defaultAccount"}},
+		{"time limit", apiErr(2051), plain, offer{}, []string{"time limit 48h0m0s"}},
+		{"never runnable, what fits", apiErr(2014), plain, offer{GPUs: 8, CPUs: 64}, []string{`Slurm can never run it: no node in partition "nope" has 9 nvidia.com/gpu, 2 CPUs for one pod; the largest node offers 8 nvidia.com/gpu`}},
+		{"never runnable, nothing known", apiErr(2014), plain, offer{}, []string{"Slurm can never run it", "for one pod: slurmrest"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := explainRejection(tc.err, tc.pod, req, tc.offer)
+			if !errors.Is(got, slurmrest.ErrSlurm) {
+				t.Errorf("the Slurm error is no longer wrapped: %v", got)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got.Error(), w) {
+					t.Errorf("%q lacks %q", got, w)
+				}
+			}
+		})
+	}
+	plainErr := errors.New("connection refused")
+	if got := explainRejection(plainErr, plain, req, offer{}); got != plainErr {
+		t.Errorf("an error without Slurm numbers changed: %v", got)
+	}
+	if got := explainRejection(apiErr(2999), plain, req, offer{}); got.Error() != apiErr(2999).Error() {
+		t.Errorf("an unknown Slurm number gained words: %v", got)
 	}
 }

@@ -94,6 +94,7 @@ func (c *Core) submit(ctx context.Context, key string) error {
 	id, err := c.slurm.SubmitJob(ctx, jobFor(o, req, nodes, c.args, c.script(o)))
 	if err != nil {
 		if rejected(err) {
+			err = explainRejection(err, members[0], req, largestOffer(c.nodes))
 			for _, m := range members {
 				c.recorder.Eventf(m, nil, corev1.EventTypeWarning, keys.EventJobRejected, "Submit", "Slurm rejected the placeholder job: %v", err)
 			}

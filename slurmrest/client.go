@@ -45,6 +45,21 @@ const (
 	NodeDown     = model.NodeDown
 )
 
+// Slurm error numbers of a refused submission, re-exported.
+const (
+	ErrnoInvalidPartition      = model.ErrnoInvalidPartition
+	ErrnoTooManyCPUs           = model.ErrnoTooManyCPUs
+	ErrnoInvalidNodeCount      = model.ErrnoInvalidNodeCount
+	ErrnoNodeConfigUnavailable = model.ErrnoNodeConfigUnavailable
+	ErrnoPartConfigUnavailable = model.ErrnoPartConfigUnavailable
+	ErrnoInvalidAccount        = model.ErrnoInvalidAccount
+	ErrnoAccountingPolicy      = model.ErrnoAccountingPolicy
+	ErrnoInvalidTimeLimit      = model.ErrnoInvalidTimeLimit
+	ErrnoInvalidQOS            = model.ErrnoInvalidQOS
+	ErrnoPartitionNotAvail     = model.ErrnoPartitionNotAvail
+	ErrnoInvalidGRES           = model.ErrnoInvalidGRES
+)
+
 // Error kinds; match them with errors.Is.
 var (
 	ErrUnauthenticated = model.ErrUnauthenticated

@@ -11,6 +11,9 @@ type Options struct {
 	// NotReadyGrace is how long a slurmd pod may be not Ready before its
 	// Slurm node is drained (2m).
 	NotReadyGrace time.Duration
+	// RegisterGrace is how long a new slurmd pod's node may be unknown to
+	// Slurm (slurmd starting, registering) before the syncer warns (2m).
+	RegisterGrace time.Duration
 	// UnknownRetry is how soon a pod is looked at again when Slurm's state
 	// is unknown (stale cache, REST error) (2s).
 	UnknownRetry time.Duration
@@ -24,6 +27,9 @@ type Options struct {
 func (o *Options) Default() {
 	if o.NotReadyGrace == 0 {
 		o.NotReadyGrace = 2 * time.Minute
+	}
+	if o.RegisterGrace == 0 {
+		o.RegisterGrace = 2 * time.Minute
 	}
 	if o.UnknownRetry == 0 {
 		o.UnknownRetry = 2 * time.Second
@@ -41,6 +47,9 @@ func (o Options) Validate() error {
 	var errs []error
 	if o.NotReadyGrace < 0 {
 		errs = append(errs, fmt.Errorf("not-ready grace %s is negative", o.NotReadyGrace))
+	}
+	if o.RegisterGrace < 0 {
+		errs = append(errs, fmt.Errorf("register grace %s is negative", o.RegisterGrace))
 	}
 	if o.UnknownRetry < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("unknown-state retry %s is below 100ms", o.UnknownRetry))

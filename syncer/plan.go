@@ -27,9 +27,39 @@ type observed struct {
 	cordonText string // the Node's cordon-reason annotation
 	podGone    bool   // the slurmd pod is being deleted
 	podReady   bool
-	notReadyAt time.Time // when the pod's Ready condition last turned false
-	applied    string    // the pod's drain-applied annotation
+	notReadyAt time.Time   // when the pod's Ready condition last turned false
+	record     drainRecord // onepool's record of its drain (Node, else pod)
 	slurm      slurmrest.Node
+}
+
+// drainRecord is what the syncer wrote down just before it drained: the
+// reason and when.
+type drainRecord struct {
+	reason string
+	at     time.Time
+}
+
+// recordSlack is how far apart the record's time and Slurm's reason time
+// may be and still be one drain: the two clocks of two hosts, plus the
+// drain request that follows the record.
+const recordSlack = time.Minute
+
+// matches says whether Slurm's drain is the recorded one: the node is
+// drained with the recorded reason (which has the syncer's form), set
+// within recordSlack of the record. An admin who drains with the same
+// words sets another time; an admin's words are not in the record.
+func (r drainRecord) matches(n slurmrest.Node) bool {
+	if r.reason == "" || !n.State.Drain() || n.Reason != r.reason || !keys.SyncerOwns(r.reason) {
+		return false
+	}
+	if r.at.IsZero() {
+		return false // a record without a time is not one the syncer wrote
+	}
+	if n.ReasonChanged.IsZero() {
+		return true // Slurm gave no time to cross-check with
+	}
+	d := n.ReasonChanged.Sub(r.at)
+	return d <= recordSlack && d >= -recordSlack
 }
 
 // decision is what plan wants done.
@@ -38,8 +68,8 @@ type decision struct {
 	reason      string // for actDrain
 	redrain     bool   // Slurm was resumed while onepool's cause still holds
 	keptAdmin   bool   // a cause holds but an admin's drain is in place: left alone
-	badCordon   bool   // the cordon-reason annotation was refused
-	applied     string // the drain-applied annotation to keep ("" removes it)
+	cordonNote  string // what was changed in the operator's cordon words ("" nothing)
+	applied     string // the reason to keep recorded ("" removes the record); a drain records anew
 	mirror      map[string]string
 	condition   corev1.NodeCondition
 	recheckIn   time.Duration // come back then (not-ready grace running out)
@@ -47,37 +77,38 @@ type decision struct {
 	unavailable bool
 }
 
-// cause returns onepool's drain reason while a Kubernetes-side cause holds.
-func (o observed) cause() (reason string, badCordon bool, recheck time.Duration) {
+// cause returns onepool's drain reason while a Kubernetes-side cause holds,
+// and what was changed in the operator's cordon words.
+func (o observed) cause() (reason, cordonNote string, recheck time.Duration) {
 	switch {
 	case o.podGone:
-		return keys.ReasonPodDeleted, false, 0
+		return keys.ReasonPodDeleted, "", 0
 	case o.cordoned:
-		r, ok := keys.CordonReason(o.cordonText)
-		return r, !ok, 0
+		r, note := keys.CordonReason(o.cordonText)
+		return r, note, 0
 	case !o.podReady && !o.notReadyAt.IsZero():
 		if waited := o.now.Sub(o.notReadyAt); waited < o.grace {
-			return "", false, o.grace - waited
+			return "", "", o.grace - waited
 		}
-		return keys.ReasonPodNotReady, false, 0
+		return keys.ReasonPodNotReady, "", 0
 	}
-	return "", false, 0
+	return "", "", 0
 }
 
 // plan decides, from a known Slurm state, what to do on both sides. Callers
 // never call it with an unknown Slurm state: unknown means no action.
 func plan(o observed) decision {
 	d := decision{}
-	want, bad, recheck := o.cause()
-	d.badCordon, d.recheckIn = bad, recheck
+	want, note, recheck := o.cause()
+	d.cordonNote, d.recheckIn = note, recheck
 	st := o.slurm.State
 	drained := st.Drain()
-	ours := drained && keys.SyncerOwns(o.slurm.Reason)
+	ours := o.record.matches(o.slurm)
 
 	switch {
 	case want != "" && !drained:
 		d.action, d.reason = actDrain, want
-		d.redrain = o.applied != ""
+		d.redrain = o.record.reason != ""
 		d.applied = want
 	case want != "" && ours && o.slurm.Reason != want:
 		// Our drain, another cause now (cordoned, then the pod deleted).
@@ -92,17 +123,22 @@ func plan(o observed) decision {
 	}
 	d.releasePod = o.podGone && (drained || d.action == actDrain)
 
-	d.mirror, d.condition, d.unavailable = mirror(o.slurm, d.action, o.now)
+	// Onepool's drains as the Kubernetes side shows them: the syncer's by
+	// its record; the NodeSet controller's and the node agent's by their
+	// reasons (they keep no record yet). Any other drain is the admin's.
+	onepools := ours || keys.NodeSetOwns(o.slurm.Reason) || keys.AgentOwns(o.slurm.Reason)
+	d.mirror, d.condition, d.unavailable = mirror(o.slurm, d.action, onepools)
 	return d
 }
 
 // mirror is Slurm's view for the Kubernetes side: annotations while Slurm
 // holds the node out for a cause onepool did not make, and the condition.
-func mirror(n slurmrest.Node, act slurmAction, now time.Time) (map[string]string, corev1.NodeCondition, bool) {
+// onepools says the node's drain (if any) is onepool's own.
+func mirror(n slurmrest.Node, act slurmAction, onepools bool) (map[string]string, corev1.NodeCondition, bool) {
 	st := n.State
 	cond := corev1.NodeCondition{Type: keys.ConditionSlurmUnavailable, Status: corev1.ConditionFalse, Reason: keys.ConditionReasonAvailable,
 		Message: "Slurm may place jobs on this node"}
-	ours := st.Drain() && keys.OwnsReason(n.Reason)
+	ours := st.Drain() && onepools
 	var foreign bool
 	switch {
 	case act == actDrain, ours && act != actResume:

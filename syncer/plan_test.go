@@ -1,6 +1,7 @@
 package syncer
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -13,9 +14,16 @@ import (
 func TestPlan(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	idle := slurmrest.Node{Name: "gpu-3", State: slurmrest.NodeState{"IDLE"}}
-	drainedBy := func(reason string) slurmrest.Node {
-		return slurmrest.Node{Name: "gpu-3", State: slurmrest.NodeState{"IDLE", "DRAIN"}, Reason: reason, ReasonSetByUser: "root", ReasonChanged: now.Add(-time.Minute)}
+	drainedAt := func(reason string, at time.Time) slurmrest.Node {
+		return slurmrest.Node{Name: "gpu-3", State: slurmrest.NodeState{"IDLE", "DRAIN"}, Reason: reason, ReasonSetByUser: "root", ReasonChanged: at}
 	}
+	drainedBy := func(reason string) slurmrest.Node { return drainedAt(reason, now.Add(-time.Minute)) }
+	// rec is the syncer's record of a drain it made a minute ago (a second
+	// before Slurm's reason time).
+	rec := func(reason string) drainRecord {
+		return drainRecord{reason: reason, at: now.Add(-time.Minute - time.Second)}
+	}
+	long := strings.Repeat("w", 300)
 	for _, tc := range []struct {
 		name       string
 		o          observed
@@ -23,7 +31,7 @@ func TestPlan(t *testing.T) {
 		reason     string
 		redrain    bool
 		keptAdmin  bool
-		badCordon  bool
+		cordonNote string
 		release    bool
 		condReason string
 		mirrored   bool
@@ -34,14 +42,36 @@ func TestPlan(t *testing.T) {
 			action: actDrain, reason: "onepool: node cordoned", condReason: keys.ConditionReasonDrainedByOwner},
 		{name: "cordon with the operator's words", o: observed{cordoned: true, cordonText: "PSU swap", podReady: true, slurm: idle},
 			action: actDrain, reason: "onepool: node cordoned: PSU swap", condReason: keys.ConditionReasonDrainedByOwner},
-		{name: "malformed words: drain anyway, flag it", o: observed{cordoned: true, cordonText: "a\nb", podReady: true, slurm: idle},
-			action: actDrain, reason: "onepool: node cordoned", badCordon: true, condReason: keys.ConditionReasonDrainedByOwner},
-		{name: "cordoned and drained by us: nothing", o: observed{cordoned: true, podReady: true, applied: keys.ReasonCordoned, slurm: drainedBy(keys.ReasonCordoned)},
+		{name: "control characters in the words: spaces, flagged", o: observed{cordoned: true, cordonText: "a\nb", podReady: true, slurm: idle},
+			action: actDrain, reason: "onepool: node cordoned: a b", cordonNote: "control characters replaced by spaces", condReason: keys.ConditionReasonDrainedByOwner},
+		{name: "words over the limit: cut with a mark, flagged", o: observed{cordoned: true, cordonText: long, podReady: true, slurm: idle},
+			action: actDrain, reason: "onepool: node cordoned: " + long[:keys.MaxOperatorReason-len(keys.TruncatedMark)] + keys.TruncatedMark,
+			cordonNote: "cut to 200 bytes", condReason: keys.ConditionReasonDrainedByOwner},
+		{name: "our cut drain in place: nothing to do", o: observed{cordoned: true, cordonText: long, podReady: true,
+			record: rec("onepool: node cordoned: " + long[:keys.MaxOperatorReason-len(keys.TruncatedMark)] + keys.TruncatedMark),
+			slurm:  drainedBy("onepool: node cordoned: " + long[:keys.MaxOperatorReason-len(keys.TruncatedMark)] + keys.TruncatedMark)},
+			cordonNote: "cut to 200 bytes", condReason: keys.ConditionReasonDrainedByOwner},
+		{name: "cordoned and drained by us: nothing", o: observed{cordoned: true, podReady: true, record: rec(keys.ReasonCordoned), slurm: drainedBy(keys.ReasonCordoned)},
 			condReason: keys.ConditionReasonDrainedByOwner},
-		{name: "uncordon resumes our drain", o: observed{podReady: true, applied: keys.ReasonCordoned, slurm: drainedBy(keys.ReasonCordoned)},
+		{name: "uncordon resumes our drain", o: observed{podReady: true, record: rec(keys.ReasonCordoned), slurm: drainedBy(keys.ReasonCordoned)},
 			action: actResume, condReason: keys.ConditionReasonAvailable},
 		{name: "uncordon keeps an admin drain", o: observed{podReady: true, slurm: drainedBy("bad ECC")},
 			condReason: keys.ConditionReasonDrained, mirrored: true},
+		// Ownership is onepool's record, not the text.
+		{name: "admin's look-alike cordon reason: kept and mirrored as the admin's", o: observed{podReady: true, slurm: drainedBy("onepool: node cordoned by admin alice")},
+			condReason: keys.ConditionReasonDrained, mirrored: true},
+		{name: "admin's exact syncer reason without a record: kept", o: observed{podReady: true, slurm: drainedBy(keys.ReasonPodNotReady)},
+			condReason: keys.ConditionReasonDrained, mirrored: true},
+		{name: "admin's onepool-looking words: the admin's", o: observed{podReady: true, slurm: drainedBy("onepool: maintenance by admin")},
+			condReason: keys.ConditionReasonDrained, mirrored: true},
+		{name: "admin re-drained with our words later: theirs now", o: observed{podReady: true, record: rec(keys.ReasonCordoned),
+			slurm: drainedAt(keys.ReasonCordoned, now.Add(10*time.Minute))}, condReason: keys.ConditionReasonDrained, mirrored: true},
+		{name: "a record without a time matches nothing", o: observed{podReady: true, record: drainRecord{reason: keys.ReasonCordoned},
+			slurm: drainedBy(keys.ReasonCordoned)}, condReason: keys.ConditionReasonDrained, mirrored: true},
+		{name: "record and Slurm differ in words: the admin's", o: observed{podReady: true, record: rec(keys.ReasonCordoned),
+			slurm: drainedBy("bad ECC")}, condReason: keys.ConditionReasonDrained, mirrored: true},
+		{name: "Slurm gives no reason time: the record's words decide", o: observed{podReady: true, record: rec(keys.ReasonPodDeleted),
+			slurm: drainedAt(keys.ReasonPodDeleted, time.Time{})}, action: actResume, condReason: keys.ConditionReasonAvailable},
 		{name: "a NodeSet drain is the NodeSet's to resume", o: observed{podReady: true, slurm: drainedBy(keys.ReasonNodeSetUpdate)},
 			condReason: keys.ConditionReasonDrainedByOwner},
 		{name: "a GPU health drain stays for the admin", o: observed{podReady: true, slurm: drainedBy(keys.ReasonGPUPrefix + "xid: 79")},
@@ -50,13 +80,13 @@ func TestPlan(t *testing.T) {
 			keptAdmin: true, condReason: keys.ConditionReasonDrainedByOwner},
 		{name: "cordon over an admin drain: theirs stays", o: observed{cordoned: true, podReady: true, slurm: drainedBy("bad ECC")},
 			keptAdmin: true, condReason: keys.ConditionReasonDrained, mirrored: true},
-		{name: "resumed in Slurm while cordoned: drain again", o: observed{cordoned: true, podReady: true, applied: keys.ReasonCordoned, slurm: idle},
+		{name: "resumed in Slurm while cordoned: drain again", o: observed{cordoned: true, podReady: true, record: rec(keys.ReasonCordoned), slurm: idle},
 			action: actDrain, reason: keys.ReasonCordoned, redrain: true, condReason: keys.ConditionReasonDrainedByOwner},
 		{name: "pod deleted: drain, then the pod may go", o: observed{podGone: true, slurm: idle},
 			action: actDrain, reason: keys.ReasonPodDeleted, release: true, condReason: keys.ConditionReasonDrainedByOwner},
 		{name: "pod deleted on an admin-drained node: may go", o: observed{podGone: true, slurm: drainedBy("bad ECC")},
 			keptAdmin: true, release: true, condReason: keys.ConditionReasonDrained, mirrored: true},
-		{name: "cordoned, then pod deleted: reason follows", o: observed{podGone: true, cordoned: true, applied: keys.ReasonCordoned, slurm: drainedBy(keys.ReasonCordoned)},
+		{name: "cordoned, then pod deleted: reason follows", o: observed{podGone: true, cordoned: true, record: rec(keys.ReasonCordoned), slurm: drainedBy(keys.ReasonCordoned)},
 			action: actDrain, reason: keys.ReasonPodDeleted, release: true, condReason: keys.ConditionReasonDrainedByOwner},
 		{name: "not ready within grace: wait", o: observed{notReadyAt: now.Add(-20 * time.Second), grace: time.Minute, slurm: idle},
 			recheck: 40 * time.Second, condReason: keys.ConditionReasonAvailable},
@@ -73,9 +103,9 @@ func TestPlan(t *testing.T) {
 			if d.action != tc.action || d.reason != tc.reason {
 				t.Errorf("action %v %q, want %v %q", d.action, d.reason, tc.action, tc.reason)
 			}
-			if d.redrain != tc.redrain || d.keptAdmin != tc.keptAdmin || d.badCordon != tc.badCordon || d.releasePod != tc.release {
-				t.Errorf("redrain %v keptAdmin %v badCordon %v release %v; want %v %v %v %v",
-					d.redrain, d.keptAdmin, d.badCordon, d.releasePod, tc.redrain, tc.keptAdmin, tc.badCordon, tc.release)
+			if d.redrain != tc.redrain || d.keptAdmin != tc.keptAdmin || d.cordonNote != tc.cordonNote || d.releasePod != tc.release {
+				t.Errorf("redrain %v keptAdmin %v cordonNote %q release %v; want %v %v %q %v",
+					d.redrain, d.keptAdmin, d.cordonNote, d.releasePod, tc.redrain, tc.keptAdmin, tc.cordonNote, tc.release)
 			}
 			if d.condition.Reason != tc.condReason {
 				t.Errorf("condition reason %q, want %q", d.condition.Reason, tc.condReason)
@@ -93,5 +123,26 @@ func TestPlan(t *testing.T) {
 				t.Errorf("recheck in %s, want %s", d.recheckIn, tc.recheck)
 			}
 		})
+	}
+}
+
+func TestRegisterWait(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	pod := func(age time.Duration) *corev1.Pod {
+		p := &corev1.Pod{}
+		p.CreationTimestamp.Time = now.Add(-age)
+		return p
+	}
+	for _, tc := range []struct {
+		age, want time.Duration
+	}{
+		{0, 2 * time.Minute},
+		{90 * time.Second, 30 * time.Second},
+		{2 * time.Minute, 0},
+		{time.Hour, 0},
+	} {
+		if got := registerWait(pod(tc.age), now, 2*time.Minute); got != tc.want {
+			t.Errorf("pod %s old: wait %s, want %s", tc.age, got, tc.want)
+		}
 	}
 }

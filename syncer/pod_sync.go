@@ -54,12 +54,18 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	switch {
 	case errors.Is(err, slurmrest.ErrNotFound):
 		// A fresh cache without this node: nothing in Slurm to drain or
-		// mirror. A deleted pod may go; anything else waits.
+		// mirror. A deleted pod may go; anything else waits. A new pod's
+		// slurmd has not registered yet: a warning only once it had time to.
 		r.metrics.actions.WithLabelValues(dirToSlurm, "none", outcomeUnknown).Inc()
-		r.recorder.Eventf(pod, corev1.EventTypeWarning, keys.EventSlurmUnavailable, "Slurm has no node %q; nothing is changed", slurmName)
 		if deleting {
 			return ctrl.Result{}, r.releasePod(ctx, pod)
 		}
+		if wait := registerWait(pod, time.Now(), r.opts.RegisterGrace); wait > 0 {
+			log.V(1).Info("Slurm does not know the node yet; slurmd may still be registering", "slurmNode", slurmName)
+			return ctrl.Result{RequeueAfter: min(wait, r.opts.Resync)}, nil
+		}
+		r.recorder.Eventf(pod, corev1.EventTypeWarning, keys.EventSlurmUnavailable,
+			"Slurm has no node %q %s after the pod was made; nothing is changed", slurmName, r.opts.RegisterGrace)
 		return ctrl.Result{RequeueAfter: r.opts.Resync}, nil
 	case err != nil:
 		// Unknown: fail closed, look again soon.
@@ -75,18 +81,19 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	}
 	o := observed{
 		now: time.Now(), grace: r.opts.NotReadyGrace, podGone: deleting, slurm: st,
-		applied: pod.Annotations[keys.AnnotationDrainApplied],
+		record: recordOf(pod, node),
 	}
 	o.podReady, o.notReadyAt = podReadiness(pod)
 	if node != nil {
 		o.cordoned, o.cordonText = node.Spec.Unschedulable, node.Annotations[keys.AnnotationCordonReason]
 	}
 	d := plan(o)
-	if d.badCordon && node != nil {
+	if d.cordonNote != "" && d.action == actDrain && node != nil {
+		// Once, with the drain that carries the changed words.
 		r.recorder.Eventf(node, corev1.EventTypeWarning, keys.EventBadAnnotation,
-			"annotation %s refused (over 200 characters or control characters); draining with %q", keys.AnnotationCordonReason, d.reason)
+			"annotation %s: %s; draining with %q", keys.AnnotationCordonReason, d.cordonNote, d.reason)
 	}
-	if d.keptAdmin && pod.Annotations[keys.AnnotationDrainApplied] == "" && node != nil && o.cordoned {
+	if d.keptAdmin && o.record.reason == "" && node != nil && o.cordoned {
 		r.recorder.Eventf(node, corev1.EventTypeNormal, keys.EventAdminDrainKept, "Slurm node %s is drained by an admin (%q); onepool leaves that drain alone", slurmName, st.Reason)
 	}
 	announce, err := r.applySlurm(ctx, pod, node, slurmName, st, d)
@@ -113,8 +120,10 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		// The pod is going: its drain-applied note goes with it.
 		return ctrl.Result{}, r.releasePod(ctx, pod)
 	}
-	if err := r.setApplied(ctx, pod, d.applied); err != nil {
-		return ctrl.Result{}, err
+	if d.applied == "" {
+		if err := r.clearRecord(ctx, pod, node); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	next := r.opts.Resync
 	if d.recheckIn > 0 && d.recheckIn < next {
@@ -167,6 +176,11 @@ func (r *PodReconciler) applySlurm(ctx context.Context, pod *corev1.Pod, node *c
 		action := "drain"
 		if d.redrain {
 			action = "redrain"
+		}
+		// The record first: a drain onepool made but did not write down
+		// would be an admin's drain to it, and never undone.
+		if err := r.writeRecord(ctx, pod, node, drainRecord{reason: d.reason, at: time.Now()}); err != nil {
+			return nil, err
 		}
 		if err := r.slurm.Drain(ctx, slurmName, d.reason); err != nil {
 			r.metrics.actions.WithLabelValues(dirToSlurm, action, outcomeError).Inc()
@@ -284,20 +298,79 @@ func (r *PodReconciler) ensurePodMeta(ctx context.Context, pod *corev1.Pod, slur
 	return nil
 }
 
-func (r *PodReconciler) setApplied(ctx context.Context, pod *corev1.Pod, applied string) error {
-	if pod.Annotations[keys.AnnotationDrainApplied] == applied {
+// recordOf reads onepool's record of its drain: from the Node, else from
+// the pod (a Node that is gone, or a record from before it moved to the
+// Node). A record whose time does not parse has no time, and matches no
+// drain.
+func recordOf(pod *corev1.Pod, node *corev1.Node) drainRecord {
+	for _, obj := range recordHolders(pod, node) {
+		a := obj.GetAnnotations()
+		if reason := a[keys.AnnotationDrainApplied]; reason != "" {
+			at, _ := time.Parse(time.RFC3339, a[keys.AnnotationDrainAppliedAt])
+			return drainRecord{reason: reason, at: at}
+		}
+	}
+	return drainRecord{}
+}
+
+func recordHolders(pod *corev1.Pod, node *corev1.Node) []client.Object {
+	if node != nil {
+		return []client.Object{node, pod}
+	}
+	return []client.Object{pod}
+}
+
+// writeRecord writes the record on the Node (on the pod when the Node is
+// gone) and removes any other copy.
+func (r *PodReconciler) writeRecord(ctx context.Context, pod *corev1.Pod, node *corev1.Node, rec drainRecord) error {
+	for i, obj := range recordHolders(pod, node) {
+		want := map[string]string{}
+		if i == 0 {
+			want[keys.AnnotationDrainApplied] = rec.reason
+			want[keys.AnnotationDrainAppliedAt] = rec.at.UTC().Format(time.RFC3339)
+		}
+		if err := r.setRecordAnnotations(ctx, obj, want); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// clearRecord removes the record wherever it is.
+func (r *PodReconciler) clearRecord(ctx context.Context, pod *corev1.Pod, node *corev1.Node) error {
+	for _, obj := range recordHolders(pod, node) {
+		if err := r.setRecordAnnotations(ctx, obj, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setRecordAnnotations makes the record's annotations on obj exactly want.
+func (r *PodReconciler) setRecordAnnotations(ctx context.Context, obj client.Object, want map[string]string) error {
+	have := obj.GetAnnotations()
+	same := true
+	for _, k := range []string{keys.AnnotationDrainApplied, keys.AnnotationDrainAppliedAt} {
+		if v, ok := have[k]; ok != (want[k] != "") || v != want[k] {
+			same = false
+		}
+	}
+	if same {
 		return nil
 	}
-	patch := client.MergeFrom(pod.DeepCopy())
-	if applied == "" {
-		delete(pod.Annotations, keys.AnnotationDrainApplied)
-	} else {
-		if pod.Annotations == nil {
-			pod.Annotations = map[string]string{}
-		}
-		pod.Annotations[keys.AnnotationDrainApplied] = applied
+	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+	a := maps.Clone(have)
+	if a == nil {
+		a = map[string]string{}
 	}
-	return client.IgnoreNotFound(r.client.Patch(ctx, pod, patch))
+	delete(a, keys.AnnotationDrainApplied)
+	delete(a, keys.AnnotationDrainAppliedAt)
+	maps.Copy(a, want)
+	obj.SetAnnotations(a)
+	if err := r.client.Patch(ctx, obj, patch); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("recording onepool's drain on %s: %w", obj.GetName(), err)
+	}
+	return nil
 }
 
 func (r *PodReconciler) releasePod(ctx context.Context, pod *corev1.Pod) error {
@@ -307,6 +380,13 @@ func (r *PodReconciler) releasePod(ctx context.Context, pod *corev1.Pod) error {
 	patch := client.MergeFrom(pod.DeepCopy())
 	controllerutil.RemoveFinalizer(pod, keys.FinalizerSlurmdPod)
 	return client.IgnoreNotFound(r.client.Patch(ctx, pod, patch))
+}
+
+// registerWait is how much longer a pod's slurmd may take to register
+// before Slurm not knowing its node is worth a warning: RegisterGrace from
+// the pod's creation (0 once past it).
+func registerWait(pod *corev1.Pod, now time.Time, grace time.Duration) time.Duration {
+	return max(pod.CreationTimestamp.Add(grace).Sub(now), 0)
 }
 
 // podReadiness says whether the pod is Ready, and if not, since when.

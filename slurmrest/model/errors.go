@@ -32,7 +32,8 @@ var (
 	ErrStale = errors.New("slurmrest: cache is stale")
 )
 
-// Slurm error numbers onepool recognises.
+// Slurm error numbers onepool recognises (slurm/slurm_errno.h; the same
+// numbers in 24.11 and 26.05).
 const (
 	ErrnoProtocolAuth    = 1007 // bad or expired credential
 	ErrnoAccessDenied    = 2010
@@ -40,6 +41,19 @@ const (
 	ErrnoInvalidNodeName = 2018
 	ErrnoInvalidNodeSt   = 2028
 	ErrnoAlreadyDone     = 2021 // job already finished
+
+	// Why Slurm refuses a job submission.
+	ErrnoInvalidPartition      = 2000 // ESLURM_INVALID_PARTITION_NAME
+	ErrnoTooManyCPUs           = 2005 // ESLURM_TOO_MANY_REQUESTED_CPUS
+	ErrnoInvalidNodeCount      = 2006 // ESLURM_INVALID_NODE_COUNT
+	ErrnoNodeConfigUnavailable = 2014 // ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE: no node can ever run it
+	ErrnoPartConfigUnavailable = 2015 // ESLURM_REQUESTED_PART_CONFIG_UNAVAILABLE
+	ErrnoInvalidAccount        = 2045 // ESLURM_INVALID_ACCOUNT
+	ErrnoAccountingPolicy      = 2050 // ESLURM_ACCOUNTING_POLICY: a limit of the association or QOS
+	ErrnoInvalidTimeLimit      = 2051 // ESLURM_INVALID_TIME_LIMIT
+	ErrnoInvalidQOS            = 2066 // ESLURM_INVALID_QOS
+	ErrnoPartitionNotAvail     = 2070 // ESLURM_PARTITION_NOT_AVAIL
+	ErrnoInvalidGRES           = 2072 // ESLURM_INVALID_GRES
 )
 
 // SlurmError is one entry of the `errors` array of a response.
@@ -87,6 +101,16 @@ func (e *APIError) Is(target error) bool { return e.Kind != nil && target == e.K
 
 // Unwrap returns the cause.
 func (e *APIError) Unwrap() error { return e.Err }
+
+// FirstErrno returns the first Slurm error number reported, 0 if none.
+func (e *APIError) FirstErrno() int {
+	for _, se := range e.Errors {
+		if se.Errno != 0 {
+			return se.Errno
+		}
+	}
+	return 0
+}
 
 // HasErrno says whether Slurm reported errno.
 func (e *APIError) HasErrno(errno int) bool {

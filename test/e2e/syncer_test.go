@@ -79,7 +79,7 @@ func (e *syncerEnv) cleanup() {
 		time.Sleep(200 * time.Millisecond)
 	}
 	e.kubectlQuiet("uncordon", e.node)
-	e.kubectlQuiet("annotate", "node", e.node, keys.AnnotationCordonReason+"-")
+	e.kubectlQuiet("annotate", "node", e.node, keys.AnnotationCordonReason+"-", keys.AnnotationDrainApplied+"-", keys.AnnotationDrainAppliedAt+"-")
 	if kv := scontrolNode(e.t, e.l, e.node); strings.Contains(kv["State"], "DRAIN") {
 		_, _ = e.l.Slurm(ctx, "scontrol", "update", "nodename="+e.node, "state=resume")
 	}
@@ -235,11 +235,11 @@ func TestSyncerRedrainsWhenResumedInSlurmWhileCordoned(t *testing.T) {
 	e := newSyncerEnv(t, "gpu-2")
 	e.kubectl("cordon", e.node)
 	e.waitSlurm(10*time.Second, true, keys.ReasonCordoned)
-	// The scenario: onepool's drain is in place and recorded on the pod,
+	// The scenario: onepool's drain is in place and recorded on the Node,
 	// then an admin resumes the node in Slurm.
-	eventually(t, 10*time.Second, "drain recorded on the slurmd pod", func() (bool, string) {
-		a := e.getPod().Annotations[keys.AnnotationDrainApplied]
-		return a == keys.ReasonCordoned, a
+	eventually(t, 10*time.Second, "drain recorded on the Node", func() (bool, string) {
+		a := e.getNode().Annotations
+		return a[keys.AnnotationDrainApplied] == keys.ReasonCordoned && a[keys.AnnotationDrainAppliedAt] != "", fmt.Sprint(a)
 	})
 	e.scontrol("update", "nodename="+e.node, "state=resume")
 	e.waitSlurm(10*time.Second, true, keys.ReasonCordoned)
@@ -300,16 +300,80 @@ func TestSyncerKilledAndRestartedConverges(t *testing.T) {
 
 func TestSyncerMalformedReasonAnnotation(t *testing.T) {
 	e := newSyncerEnv(t, "gpu-0")
+	start := time.Now()
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{keys.AnnotationCordonReason: "line one\nline two"}}})
 	e.kubectl("patch", "node", e.node, "--type=merge", "-p", string(patch))
 	e.kubectl("cordon", e.node)
-	e.waitSlurm(10*time.Second, true, keys.ReasonCordoned)
-	if kv := scontrolNode(t, e.l, e.node); strings.Contains(kv["Reason"], "line") {
-		t.Errorf("the refused words reached Slurm: %q", kv["Reason"])
-	}
-	eventually(t, 10*time.Second, "InvalidAnnotation event", func() (bool, string) { return e.hasEvent("default", e.node, keys.EventBadAnnotation) })
+	// The operator's words reach Slurm, the line break as a space.
+	e.waitSlurm(10*time.Second, true, keys.ReasonCordoned+": line one line two")
+	e.oneWarning(start, keys.EventBadAnnotation, "control characters replaced by spaces", `"onepool: node cordoned: line one line two"`)
 	if err := e.l.StartControllerManager(context.Background()); err != nil { // still up and ready: no crash
 		t.Fatalf("controller manager after a malformed annotation: %v", err)
+	}
+}
+
+func TestSyncerLongCordonReasonIsCut(t *testing.T) {
+	e := newSyncerEnv(t, "gpu-3")
+	start := time.Now()
+	words := "replace the PSU and both risers; ticket " + strings.Repeat("é", 200)
+	e.kubectl("annotate", "--overwrite", "node", e.node, keys.AnnotationCordonReason+"="+words)
+	e.kubectl("cordon", e.node)
+	e.waitSlurm(10*time.Second, true, keys.ReasonCordoned+": replace the PSU and both risers; ticket éé")
+	kv := scontrolNode(t, e.l, e.node)
+	if !strings.HasSuffix(kv["Reason"], keys.TruncatedMark) && !strings.Contains(kv["Reason"], keys.TruncatedMark+" [") {
+		t.Errorf("the cut is not marked: %q", kv["Reason"])
+	}
+	e.oneWarning(start, keys.EventBadAnnotation, "cut to 200 bytes", "replace the PSU and both risers")
+}
+
+// oneWarning waits for exactly one event with reason on the Node since
+// start whose message holds every part, and checks no second one follows.
+func (e *syncerEnv) oneWarning(start time.Time, reason string, parts ...string) {
+	e.t.Helper()
+	events := func() (bool, string) {
+		evs, err := e.kc.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{
+			FieldSelector: "involvedObject.name=" + e.node + ",reason=" + reason,
+		})
+		if err != nil {
+			return false, err.Error()
+		}
+		var mine []corev1.Event
+		for _, ev := range evs.Items {
+			if !ev.FirstTimestamp.Time.Before(start.Truncate(time.Second)) {
+				mine = append(mine, ev)
+			}
+		}
+		if len(mine) != 1 || mine[0].Count > 1 {
+			return false, fmt.Sprintf("%d events: %+v", len(mine), mine)
+		}
+		for _, p := range parts {
+			if !strings.Contains(mine[0].Message, p) {
+				return false, fmt.Sprintf("message %q lacks %q", mine[0].Message, p)
+			}
+		}
+		return true, ""
+	}
+	eventually(e.t, 10*time.Second, reason+" event", events)
+	e.holds(3*time.Second, "a single "+reason+" event with the words Slurm got", events)
+}
+
+// An admin's drain is the admin's whatever its words: one that looks like
+// onepool's is neither resumed nor shown as onepool's.
+func TestSyncerAdminDrainThatLooksLikeOnepools(t *testing.T) {
+	e := newSyncerEnv(t, "gpu-1")
+	for _, reason := range []string{"onepool: node cordoned by admin alice", keys.ReasonPodNotReady, "onepool: maintenance by admin"} {
+		e.scontrol("update", "nodename="+e.node, "state=drain", "reason="+reason)
+		eventually(t, 10*time.Second, "admin drain "+reason+" mirrored as the admin's", func() (bool, string) {
+			n, c := e.getNode(), e.condition()
+			return n.Annotations[keys.AnnotationSlurmReason] == reason && c != nil && c.Status == corev1.ConditionTrue && c.Reason == keys.ConditionReasonDrained,
+				fmt.Sprintf("node %v condition %+v", n.Annotations, c)
+		})
+		e.holds(3*time.Second, "admin drain "+reason+" kept", func() (bool, string) {
+			kv := scontrolNode(t, e.l, e.node)
+			return strings.Contains(kv["State"], "DRAIN") && strings.HasPrefix(kv["Reason"], reason), kv["State"] + " " + kv["Reason"]
+		})
+		e.scontrol("update", "nodename="+e.node, "state=resume")
+		e.waitSlurm(10*time.Second, false, "")
 	}
 }
 
