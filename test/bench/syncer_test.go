@@ -70,7 +70,7 @@ func TestBenchSyncer(t *testing.T) {
 		}
 		for {
 			n, err := sc.GetNode(ctx, node)
-			if err == nil && n.State.Drain() && keys.OwnsReason(n.Reason) {
+			if err == nil && n.State.Drain() && n.Reason == keys.ReasonCordoned {
 				break
 			}
 			if time.Since(start) > 30*time.Second {
