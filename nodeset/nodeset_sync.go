@@ -103,6 +103,10 @@ func (r *Reconciler) observe(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *co
 	if err := r.client.List(ctx, &podList, client.InNamespace(ns.Namespace), client.MatchingLabels{keys.LabelNodeSet: ns.Name}); err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
+	exists := make(map[string]bool, len(nodeList.Items))
+	for i := range nodeList.Items {
+		exists[nodeList.Items[i].Name] = true
+	}
 	byName := map[string]*nodeState{}
 	get := func(slurmName string) *nodeState {
 		if s, ok := byName[slurmName]; ok {
@@ -135,6 +139,9 @@ func (r *Reconciler) observe(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *co
 		switch {
 		case pod.DeletionTimestamp != nil:
 			s.terminating++
+			if pod.Spec.NodeName != "" && !exists[pod.Spec.NodeName] {
+				s.orphans = append(s.orphans, pod)
+			}
 		case s.pod == nil:
 			s.pod = pod
 		case pod.CreationTimestamp.Before(&s.pod.CreationTimestamp):
@@ -274,6 +281,20 @@ func (r *Reconciler) do(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *corev1.
 			return
 		}
 		r.recorder.Eventf(ns, corev1.EventTypeNormal, keys.EventResumed, "resumed Slurm node %s: its new slurmd pod %s is Ready and registered", n.slurmName, n.pod.Name)
+	case actForceDelete:
+		if !r.confirmFree(ctx, ns, n, fail) {
+			return
+		}
+		for _, pod := range n.orphans {
+			uid := pod.UID
+			err := r.client.Delete(ctx, pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &uid})
+			if err != nil && !apierrors.IsNotFound(err) {
+				fail(fmt.Errorf("force-delete pod %s: %w", pod.Name, err))
+				continue
+			}
+			r.recorder.Eventf(ns, corev1.EventTypeNormal, keys.EventPodDeleted,
+				"force-deleted slurmd pod %s: its Node %s is gone, so no kubelet will stop it, and Slurm node %s runs nothing", pod.Name, pod.Spec.NodeName, n.slurmName)
+		}
 	case actDeleteSlurmNode:
 		if !r.confirmFree(ctx, ns, n, fail) || r.claimed(ctx, n.slurmName, fail) {
 			return

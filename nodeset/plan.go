@@ -26,7 +26,11 @@ type nodeState struct {
 	pod         *corev1.Pod   // the live slurmd pod, nil if none
 	twins       []*corev1.Pod // more live pods on the same node: deleted
 	terminating int           // pods on their way out
-	slurm       slurmView
+	// orphans are terminating pods bound to a Node that no longer exists:
+	// no kubelet will ever stop them (Kubernetes' pod garbage collector
+	// force-deletes such pods where kube-controller-manager runs).
+	orphans []*corev1.Pod
+	slurm   slurmView
 }
 
 type action int
@@ -39,10 +43,11 @@ const (
 	actResume
 	actDeleteSlurmNode
 	actWait
+	actForceDelete // the orphans: their Node is gone
 )
 
 func (a action) String() string {
-	return [...]string{"none", "create", "drain", "delete-pod", "resume", "delete-slurm-node", "wait"}[a]
+	return [...]string{"none", "create", "drain", "delete-pod", "resume", "delete-slurm-node", "wait", "force-delete"}[a]
 }
 
 // step is what to do next for one node; one step per reconcile, the rest
@@ -88,7 +93,7 @@ func planNode(n nodeState, p params, update bool) step {
 			return takeAway(n, p.leftReason)
 		}
 		if n.terminating > 0 {
-			return step{act: actWait, why: "the old slurmd pod is terminating"}
+			return terminating(n)
 		}
 		if s.known && s.found && s.node.State.Drain() && !s.node.State.Busy() && s.node.Reason == p.leftReason {
 			return step{act: actDeleteSlurmNode}
@@ -118,6 +123,21 @@ func planNode(n nodeState, p params, update bool) step {
 		return step{act: actResume}
 	}
 	return step{}
+}
+
+// terminating waits for pods on their way out; pods whose Node is gone
+// are force-deleted once Slurm runs nothing there (drained and free, or no
+// record): nothing else would ever end them.
+func terminating(n nodeState) step {
+	s := n.slurm
+	free := s.known && (!s.found || (s.node.State.Drain() && !s.node.State.Busy()))
+	if len(n.orphans) == n.terminating && free {
+		return step{act: actForceDelete}
+	}
+	if len(n.orphans) > 0 && s.found && s.node.State.Busy() {
+		return step{act: actWait, why: "the old slurmd pod's Node is gone and jobs still run on the Slurm node", busy: true, since: s.node.ReasonChanged}
+	}
+	return step{act: actWait, why: "the old slurmd pod is terminating"}
 }
 
 // takeAway drains the Slurm node and deletes its pod once no job runs there.

@@ -327,3 +327,33 @@ func TestNodeSetBusyPodNotEvicted(t *testing.T) {
 		return !busy, fmt.Sprintf("%v", p.Labels)
 	})
 }
+
+// A Node deleted from Kubernetes (the machine decommissioned): its slurmd
+// pod can never be stopped by a kubelet. The NodeSet drains the Slurm node,
+// force-deletes the pod once nothing runs there, and removes the Slurm
+// node, as an admin expects: no Terminating pod, no ghost in sinfo.
+func TestNodeSetNodeDeletedLeavesNoGhost(t *testing.T) {
+	e := newNodeSetEnv(t, "gone")
+	node := e.l.DynNodeNames()[0]
+	t.Cleanup(func() {
+		if err := e.l.RestoreKubeNodes(context.Background()); err != nil {
+			t.Errorf("restore the lab's Nodes: %v", err)
+		}
+	})
+	e.labelNode(node, true)
+	if err := e.c.Create(context.Background(), e.nodeSet(1)); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRegistered([]string{node}, 90*time.Second)
+	pod := e.pods()[node]
+	if err := e.c.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 90*time.Second, "slurmd pod gone and Slurm node "+node+" removed", func() (bool, string) {
+		var p corev1.Pod
+		err := e.c.Get(context.Background(), client.ObjectKeyFromObject(&pod), &p)
+		kv := e.slurmNode(node)
+		return apierrors.IsNotFound(err) && kv == nil, fmt.Sprintf("pod: %v (deleting %v); slurm: %s %s", err, p.DeletionTimestamp != nil, kv["State"], kv["Reason"])
+	})
+	e.wantEvents(keys.EventNodeDraining, keys.EventPodDeleted, keys.EventSlurmNodeRemoved)
+}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -251,4 +252,45 @@ func TestSchedulerSlurmrestdDownKeepsPodsAndJobs(t *testing.T) {
 	if j := e.onlyJob("running"); j.ID != job.ID || j.State.Base() != slurmrest.JobRunning {
 		t.Errorf("the running pod's job changed: %v", jobIDs([]slurmrest.Job{j}))
 	}
+}
+
+// A pod Slurm can never place (more GPUs than any node has) waits Pending
+// with Slurm's reason and what would fit; the record Slurm keeps of the
+// refused job is never taken for its placement, so it is not evicted.
+func TestSchedulerImpossiblePodWaitsWithTheReason(t *testing.T) {
+	e := newSchedEnv(t)
+	created := e.create(e.pod("huge", lab.GPUsPerNode+1, nil))
+	msg := e.waitPendingWith("huge", "Slurm can never run it", 30*time.Second)
+	for _, want := range []string{fmt.Sprintf("%d nvidia.com/gpu", lab.GPUsPerNode+1), fmt.Sprintf("the largest node offers %d nvidia.com/gpu", lab.GPUsPerNode)} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("pending message lacks %q: %s", want, msg)
+		}
+	}
+	eventually(t, 10*time.Second, "SlurmJobRejected event", func() (bool, string) {
+		return e.hasEvent("huge", keys.EventJobRejected, "Slurm can never run it")
+	})
+	// Slurm keeps a FAILED record of the refused job with onepool's comment.
+	eventually(t, 10*time.Second, "Slurm's record of the refused job", func() (bool, string) {
+		js := e.jobs("huge")
+		return len(js) > 0 && js[0].State.Finished(), fmt.Sprint(jobIDs(js))
+	})
+	e.holdsPod(10*time.Second, "huge", func(p *corev1.Pod) (bool, string) {
+		return p.UID == created.UID && p.DeletionTimestamp == nil && p.Spec.NodeName == "", fmt.Sprintf("uid %s deleting %v node %q", p.UID, p.DeletionTimestamp != nil, p.Spec.NodeName)
+	})
+	if ok, msg := e.hasEvent("huge", keys.EventJobEnded, ""); ok {
+		t.Errorf("the pod was told its job ended: %s", msg)
+	}
+	if n := len(e.jobs("huge")); n > 1 {
+		t.Errorf("%d submissions in 10 s: a retry storm", n)
+	}
+}
+
+// A partition that does not exist is named in the rejection.
+func TestSchedulerUnknownPartitionNamedInRejection(t *testing.T) {
+	e := newSchedEnv(t)
+	e.create(e.pod("lost", 1, map[string]string{keys.AnnotationJobPartition: "nosuchpart"}))
+	eventually(t, 20*time.Second, "SlurmJobRejected event naming the partition", func() (bool, string) {
+		return e.hasEvent("lost", keys.EventJobRejected, `partition "nosuchpart" does not exist in Slurm (from annotation `+keys.AnnotationJobPartition+")")
+	})
+	e.waitPendingWith("lost", `partition "nosuchpart"`, 10*time.Second)
 }

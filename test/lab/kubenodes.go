@@ -89,6 +89,9 @@ func DynKwokNode(name string) *corev1.Node {
 	return n
 }
 
+// RestoreKubeNodes makes again the lab's Nodes a test deleted.
+func (l *Lab) RestoreKubeNodes(ctx context.Context) error { return l.ensureKubeNodes(ctx) }
+
 // ensureKubeNodes makes a kwok Node for every Slurm node of the lab (and
 // every dynamic node) and removes nodes a bigger lab left behind.
 func (l *Lab) ensureKubeNodes(ctx context.Context) error {

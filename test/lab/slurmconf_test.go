@@ -31,7 +31,7 @@ func TestSlurmConf(t *testing.T) {
 		"NodeName=gpu-1 NodeAddr=127.0.0.1 NodeHostname=gpu-1 Port=26901 ",
 		"Gres=gpu:h100:8",
 		"PartitionName=main Nodes=gpu-[0-1] Default=YES",
-		"NodeName=sim-[0000-0002] ",
+		"NodeName=sim-[0000-0002] NodeAddr=127.0.0.1 ",
 		"PartitionName=scale Nodes=sim-[0000-0002] ",
 		"AuthAltTypes=auth/jwt",
 		"AccountingStorageType=accounting_storage/slurmdbd",
