@@ -6,7 +6,9 @@
 # The Slurm rootfs is built first, outside any namespace (debootstrap needs
 # Debian's mirror). The CI run then goes into a network namespace of its own
 # (loopback only, same ports as any lab), so a lab that runs in this checkout
-# is left alone; Go modules come from the machine's module cache. Everything
+# is left alone. It has no network: Go modules come from the machine's module
+# cache, served as a file proxy (checked against go.sum when they were
+# downloaded, hence GOSUMDB=off), after `go mod download` outside. Everything
 # the run started is stopped by .ci/run's `make down`; the clone stays in
 # CI_FRESH_DIR for its logs until the next run.
 set -euo pipefail
@@ -49,13 +51,20 @@ echo "ci-fresh: building the Slurm rootfs (needs the mirror)"
 ONEPOOL_LAB_DIR="$clone/.lab" go run ./test/lab/cmd/lab rootfs 2>&1 | tee "$log"
 rootfs_done=$(date +%s)
 
+echo "ci-fresh: go mod download (needs the Go proxy)"
+go mod download
+(cd test/tools/etcd && go mod download)
+modcache=$(go env GOMODCACHE)
+
 ip netns add "$ns"
 trap 'ip netns del "$ns" 2>/dev/null || true' EXIT
 ip -n "$ns" link set lo up
 
 echo "ci-fresh: CI=true bash .ci/run (network namespace $ns)"
 rc=0
-nsenter --net="/var/run/netns/$ns" env CI=true ONEPOOL_LAB_DIR="$clone/.lab" bash .ci/run </dev/null >>"$log" 2>&1 || rc=$?
+nsenter --net="/var/run/netns/$ns" env CI=true ONEPOOL_LAB_DIR="$clone/.lab" \
+	GOPROXY="file://$modcache/cache/download" GOSUMDB=off \
+	bash .ci/run </dev/null >>"$log" 2>&1 || rc=$?
 end=$(date +%s)
 
 echo "ci-fresh: the rootfs's packages:"
