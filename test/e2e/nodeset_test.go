@@ -98,6 +98,9 @@ func TestNodeSetSlurmdOnSelectedNodes(t *testing.T) {
 	nodes = dyn[:5]
 	e.waitRegistered(nodes[4:], 60*time.Second)
 	e.waitStatusMatchesSinfo(nodes, 5, 30*time.Second)
+	// Slurm did not know the new nodes until their slurmd registered: no
+	// warning says so while they were starting.
+	e.noPodEvents(keys.EventSlurmUnavailable)
 
 	// A Node that stops matching while a job runs there: the pod stays and
 	// the Slurm node drains; it goes once the job ends.
@@ -356,4 +359,22 @@ func TestNodeSetNodeDeletedLeavesNoGhost(t *testing.T) {
 		return apierrors.IsNotFound(err) && kv == nil, fmt.Sprintf("pod: %v (deleting %v); slurm: %s %s", err, p.DeletionTimestamp != nil, kv["State"], kv["Reason"])
 	})
 	e.wantEvents(keys.EventNodeDraining, keys.EventPodDeleted, keys.EventSlurmNodeRemoved)
+}
+
+// noPodEvents fails when one of the NodeSet's current pods got an event with reason.
+func (e *nodeSetEnv) noPodEvents(reason string) {
+	e.t.Helper()
+	uids := map[string]string{}
+	for _, p := range e.pods() {
+		uids[string(p.UID)] = p.Name
+	}
+	var list corev1.EventList
+	if err := e.c.List(context.Background(), &list, client.InNamespace(nodeSetNS)); err != nil {
+		e.t.Fatal(err)
+	}
+	for _, ev := range list.Items {
+		if name, ok := uids[string(ev.InvolvedObject.UID)]; ok && ev.Reason == reason {
+			e.t.Errorf("pod %s: %s event %q", name, reason, ev.Message)
+		}
+	}
 }

@@ -200,6 +200,23 @@ func killChrootedIf(root string, match func(pid int) bool) error {
 	return nil
 }
 
+// chrootedPids lists the live processes called prog whose root is root.
+func chrootedPids(root, prog string) []int {
+	root = filepath.Clean(root)
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if r, err := os.Readlink(fmt.Sprintf("/proc/%d/root", pid)); err == nil && r == root && alive(pid, prog) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
 // portFree fails with a clear message when something already listens on port.
 func portFree(port int) error {
 	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))

@@ -359,6 +359,27 @@ func (l *Lab) RestartSlurmctld(ctx context.Context) error {
 	return l.startSlurm(ctx)
 }
 
+// Reconfigure runs `scontrol reconfigure`, which in 24.11 restarts
+// slurmctld under a new pid, and records that pid so `lab status` and
+// `lab down` keep track of it. It returns once the new slurmctld answers.
+func (l *Lab) Reconfigure(ctx context.Context) error {
+	if out, err := l.Slurm(ctx, "scontrol", "reconfigure"); err != nil {
+		return fmt.Errorf("scontrol reconfigure: %w: %s", err, bytes.TrimSpace(out))
+	}
+	logPath := filepath.Join(l.LogDir(), "slurm", "slurmctld.log")
+	return waitFor(ctx, "slurmctld after reconfigure", 10*time.Minute, logPath, func(ctx context.Context) error {
+		out, err := l.Slurm(ctx, "scontrol", "ping")
+		if err != nil || !bytes.Contains(out, []byte("UP")) {
+			return fmt.Errorf("scontrol ping: %v %s", err, bytes.TrimSpace(out))
+		}
+		pids := chrootedPids(l.RootFS(), "slurmctld")
+		if len(pids) != 1 {
+			return fmt.Errorf("%d slurmctld processes in the rootfs", len(pids))
+		}
+		return os.WriteFile(l.pidFile("slurmctld"), []byte(fmt.Sprintf("%d slurmctld\n", pids[0])), 0o644)
+	})
+}
+
 // Slurm runs a Slurm command (scontrol, sinfo, sbatch, ...) inside the chroot
 // as root, bounded by 30 s since a dead slurmctld makes them hang.
 func (l *Lab) Slurm(ctx context.Context, argv ...string) ([]byte, error) {
