@@ -58,6 +58,9 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		// slurmd has not registered yet: a warning only once it had time to.
 		r.metrics.actions.WithLabelValues(dirToSlurm, "none", outcomeUnknown).Inc()
 		if deleting {
+			if wait, err := r.confirmReleasable(ctx, slurmName); wait > 0 || err != nil {
+				return ctrl.Result{RequeueAfter: wait}, err
+			}
 			return ctrl.Result{}, r.releasePod(ctx, pod)
 		}
 		if wait := registerWait(pod, time.Now(), r.opts.RegisterGrace); wait > 0 {
@@ -117,7 +120,12 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		r.observeLag(req.NamespacedName, dirToKube, mirrored)
 	}
 	if d.releasePod {
-		// The pod is going: its drain-applied note goes with it.
+		if d.action != actDrain {
+			// Released on a drain the cache shows: make sure it is still there.
+			if wait, err := r.confirmReleasable(ctx, slurmName); wait > 0 || err != nil {
+				return ctrl.Result{RequeueAfter: wait}, err
+			}
+		}
 		return ctrl.Result{}, r.releasePod(ctx, pod)
 	}
 	if d.applied == "" {
@@ -296,6 +304,25 @@ func (r *PodReconciler) ensurePodMeta(ctx context.Context, pod *corev1.Pod, slur
 		return fmt.Errorf("recording slurm node on pod: %w", err)
 	}
 	return nil
+}
+
+// confirmReleasable asks slurmrestd, live, whether a deleted pod's
+// finalizer may go: Slurm has no such node, or it is drained. The cache may
+// be a poll behind an admin's resume, and a released pod cannot be held
+// again. A wait > 0 means look again then (the cache catches up and the
+// node is drained first).
+func (r *PodReconciler) confirmReleasable(ctx context.Context, slurmName string) (time.Duration, error) {
+	live, err := r.slurm.LiveNode(ctx, slurmName)
+	switch {
+	case errors.Is(err, slurmrest.ErrNotFound):
+		return 0, nil
+	case err != nil:
+		r.log.V(1).Info("Slurm state unknown; the pod's finalizer stays", "slurmNode", slurmName, "error", err.Error())
+		return r.opts.UnknownRetry, nil
+	case !live.State.Drain():
+		return cacheCatchUp, nil
+	}
+	return 0, nil
 }
 
 // recordOf reads onepool's record of its drain: from the Node, else from

@@ -16,6 +16,8 @@ type Slurm interface {
 	// SyncedAt is when the last good refresh of the cache began: what Node
 	// returns reflects every change Slurm made before then.
 	SyncedAt() time.Time
+	// LiveNode asks slurmrestd now, for what cannot be undone.
+	LiveNode(ctx context.Context, name string) (slurmrest.Node, error)
 	Drain(ctx context.Context, name, reason string) error
 	Resume(ctx context.Context, name string) error
 }
@@ -28,6 +30,14 @@ type CachedSlurm struct {
 
 func (s CachedSlurm) Node(name string) (slurmrest.Node, error) { return s.Cache.Node(name) }
 func (s CachedSlurm) SyncedAt() time.Time                      { return s.Cache.LastSync() }
+
+func (s CachedSlurm) LiveNode(ctx context.Context, name string) (slurmrest.Node, error) {
+	n, err := s.Client.GetNode(ctx, name)
+	if err != nil {
+		return slurmrest.Node{}, err
+	}
+	return *n, nil
+}
 
 func (s CachedSlurm) Drain(ctx context.Context, name, reason string) error {
 	return s.Client.Drain(ctx, name, reason)

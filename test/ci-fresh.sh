@@ -59,6 +59,9 @@ modcache=$(go env GOMODCACHE)
 ip netns add "$ns"
 trap 'ip netns del "$ns" 2>/dev/null || true' EXIT
 ip -n "$ns" link set lo up
+# With loopback addresses alone, getaddrinfo(AI_ADDRCONFIG) finds no address
+# family and slurmdbd cannot open its port: give the namespace one more.
+ip -n "$ns" addr add 10.99.0.1/32 dev lo
 
 echo "ci-fresh: CI=true bash .ci/run (network namespace $ns)"
 rc=0
