@@ -1,13 +1,56 @@
-# Builds every onepool binary under cmd/ into one small image.
 # syntax=docker/dockerfile:1
-FROM golang:1.26-bookworm AS build
+# One Dockerfile, a target per deployable:
+#
+#   docker build --target controller-manager -t onepool/controller-manager .
+#   docker build --target scheduler          -t onepool/scheduler .
+#   docker build --target node-agent         -t onepool/slurmd .   # the slurmd worker image
+#
+# Base images are arguments, so the same file builds without a registry
+# (`make images` passes images it made from Debian's mirror):
+#   GO_IMAGE    a Debian trixie image with Go 1.26 in /usr/local/go (default golang:1.26-trixie)
+#   BASE_IMAGE  Debian trixie for the runtime images (default debian:trixie-slim)
+ARG GO_IMAGE=golang:1.26-trixie
+ARG BASE_IMAGE=debian:trixie-slim
+
+FROM ${GO_IMAGE} AS build
+# GOMODCACHE may be set to where a mounted module cache sits (make images).
+ARG GOMODCACHE=/go/pkg/mod
+ENV PATH=/usr/local/go/bin:$PATH GOMODCACHE=${GOMODCACHE}
+# The SPANK plugin needs <slurm/spank.h>; the node agent links go-nvml with cgo.
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev make libslurm-dev \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-# cmd/ holds one main per deployable; while none exists this installs nothing.
-RUN mkdir -p /out && if ls cmd/*/main.go >/dev/null 2>&1; then CGO_ENABLED=0 GOBIN=/out go install ./cmd/...; fi
+# kube-scheduler reports the Kubernetes version it was built from (as the Makefile stamps it).
+ARG K8S_VERSION=v1.35.4
+# cgo stays on for all three (glibc is in every runtime image): go-nvml needs
+# it, and one build configuration lets a mounted build cache serve them all.
+RUN mkdir -p /out \
+    && go build -o /out/onepool-controller-manager ./cmd/onepool-controller-manager \
+    && go build -o /out/onepool-scheduler \
+       -ldflags "-X k8s.io/component-base/version.gitVersion=${K8S_VERSION} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=35" \
+       ./cmd/onepool-scheduler \
+    && go build -o /out/onepool-node-agent ./cmd/onepool-node-agent \
+    && make -C spank SLURM_INCLUDE=/usr/include onepool_jail.so && cp spank/onepool_jail.so /out/
 
-FROM gcr.io/distroless/static-debian12:nonroot
-COPY --from=build /out/ /usr/local/bin/
-USER nonroot:nonroot
+FROM ${BASE_IMAGE} AS controller-manager
+COPY --from=build /out/onepool-controller-manager /usr/local/bin/
+USER 65532:65532
+ENTRYPOINT ["/usr/local/bin/onepool-controller-manager"]
+
+FROM ${BASE_IMAGE} AS scheduler
+COPY --from=build /out/onepool-scheduler /usr/local/bin/
+USER 65532:65532
+ENTRYPOINT ["/usr/local/bin/onepool-scheduler"]
+
+# The slurmd worker: slurmd and munge from Debian, the node agent as the
+# entrypoint (it finds the GPUs, writes gres.conf and execs slurmd -Z), and
+# the jail plugin where Slurm's plugstack finds it.
+FROM ${BASE_IMAGE} AS node-agent
+RUN apt-get update && apt-get install -y --no-install-recommends slurmd slurm-client munge ca-certificates \
+    && rm -rf /var/lib/apt/lists/*
+COPY --from=build /out/onepool-node-agent /usr/local/bin/
+COPY --from=build /out/onepool_jail.so /usr/lib/x86_64-linux-gnu/slurm-wlm/onepool_jail.so
+ENTRYPOINT ["/usr/local/bin/onepool-node-agent", "run"]

@@ -21,7 +21,7 @@ SCHEDULER_PLUGINS_VERSION := v0.35.4-devel
 FUZZTIME ?= 10s
 UNIT_PKGS := ./slurmrest/... ./test/lab/... ./keys/... ./syncer/... ./scheduler/... ./nodeset/... ./cmd/...
 
-.PHONY: help up down lab-status lab-manifest ci-fresh tools generate openapi-spec vet unit fuzz e2e test bench bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank spank
+.PHONY: help up down lab-status lab-manifest ci-fresh images tools generate openapi-spec vet unit fuzz e2e test bench bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank spank
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -40,6 +40,9 @@ lab-manifest: $(BIN)/lab ## record the rootfs's packages as proven (test/lab/roo
 
 ci-fresh: ## what CI does, on a fresh clone of HEAD with no .lab/ (own network namespace; a running lab is left alone)
 	test/ci-fresh.sh
+
+images: ## the Dockerfile's targets (controller-manager, scheduler, node-agent) as OCI archives in .lab/images, with buildah; no Docker daemon or registry
+	build/images.sh
 
 tools: $(BIN)/kube-apiserver $(BIN)/kubectl $(BIN)/etcd $(BIN)/kwok $(LAB_DIR)/kwok-stages.yaml $(BIN)/lab $(BIN)/onepool-controller-manager $(BIN)/onepool-scheduler $(BIN)/onepool-node-agent $(LAB_DIR)/podgroup-crd.yaml ## build the lab's binaries (cached in .lab/bin) and onepool's
 

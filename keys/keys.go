@@ -7,6 +7,7 @@ package keys
 import (
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -79,6 +80,13 @@ const (
 	// resumed means someone resumed it under a cause that still holds.
 	AnnotationDrainApplied   = "onepool.dev/drain-applied"
 	AnnotationDrainAppliedAt = "onepool.dev/drain-applied-at"
+
+	// AnnotationNodeSetDrain and AnnotationNodeSetDrainAt on a Node are the
+	// NodeSet controller's record of a drain it made (nodeset update, node
+	// left nodeset), kept apart from the syncer's: it resumes only a drain
+	// it recorded.
+	AnnotationNodeSetDrain   = "onepool.dev/nodeset-drain-applied"
+	AnnotationNodeSetDrainAt = "onepool.dev/nodeset-drain-applied-at"
 
 	// Slurm's view, mirrored onto the slurmd pod and its Node while Slurm
 	// holds the node out for a cause onepool did not make (an admin's
@@ -247,3 +255,46 @@ func CordonReason(words string) (reason, note string) {
 }
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f || r == utf8.RuneError }
+
+// DrainRecord is what a part of onepool writes down just before it drains a
+// Slurm node: the reason and when. A drain is that part's own only when
+// Slurm shows the recorded reason, set within RecordSlack of the record.
+type DrainRecord struct {
+	Reason string
+	At     time.Time
+}
+
+// RecordSlack is how far apart the record's time and Slurm's reason time
+// may be and still be one drain: the clocks of two hosts, plus the drain
+// request that follows the record.
+const RecordSlack = time.Minute
+
+// Matches says whether Slurm's drain (drained, its reason, when the reason
+// was set; zero when Slurm gave no time) is the recorded one. A record
+// without a time matches nothing.
+func (r DrainRecord) Matches(drained bool, reason string, changed time.Time) bool {
+	if r.Reason == "" || r.At.IsZero() || !drained || reason != r.Reason {
+		return false
+	}
+	if changed.IsZero() {
+		return true
+	}
+	d := changed.Sub(r.At)
+	return d <= RecordSlack && d >= -RecordSlack
+}
+
+// ReadDrainRecord reads a record from annotations; a time that does not
+// parse leaves At zero.
+func ReadDrainRecord(a map[string]string, reasonKey, atKey string) DrainRecord {
+	at, _ := time.Parse(time.RFC3339, a[atKey])
+	return DrainRecord{Reason: a[reasonKey], At: at}
+}
+
+// Annotations returns the record as annotation values ("" for none: a
+// merge patch removes it).
+func (r DrainRecord) Annotations(reasonKey, atKey string) map[string]string {
+	if r.Reason == "" {
+		return map[string]string{reasonKey: "", atKey: ""}
+	}
+	return map[string]string{reasonKey: r.Reason, atKey: r.At.UTC().Format(time.RFC3339)}
+}

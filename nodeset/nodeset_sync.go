@@ -2,6 +2,7 @@ package nodeset
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -125,6 +126,7 @@ func (r *Reconciler) observe(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *co
 		if ok && !deleting {
 			s := get(SlurmNodeName(node))
 			s.wanted, s.node, s.nodeName = true, node, node.Name
+			s.record = keys.ReadDrainRecord(node.Annotations, keys.AnnotationNodeSetDrain, keys.AnnotationNodeSetDrainAt)
 		}
 	}
 	for i := range podList.Items {
@@ -262,6 +264,11 @@ func (r *Reconciler) do(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *corev1.
 			r.recorder.Eventf(ns, corev1.EventTypeNormal, keys.EventPodCreated, "created slurmd pod %s on %s", pod.Name, n.nodeName)
 		}
 	case actDrain:
+		// The record first: a drain not written down would never be resumed.
+		if err := r.record(ctx, n.nodeName, keys.DrainRecord{Reason: s.reason, At: time.Now()}); err != nil {
+			fail(err)
+			return
+		}
 		if err := r.slurm.Drain(ctx, n.slurmName, s.reason); err != nil {
 			r.recorder.Eventf(ns, corev1.EventTypeWarning, keys.EventSlurmActFailed, "drain Slurm node %s: %v", n.slurmName, err)
 			fail(fmt.Errorf("drain %s: %w", n.slurmName, err))
@@ -281,6 +288,9 @@ func (r *Reconciler) do(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *corev1.
 			return
 		}
 		r.recorder.Eventf(ns, corev1.EventTypeNormal, keys.EventResumed, "resumed Slurm node %s: its new slurmd pod %s is Ready and registered", n.slurmName, n.pod.Name)
+		if err := r.record(ctx, n.nodeName, keys.DrainRecord{}); err != nil {
+			fail(err)
+		}
 	case actForceDelete:
 		if !r.confirmFree(ctx, ns, n, fail) {
 			return
@@ -307,6 +317,37 @@ func (r *Reconciler) do(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *corev1.
 		}
 		r.recorder.Eventf(ns, corev1.EventTypeNormal, keys.EventSlurmNodeRemoved, "removed Slurm node %s: it left the NodeSet", n.slurmName)
 	}
+}
+
+// record writes (or, for an empty record, removes) the NodeSet's record of
+// its drain on the Node. A Node that is gone keeps nothing: such a node is
+// never resumed.
+func (r *Reconciler) record(ctx context.Context, nodeName string, rec keys.DrainRecord) error {
+	if nodeName == "" {
+		return nil
+	}
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": nullIfEmpty(rec.Annotations(keys.AnnotationNodeSetDrain, keys.AnnotationNodeSetDrainAt))}})
+	if err != nil {
+		return err
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}
+	if err := r.client.Patch(ctx, node, client.RawPatch(types.MergePatchType, body)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("record the NodeSet's drain on node %s: %w", nodeName, err)
+	}
+	return nil
+}
+
+// nullIfEmpty turns "" values into nulls: a merge patch then removes them.
+func nullIfEmpty(a map[string]string) map[string]any {
+	out := make(map[string]any, len(a))
+	for k, v := range a {
+		if v == "" {
+			out[k] = nil
+		} else {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // confirmFree asks slurmrestd once more, live, that the node is drained and

@@ -30,7 +30,16 @@ type nodeState struct {
 	// no kubelet will ever stop them (Kubernetes' pod garbage collector
 	// force-deletes such pods where kube-controller-manager runs).
 	orphans []*corev1.Pod
-	slurm   slurmView
+	// record is the NodeSet's record of its drain, on the Node.
+	record keys.DrainRecord
+	slurm  slurmView
+}
+
+// ownDrain says the Slurm node is drained by this controller: a reason of
+// its form that it recorded when it drained. Only such a drain is resumed.
+func (n nodeState) ownDrain() bool {
+	s := n.slurm
+	return s.found && keys.NodeSetOwns(s.node.Reason) && n.record.Matches(s.node.State.Drain(), s.node.Reason, s.node.ReasonChanged)
 }
 
 type action int
@@ -112,8 +121,9 @@ func planNode(n nodeState, p params, update bool) step {
 		}
 		return step{}
 	}
-	// A current pod: give the node back if this NodeSet drained it.
-	if s.known && s.found && s.node.State.Drain() && keys.NodeSetOwns(s.node.Reason) {
+	// A current pod: give the node back if this NodeSet drained it (by its
+	// record: an admin's drain in the NodeSet's words stays).
+	if s.known && n.ownDrain() {
 		if !podReady(n.pod) {
 			return step{act: actWait, why: "the new slurmd pod is not Ready"}
 		}

@@ -28,6 +28,9 @@ func slurmNode(reason string, started time.Time, state ...string) slurmView {
 	return slurmView{known: true, found: true, node: slurmrest.Node{Name: "n", State: state, Reason: reason, SlurmdStarted: started, ReasonChanged: t0}}
 }
 
+// rec is the NodeSet's record of a drain it made as Slurm shows it (at t0).
+func rec(reason string) keys.DrainRecord { return keys.DrainRecord{Reason: reason, At: t0} }
+
 func TestPlanNode(t *testing.T) {
 	p := params{hash: "new", leftReason: leftReason("h100")}
 	unknown := slurmView{}
@@ -68,11 +71,13 @@ func TestPlanNode(t *testing.T) {
 		{"update in progress, busy: wait", nodeState{wanted: true, pod: pod("old", true), slurm: slurmNode(keys.ReasonNodeSetUpdate, t0, "ALLOCATED", "DRAIN")}, false, actWait, ""},
 		{"update in progress, free: delete pod", nodeState{wanted: true, pod: pod("old", true), slurm: slurmNode(keys.ReasonNodeSetUpdate, t0, "IDLE", "DRAIN")}, false, actDeletePod, ""},
 		{"update on a cordoned node keeps the cordon's reason", nodeState{wanted: true, pod: pod("old", true), slurm: slurmNode(keys.ReasonCordoned, t0, "IDLE", "DRAIN")}, true, actDeletePod, ""},
-		{"new pod not Ready: wait", nodeState{wanted: true, pod: pod("new", false), slurm: slurmNode(keys.ReasonNodeSetUpdate, t0, "IDLE", "DRAIN")}, false, actWait, ""},
-		{"new pod Ready, old slurmd still registered: wait", nodeState{wanted: true, pod: pod("new", true), slurm: slurmNode(keys.ReasonNodeSetUpdate, t0.Add(-time.Hour), "IDLE", "DRAIN")}, false, actWait, ""},
-		{"new pod Ready, not responding: wait", nodeState{wanted: true, pod: pod("new", true), slurm: slurmNode(keys.ReasonNodeSetUpdate, t0.Add(time.Second), "IDLE", "DRAIN", "NOT_RESPONDING")}, false, actWait, ""},
-		{"new pod Ready and registered: resume", nodeState{wanted: true, pod: pod("new", true), slurm: slurmNode(keys.ReasonNodeSetUpdate, t0.Add(time.Second), "IDLE", "DRAIN")}, false, actResume, ""},
-		{"selected again after leaving: resume", nodeState{wanted: true, pod: pod("new", true), slurm: slurmNode(leftReason("h100"), t0.Add(time.Second), "IDLE", "DRAIN")}, false, actResume, ""},
+		{"new pod not Ready: wait", nodeState{record: rec(keys.ReasonNodeSetUpdate), wanted: true, pod: pod("new", false), slurm: slurmNode(keys.ReasonNodeSetUpdate, t0, "IDLE", "DRAIN")}, false, actWait, ""},
+		{"new pod Ready, old slurmd still registered: wait", nodeState{record: rec(keys.ReasonNodeSetUpdate), wanted: true, pod: pod("new", true), slurm: slurmNode(keys.ReasonNodeSetUpdate, t0.Add(-time.Hour), "IDLE", "DRAIN")}, false, actWait, ""},
+		{"new pod Ready, not responding: wait", nodeState{record: rec(keys.ReasonNodeSetUpdate), wanted: true, pod: pod("new", true), slurm: slurmNode(keys.ReasonNodeSetUpdate, t0.Add(time.Second), "IDLE", "DRAIN", "NOT_RESPONDING")}, false, actWait, ""},
+		{"new pod Ready and registered: resume", nodeState{record: rec(keys.ReasonNodeSetUpdate), wanted: true, pod: pod("new", true), slurm: slurmNode(keys.ReasonNodeSetUpdate, t0.Add(time.Second), "IDLE", "DRAIN")}, false, actResume, ""},
+		{"selected again after leaving: resume", nodeState{record: rec(leftReason("h100")), wanted: true, pod: pod("new", true), slurm: slurmNode(leftReason("h100"), t0.Add(time.Second), "IDLE", "DRAIN")}, false, actResume, ""},
+		{"the NodeSet's words without its record: an admin's, never resumed", nodeState{wanted: true, pod: pod("new", true), slurm: slurmNode(keys.ReasonNodeSetUpdate, t0.Add(time.Second), "IDLE", "DRAIN")}, false, actNone, ""},
+		{"record from long before the drain: an admin's, never resumed", nodeState{wanted: true, record: keys.DrainRecord{Reason: keys.ReasonNodeSetUpdate, At: t0.Add(-time.Hour)}, pod: pod("new", true), slurm: slurmNode(keys.ReasonNodeSetUpdate, t0.Add(time.Second), "IDLE", "DRAIN")}, false, actNone, ""},
 		{"admin drain on a current pod: never resumed", nodeState{wanted: true, pod: pod("new", true), slurm: slurmNode("bad PSU", t0.Add(time.Second), "IDLE", "DRAIN")}, false, actNone, ""},
 		{"GPU health drain: never resumed", nodeState{wanted: true, pod: pod("new", true), slurm: slurmNode(keys.ReasonGPUPrefix+"xid: 79", t0.Add(time.Second), "IDLE", "DRAIN")}, false, actNone, ""},
 	} {

@@ -29,37 +29,17 @@ type observed struct {
 	podReady   bool
 	notReadyAt time.Time   // when the pod's Ready condition last turned false
 	record     drainRecord // onepool's record of its drain (Node, else pod)
+	nodeSetRec drainRecord // the NodeSet controller's record of its drain (Node)
 	slurm      slurmrest.Node
 }
 
-// drainRecord is what the syncer wrote down just before it drained: the
-// reason and when.
-type drainRecord struct {
-	reason string
-	at     time.Time
-}
+// drainRecord is the syncer's record of its drain.
+type drainRecord = keys.DrainRecord
 
-// recordSlack is how far apart the record's time and Slurm's reason time
-// may be and still be one drain: the two clocks of two hosts, plus the
-// drain request that follows the record.
-const recordSlack = time.Minute
-
-// matches says whether Slurm's drain is the recorded one: the node is
-// drained with the recorded reason (which has the syncer's form), set
-// within recordSlack of the record. An admin who drains with the same
-// words sets another time; an admin's words are not in the record.
-func (r drainRecord) matches(n slurmrest.Node) bool {
-	if r.reason == "" || !n.State.Drain() || n.Reason != r.reason || !keys.SyncerOwns(r.reason) {
-		return false
-	}
-	if r.at.IsZero() {
-		return false // a record without a time is not one the syncer wrote
-	}
-	if n.ReasonChanged.IsZero() {
-		return true // Slurm gave no time to cross-check with
-	}
-	d := n.ReasonChanged.Sub(r.at)
-	return d <= recordSlack && d >= -recordSlack
+// ownsDrain says Slurm's drain is the one the syncer recorded, in a form the
+// syncer makes.
+func ownsDrain(r drainRecord, n slurmrest.Node) bool {
+	return keys.SyncerOwns(r.Reason) && r.Matches(n.State.Drain(), n.Reason, n.ReasonChanged)
 }
 
 // decision is what plan wants done.
@@ -103,12 +83,12 @@ func plan(o observed) decision {
 	d.cordonNote, d.recheckIn = note, recheck
 	st := o.slurm.State
 	drained := st.Drain()
-	ours := o.record.matches(o.slurm)
+	ours := ownsDrain(o.record, o.slurm)
 
 	switch {
 	case want != "" && !drained:
 		d.action, d.reason = actDrain, want
-		d.redrain = o.record.reason != ""
+		d.redrain = o.record.Reason != ""
 		d.applied = want
 	case want != "" && ours && o.slurm.Reason != want:
 		// Our drain, another cause now (cordoned, then the pod deleted).
@@ -123,10 +103,12 @@ func plan(o observed) decision {
 	}
 	d.releasePod = o.podGone && (drained || d.action == actDrain)
 
-	// Onepool's drains as the Kubernetes side shows them: the syncer's by
-	// its record; the NodeSet controller's and the node agent's by their
-	// reasons (they keep no record yet). Any other drain is the admin's.
-	onepools := ours || keys.NodeSetOwns(o.slurm.Reason) || keys.AgentOwns(o.slurm.Reason)
+	// Onepool's drains as the Kubernetes side shows them: the syncer's and
+	// the NodeSet controller's by their records; the node agent's GPU
+	// health drains by their reason (an admin resumes them). Any other
+	// drain is the admin's.
+	nodeSets := keys.NodeSetOwns(o.slurm.Reason) && o.nodeSetRec.Matches(drained, o.slurm.Reason, o.slurm.ReasonChanged)
+	onepools := ours || nodeSets || keys.AgentOwns(o.slurm.Reason)
 	d.mirror, d.condition, d.unavailable = mirror(o.slurm, d.action, onepools)
 	return d
 }

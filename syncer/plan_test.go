@@ -21,7 +21,7 @@ func TestPlan(t *testing.T) {
 	// rec is the syncer's record of a drain it made a minute ago (a second
 	// before Slurm's reason time).
 	rec := func(reason string) drainRecord {
-		return drainRecord{reason: reason, at: now.Add(-time.Minute - time.Second)}
+		return drainRecord{Reason: reason, At: now.Add(-time.Minute - time.Second)}
 	}
 	long := strings.Repeat("w", 300)
 	for _, tc := range []struct {
@@ -66,17 +66,19 @@ func TestPlan(t *testing.T) {
 			condReason: keys.ConditionReasonDrained, mirrored: true},
 		{name: "admin re-drained with our words later: theirs now", o: observed{podReady: true, record: rec(keys.ReasonCordoned),
 			slurm: drainedAt(keys.ReasonCordoned, now.Add(10*time.Minute))}, condReason: keys.ConditionReasonDrained, mirrored: true},
-		{name: "a record without a time matches nothing", o: observed{podReady: true, record: drainRecord{reason: keys.ReasonCordoned},
+		{name: "a record without a time matches nothing", o: observed{podReady: true, record: drainRecord{Reason: keys.ReasonCordoned},
 			slurm: drainedBy(keys.ReasonCordoned)}, condReason: keys.ConditionReasonDrained, mirrored: true},
 		{name: "record and Slurm differ in words: the admin's", o: observed{podReady: true, record: rec(keys.ReasonCordoned),
 			slurm: drainedBy("bad ECC")}, condReason: keys.ConditionReasonDrained, mirrored: true},
 		{name: "Slurm gives no reason time: the record's words decide", o: observed{podReady: true, record: rec(keys.ReasonPodDeleted),
 			slurm: drainedAt(keys.ReasonPodDeleted, time.Time{})}, action: actResume, condReason: keys.ConditionReasonAvailable},
-		{name: "a NodeSet drain is the NodeSet's to resume", o: observed{podReady: true, slurm: drainedBy(keys.ReasonNodeSetUpdate)},
+		{name: "a NodeSet drain is the NodeSet's to resume", o: observed{podReady: true, nodeSetRec: rec(keys.ReasonNodeSetUpdate), slurm: drainedBy(keys.ReasonNodeSetUpdate)},
 			condReason: keys.ConditionReasonDrainedByOwner},
+		{name: "the NodeSet's words without its record: the admin's", o: observed{podReady: true, slurm: drainedBy(keys.ReasonNodeSetUpdate)},
+			condReason: keys.ConditionReasonDrained, mirrored: true},
 		{name: "a GPU health drain stays for the admin", o: observed{podReady: true, slurm: drainedBy(keys.ReasonGPUPrefix + "xid: 79")},
 			condReason: keys.ConditionReasonDrainedByOwner},
-		{name: "cordon over a NodeSet drain: it stays", o: observed{cordoned: true, podReady: true, slurm: drainedBy(keys.ReasonNodeSetUpdate)},
+		{name: "cordon over a NodeSet drain: it stays", o: observed{cordoned: true, podReady: true, nodeSetRec: rec(keys.ReasonNodeSetUpdate), slurm: drainedBy(keys.ReasonNodeSetUpdate)},
 			keptAdmin: true, condReason: keys.ConditionReasonDrainedByOwner},
 		{name: "cordon over an admin drain: theirs stays", o: observed{cordoned: true, podReady: true, slurm: drainedBy("bad ECC")},
 			keptAdmin: true, condReason: keys.ConditionReasonDrained, mirrored: true},

@@ -89,6 +89,7 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	o.podReady, o.notReadyAt = podReadiness(pod)
 	if node != nil {
 		o.cordoned, o.cordonText = node.Spec.Unschedulable, node.Annotations[keys.AnnotationCordonReason]
+		o.nodeSetRec = keys.ReadDrainRecord(node.Annotations, keys.AnnotationNodeSetDrain, keys.AnnotationNodeSetDrainAt)
 	}
 	d := plan(o)
 	if d.cordonNote != "" && d.action == actDrain && node != nil {
@@ -96,7 +97,7 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		r.recorder.Eventf(node, corev1.EventTypeWarning, keys.EventBadAnnotation,
 			"annotation %s: %s; draining with %q", keys.AnnotationCordonReason, d.cordonNote, d.reason)
 	}
-	if d.keptAdmin && o.record.reason == "" && node != nil && o.cordoned {
+	if d.keptAdmin && o.record.Reason == "" && node != nil && o.cordoned {
 		r.recorder.Eventf(node, corev1.EventTypeNormal, keys.EventAdminDrainKept, "Slurm node %s is drained by an admin (%q); onepool leaves that drain alone", slurmName, st.Reason)
 	}
 	announce, err := r.applySlurm(ctx, pod, node, slurmName, st, d)
@@ -187,7 +188,7 @@ func (r *PodReconciler) applySlurm(ctx context.Context, pod *corev1.Pod, node *c
 		}
 		// The record first: a drain onepool made but did not write down
 		// would be an admin's drain to it, and never undone.
-		if err := r.writeRecord(ctx, pod, node, drainRecord{reason: d.reason, at: time.Now()}); err != nil {
+		if err := r.writeRecord(ctx, pod, node, drainRecord{Reason: d.reason, At: time.Now()}); err != nil {
 			return nil, err
 		}
 		if err := r.slurm.Drain(ctx, slurmName, d.reason); err != nil {
@@ -331,10 +332,8 @@ func (r *PodReconciler) confirmReleasable(ctx context.Context, slurmName string)
 // drain.
 func recordOf(pod *corev1.Pod, node *corev1.Node) drainRecord {
 	for _, obj := range recordHolders(pod, node) {
-		a := obj.GetAnnotations()
-		if reason := a[keys.AnnotationDrainApplied]; reason != "" {
-			at, _ := time.Parse(time.RFC3339, a[keys.AnnotationDrainAppliedAt])
-			return drainRecord{reason: reason, at: at}
+		if r := keys.ReadDrainRecord(obj.GetAnnotations(), keys.AnnotationDrainApplied, keys.AnnotationDrainAppliedAt); r.Reason != "" {
+			return r
 		}
 	}
 	return drainRecord{}
@@ -353,8 +352,7 @@ func (r *PodReconciler) writeRecord(ctx context.Context, pod *corev1.Pod, node *
 	for i, obj := range recordHolders(pod, node) {
 		want := map[string]string{}
 		if i == 0 {
-			want[keys.AnnotationDrainApplied] = rec.reason
-			want[keys.AnnotationDrainAppliedAt] = rec.at.UTC().Format(time.RFC3339)
+			want = rec.Annotations(keys.AnnotationDrainApplied, keys.AnnotationDrainAppliedAt)
 		}
 		if err := r.setRecordAnnotations(ctx, obj, want); err != nil {
 			return err
@@ -392,7 +390,11 @@ func (r *PodReconciler) setRecordAnnotations(ctx context.Context, obj client.Obj
 	}
 	delete(a, keys.AnnotationDrainApplied)
 	delete(a, keys.AnnotationDrainAppliedAt)
-	maps.Copy(a, want)
+	for k, v := range want {
+		if v != "" {
+			a[k] = v
+		}
+	}
 	obj.SetAnnotations(a)
 	if err := r.client.Patch(ctx, obj, patch); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("recording onepool's drain on %s: %w", obj.GetName(), err)

@@ -378,3 +378,28 @@ func (e *nodeSetEnv) noPodEvents(reason string) {
 		}
 	}
 }
+
+// An admin's drain in the NodeSet's own words, on a node the NodeSet serves
+// with a current, Ready pod: the NodeSet did not record it, so it stays.
+func TestNodeSetKeepsAdminDrainInItsWords(t *testing.T) {
+	e := newNodeSetEnv(t, "words")
+	node := e.l.DynNodeNames()[2]
+	e.labelNode(node, true)
+	if err := e.c.Create(context.Background(), e.nodeSet(1)); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRegistered([]string{node}, 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	if out, err := e.l.Slurm(ctx, "scontrol", "update", "nodename="+node, "state=drain", "reason="+keys.ReasonNodeSetUpdate); err != nil {
+		t.Fatalf("scontrol drain: %v %s", err, out)
+	}
+	t.Cleanup(func() { _, _ = e.l.Slurm(context.Background(), "scontrol", "update", "nodename="+node, "state=resume") })
+	end := time.Now().Add(6 * time.Second)
+	for time.Now().Before(end) {
+		if kv := e.slurmNode(node); !strings.Contains(kv["State"], "DRAIN") {
+			t.Fatalf("the NodeSet resumed an admin's drain in its words: %s %s", kv["State"], kv["Reason"])
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}

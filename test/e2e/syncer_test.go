@@ -361,7 +361,7 @@ func (e *syncerEnv) oneWarning(start time.Time, reason string, parts ...string) 
 // onepool's is neither resumed nor shown as onepool's.
 func TestSyncerAdminDrainThatLooksLikeOnepools(t *testing.T) {
 	e := newSyncerEnv(t, "gpu-1")
-	for _, reason := range []string{"onepool: node cordoned by admin alice", keys.ReasonPodNotReady, "onepool: maintenance by admin"} {
+	for _, reason := range []string{"onepool: node cordoned by admin alice", keys.ReasonPodNotReady, keys.ReasonNodeSetUpdate, "onepool: maintenance by admin"} {
 		e.scontrol("update", "nodename="+e.node, "state=drain", "reason="+reason)
 		eventually(t, 10*time.Second, "admin drain "+reason+" mirrored as the admin's", func() (bool, string) {
 			n, c := e.getNode(), e.condition()

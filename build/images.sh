@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# `make images`: the Dockerfile's targets as OCI archives, on a machine with
+# no Docker daemon and no registry but Debian's mirror and the Go proxy.
+#
+# buildah (a Debian package) builds the Dockerfile as it is; the two base
+# images it names are made here instead of pulled:
+#   BASE_IMAGE  localhost/onepool-base:trixie  debootstrap --variant=minbase trixie
+#   GO_IMAGE    localhost/onepool-go:trixie    that + this machine's /usr/local/go
+# The Go module and build caches are mounted into the build (the module
+# cache at its own path, so the build cache's keys match), so a warm machine
+# mostly links. Output: $OUT/<target>.tar (oci-archive), tagged
+# onepool/<target>:$VERSION.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+out=${OUT:-$top/.lab/images}
+version=${VERSION:-$(git -C "$top" describe --always --dirty 2>/dev/null || echo dev)}
+targets=${TARGETS:-controller-manager scheduler node-agent}
+mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+work=$out/work
+bah=(buildah --storage-driver vfs)
+
+if [ "$(id -u)" != 0 ]; then
+	echo "images: needs root (debootstrap, buildah's chroot isolation)" >&2
+	exit 2
+fi
+for tool in buildah debootstrap; do
+	if ! command -v "$tool" >/dev/null; then
+		echo "images: installing $tool from Debian"
+		apt-get install -y --no-install-recommends "$tool" >/dev/null
+	fi
+done
+mkdir -p "$out" "$work"
+
+has_image() { "${bah[@]}" inspect --type image "$1" >/dev/null 2>&1; }
+
+# The base: Debian trixie, minbase, as a one-layer image.
+if ! has_image localhost/onepool-base:trixie; then
+	echo "images: debootstrap trixie for the base image (about a minute)"
+	rm -rf "$work/base" && mkdir -p "$work/base"
+	debootstrap --variant=minbase trixie "$work/base/rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 ||
+		{ tail -20 "$work/debootstrap.log"; exit 1; }
+	rm -rf "$work/base/rootfs"/var/lib/apt/lists/* "$work/base/rootfs"/var/cache/apt/*.bin
+	tar -C "$work/base/rootfs" --exclude='./dev/*' --exclude='./proc/*' --exclude='./sys/*' -cf "$work/base/rootfs.tar" .
+	rm -rf "$work/base/rootfs"
+	printf 'FROM scratch\nADD rootfs.tar /\nCMD ["/bin/bash"]\n' >"$work/base/Containerfile"
+	"${bah[@]}" bud --quiet -f "$work/base/Containerfile" -t localhost/onepool-base:trixie "$work/base" >/dev/null
+	rm -f "$work/base/rootfs.tar"
+fi
+
+# The Go image: the base with this machine's Go toolchain.
+goroot=$(go env GOROOT)
+gover=$(go env GOVERSION)
+if ! has_image "localhost/onepool-go:$gover"; then
+	echo "images: Go image from $goroot ($gover)"
+	rm -rf "$work/go" && mkdir -p "$work/go"
+	tar -C "$goroot" -cf "$work/go/go.tar" .
+	printf 'FROM localhost/onepool-base:trixie\nADD go.tar /usr/local/go\nENV GOPATH=/go PATH=/usr/local/go/bin:/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n' >"$work/go/Containerfile"
+	"${bah[@]}" bud --quiet -f "$work/go/Containerfile" -t "localhost/onepool-go:$gover" "$work/go" >/dev/null
+	rm -f "$work/go/go.tar"
+fi
+
+modcache=$(go env GOMODCACHE)
+gocache=$(go env GOCACHE)
+mkdir -p "$modcache" "$gocache"
+for t in $targets; do
+	start=$(date +%s)
+	"${bah[@]}" bud --isolation chroot --layers \
+		--build-arg GO_IMAGE="localhost/onepool-go:$gover" \
+		--build-arg BASE_IMAGE=localhost/onepool-base:trixie \
+		--build-arg GOMODCACHE="$modcache" \
+		-v "$modcache:$modcache" -v "$gocache:/root/.cache/go-build" \
+		--target "$t" -t "localhost/onepool/$t:$version" -f "$top/Dockerfile" "$top" >"$out/$t.build.log" 2>&1 ||
+		{ echo "images: $t failed; the end of $out/$t.build.log:"; tail -30 "$out/$t.build.log"; exit 1; }
+	rm -f "$out/$t.tar"
+	"${bah[@]}" push --quiet "localhost/onepool/$t:$version" "oci-archive:$out/$t.tar:onepool/$t:$version" >/dev/null
+	echo "images: onepool/$t:$version -> $out/$t.tar ($(du -h "$out/$t.tar" | cut -f1), $(($(date +%s) - start)) s)"
+done
