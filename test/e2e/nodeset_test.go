@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/onepool/onepool/keys"
@@ -170,9 +171,13 @@ func TestNodeSetRollingUpdateDrainsFirst(t *testing.T) {
 
 	// A new template: every pod is replaced, one node at a time, each only
 	// after its Slurm node is drained and free.
-	ns := e.get()
-	ns.Spec.Template.Spec.Containers[0].Env = append(ns.Spec.Template.Spec.Containers[0].Env, corev1.EnvVar{Name: "E2E_TEMPLATE", Value: "v2"})
-	if err := e.c.Update(ctx, ns); err != nil {
+	// The controller writes the NodeSet's status meanwhile: a read-modify-
+	// write retries on a conflict, as kubectl edit users do.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ns := e.get()
+		ns.Spec.Template.Spec.Containers[0].Env = append(ns.Spec.Template.Spec.Containers[0].Env, corev1.EnvVar{Name: "E2E_TEMPLATE", Value: "v2"})
+		return e.c.Update(ctx, ns)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	maxOut, jobDone := 0, false
