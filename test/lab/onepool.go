@@ -58,8 +58,12 @@ func (l *Lab) controllerManager() daemon {
 			"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ManagerMetricsPort),
 			"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ManagerProbePort),
 			"--leader-elect-namespace", SystemNamespace,
-			// Short lease: a killed leader is replaced within seconds in tests.
-			"--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms",
+			// Short lease: a killed leader is replaced within seconds in
+			// tests. Not shorter: a leader that cannot renew within the
+			// deadline exits (as it must), and on this 2-core machine under
+			// load the apiserver has been seen to answer a renewal in over
+			// 3 s; the lab has no Deployment to restart it.
+			"--leader-elect-lease-duration", "8s", "--leader-elect-renew-deadline", "6s", "--leader-elect-retry-period", "500ms",
 			"--not-ready-grace", NotReadyGrace.String(),
 			// Tests wait for "unknown"; 10 s instead of 30 s keeps them short.
 			"--slurm-stale-after", StaleAfter.String(),
