@@ -5,6 +5,7 @@
 package keys
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -290,11 +291,25 @@ func ReadDrainRecord(a map[string]string, reasonKey, atKey string) DrainRecord {
 	return DrainRecord{Reason: a[reasonKey], At: at}
 }
 
-// Annotations returns the record as annotation values ("" for none: a
-// merge patch removes it).
+// Annotations returns the record as annotation values ("" for none).
 func (r DrainRecord) Annotations(reasonKey, atKey string) map[string]string {
 	if r.Reason == "" {
 		return map[string]string{reasonKey: "", atKey: ""}
 	}
 	return map[string]string{reasonKey: r.Reason, atKey: r.At.UTC().Format(time.RFC3339)}
+}
+
+// MergePatch is the JSON merge patch that writes the record into an
+// object's annotations, or removes it when the record is empty.
+func (r DrainRecord) MergePatch(reasonKey, atKey string) []byte {
+	ann := map[string]any{}
+	for k, v := range r.Annotations(reasonKey, atKey) {
+		if v == "" {
+			ann[k] = nil
+		} else {
+			ann[k] = v
+		}
+	}
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}}) // strings only: cannot fail
+	return b
 }

@@ -3,6 +3,7 @@ package keys
 import (
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
@@ -60,4 +61,29 @@ func TestOwnershipForms(t *testing.T) {
 		assert.Equal(t, tc.nodeset, NodeSetOwns(tc.reason), "NodeSetOwns(%q)", tc.reason)
 		assert.Equal(t, tc.agent, AgentOwns(tc.reason), "AgentOwns(%q)", tc.reason)
 	}
+}
+
+func TestDrainRecord(t *testing.T) {
+	at := time.Date(2026, 11, 24, 1, 0, 0, 0, time.UTC)
+	r := DrainRecord{Reason: ReasonCordoned, At: at}
+	assert.JSONEq(t, `{"metadata":{"annotations":{"r":"onepool: node cordoned","t":"2026-11-24T01:00:00Z"}}}`, string(r.MergePatch("r", "t")))
+	assert.JSONEq(t, `{"metadata":{"annotations":{"r":null,"t":null}}}`, string(DrainRecord{}.MergePatch("r", "t")))
+	assert.Equal(t, r, ReadDrainRecord(r.Annotations("r", "t"), "r", "t"))
+	for _, tc := range []struct {
+		name    string
+		drained bool
+		reason  string
+		changed time.Time
+		want    bool
+	}{
+		{"same drain", true, ReasonCordoned, at.Add(time.Second), true},
+		{"no time from Slurm", true, ReasonCordoned, time.Time{}, true},
+		{"not drained", false, ReasonCordoned, at, false},
+		{"other words", true, "bad ECC", at, false},
+		{"set much later", true, ReasonCordoned, at.Add(10 * time.Minute), false},
+		{"set much earlier", true, ReasonCordoned, at.Add(-10 * time.Minute), false},
+	} {
+		assert.Equal(t, tc.want, r.Matches(tc.drained, tc.reason, tc.changed), tc.name)
+	}
+	assert.False(t, DrainRecord{Reason: ReasonCordoned}.Matches(true, ReasonCordoned, at), "a record without a time")
 }

@@ -2,7 +2,6 @@ package nodeset
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -326,28 +325,12 @@ func (r *Reconciler) record(ctx context.Context, nodeName string, rec keys.Drain
 	if nodeName == "" {
 		return nil
 	}
-	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": nullIfEmpty(rec.Annotations(keys.AnnotationNodeSetDrain, keys.AnnotationNodeSetDrainAt))}})
-	if err != nil {
-		return err
-	}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}
-	if err := r.client.Patch(ctx, node, client.RawPatch(types.MergePatchType, body)); err != nil && !apierrors.IsNotFound(err) {
+	patch := client.RawPatch(types.MergePatchType, rec.MergePatch(keys.AnnotationNodeSetDrain, keys.AnnotationNodeSetDrainAt))
+	if err := r.client.Patch(ctx, node, patch); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("record the NodeSet's drain on node %s: %w", nodeName, err)
 	}
 	return nil
-}
-
-// nullIfEmpty turns "" values into nulls: a merge patch then removes them.
-func nullIfEmpty(a map[string]string) map[string]any {
-	out := make(map[string]any, len(a))
-	for k, v := range a {
-		if v == "" {
-			out[k] = nil
-		} else {
-			out[k] = v
-		}
-	}
-	return out
 }
 
 // confirmFree asks slurmrestd once more, live, that the node is drained and

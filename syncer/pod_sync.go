@@ -350,11 +350,11 @@ func recordHolders(pod *corev1.Pod, node *corev1.Node) []client.Object {
 // gone) and removes any other copy.
 func (r *PodReconciler) writeRecord(ctx context.Context, pod *corev1.Pod, node *corev1.Node, rec drainRecord) error {
 	for i, obj := range recordHolders(pod, node) {
-		want := map[string]string{}
-		if i == 0 {
-			want = rec.Annotations(keys.AnnotationDrainApplied, keys.AnnotationDrainAppliedAt)
+		want := rec
+		if i > 0 {
+			want = drainRecord{}
 		}
-		if err := r.setRecordAnnotations(ctx, obj, want); err != nil {
+		if err := r.setRecord(ctx, obj, want); err != nil {
 			return err
 		}
 	}
@@ -364,38 +364,26 @@ func (r *PodReconciler) writeRecord(ctx context.Context, pod *corev1.Pod, node *
 // clearRecord removes the record wherever it is.
 func (r *PodReconciler) clearRecord(ctx context.Context, pod *corev1.Pod, node *corev1.Node) error {
 	for _, obj := range recordHolders(pod, node) {
-		if err := r.setRecordAnnotations(ctx, obj, nil); err != nil {
+		if err := r.setRecord(ctx, obj, drainRecord{}); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// setRecordAnnotations makes the record's annotations on obj exactly want.
-func (r *PodReconciler) setRecordAnnotations(ctx context.Context, obj client.Object, want map[string]string) error {
+// setRecord makes obj hold exactly rec (nothing for an empty one).
+func (r *PodReconciler) setRecord(ctx context.Context, obj client.Object, rec drainRecord) error {
 	have := obj.GetAnnotations()
-	same := true
-	for _, k := range []string{keys.AnnotationDrainApplied, keys.AnnotationDrainAppliedAt} {
-		if v, ok := have[k]; ok != (want[k] != "") || v != want[k] {
-			same = false
-		}
-	}
-	if same {
+	_, hasReason := have[keys.AnnotationDrainApplied]
+	_, hasAt := have[keys.AnnotationDrainAppliedAt]
+	if rec.Reason == "" && !hasReason && !hasAt {
 		return nil
 	}
-	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
-	a := maps.Clone(have)
-	if a == nil {
-		a = map[string]string{}
+	if want := rec.Annotations(keys.AnnotationDrainApplied, keys.AnnotationDrainAppliedAt); rec.Reason != "" &&
+		have[keys.AnnotationDrainApplied] == want[keys.AnnotationDrainApplied] && have[keys.AnnotationDrainAppliedAt] == want[keys.AnnotationDrainAppliedAt] {
+		return nil
 	}
-	delete(a, keys.AnnotationDrainApplied)
-	delete(a, keys.AnnotationDrainAppliedAt)
-	for k, v := range want {
-		if v != "" {
-			a[k] = v
-		}
-	}
-	obj.SetAnnotations(a)
+	patch := client.RawPatch(types.MergePatchType, rec.MergePatch(keys.AnnotationDrainApplied, keys.AnnotationDrainAppliedAt))
 	if err := r.client.Patch(ctx, obj, patch); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("recording onepool's drain on %s: %w", obj.GetName(), err)
 	}
