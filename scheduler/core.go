@@ -39,6 +39,7 @@ type Core struct {
 	recorder events.EventRecorder
 	activate func(pods []*corev1.Pod)
 	script   func(owner) string
+	leader   Leadership
 
 	mu       sync.Mutex
 	synced   bool
@@ -66,14 +67,24 @@ type CoreConfig struct {
 	Recorder events.EventRecorder
 	// Activate moves pods back into the scheduling queue.
 	Activate func(pods []*corev1.Pod)
+	// Leader gates every action on Slurm and on pods to the lease holder;
+	// nil: this is the only replica.
+	Leader Leadership
 }
 
 // NewCore returns a Core; Run starts its loops.
 func NewCore(cfg CoreConfig) *Core {
 	host, port, _ := releaseHostPort(cfg.Args.ReleaseURL) // validated with the args
 	rl := workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 30*time.Second)
+	leader := cfg.Leader
+	if leader == nil {
+		g := NewLeaderGate()
+		g.Lead()
+		leader = g
+	}
 	return &Core{
-		args: cfg.Args, log: cfg.Log, slurm: cfg.Slurm, jobs: cfg.Jobs, kube: cfg.Kube, groups: cfg.Groups,
+		leader: leader,
+		args:   cfg.Args, log: cfg.Log, slurm: cfg.Slurm, jobs: cfg.Jobs, kube: cfg.Kube, groups: cfg.Groups,
 		nodes: cfg.Nodes, recorder: cfg.Recorder, activate: cfg.Activate,
 		script:   func(o owner) string { return placeholderScript(o, host, port) },
 		pods:     map[types.UID]*corev1.Pod{},

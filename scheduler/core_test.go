@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 
+	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
 )
 
@@ -233,5 +234,22 @@ func TestCoreRejectedSubmitLeavesPodPendingWithTheReason(t *testing.T) {
 	}
 	if n := f.core.submitQ.Len(); n != 0 || len(f.slurm.submitted) != 1 {
 		t.Errorf("after a rejection: %d queued, %d submitted; want 0 and 1", n, len(f.slurm.submitted))
+	}
+}
+
+// A job adopted from Slurm (the replica that submitted it died before it
+// wrote the pod's annotation) is recorded on the pod.
+func TestCoreRecordsAnAdoptedJobOnThePod(t *testing.T) {
+	f := newCoreFixture(t)
+	f.core.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
+	if _, err := f.core.reconcile(context.Background(), ownerOf(f.pod).key()); err != nil {
+		t.Fatal(err)
+	}
+	p, err := f.kube.CoreV1().Pods("ns").Get(context.Background(), "p", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Annotations[keys.AnnotationJobID]; got != "7" {
+		t.Fatalf("job-id annotation %q, want 7", got)
 	}
 }

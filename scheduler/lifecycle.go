@@ -40,9 +40,10 @@ func (c *Core) lifecycleWorker(ctx context.Context) {
 
 // reconcile ends pods and jobs together: a job whose pods are gone is
 // cancelled, pods whose job ended are evicted, duplicates are cancelled.
-// Nothing happens while Slurm's state is unknown.
+// Nothing happens while Slurm's state is unknown or another replica may
+// lead.
 func (c *Core) reconcile(ctx context.Context, key string) (time.Duration, error) {
-	if c.jobs.Stale() {
+	if c.jobs.Stale() || !c.leader.IsLeader() {
 		return 2 * time.Second, nil
 	}
 	c.mu.Lock()
@@ -122,7 +123,9 @@ func (c *Core) reconcile(ctx context.Context, key string) (time.Duration, error)
 		return 0, nil
 	}
 	if !missing && !job.State.Finished() {
-		return 0, nil
+		// A job adopted from Slurm (its submitter died before it could
+		// say so) is recorded on its pods here.
+		return 0, c.recordJobID(ctx, members, jobID)
 	}
 	reason, note := keys.EventJobEnded, ""
 	if missing {
@@ -194,4 +197,16 @@ func (c *Core) dropIfIdle(key string, p *placement) {
 	for uid := range p.assigned {
 		delete(c.evicting, uid)
 	}
+}
+
+// recordJobID writes the job id on the members that do not carry it yet.
+func (c *Core) recordJobID(ctx context.Context, members []*corev1.Pod, id uint32) error {
+	var errs []error
+	for _, m := range members {
+		if m.DeletionTimestamp != nil || m.Annotations[keys.AnnotationJobID] == itoa(id) {
+			continue
+		}
+		errs = append(errs, annotateJobID(ctx, c.kube.CoreV1().Pods(m.Namespace), m, id))
+	}
+	return errors.Join(errs...)
 }

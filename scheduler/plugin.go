@@ -32,8 +32,16 @@ var (
 	_ fwk.EnqueueExtensions = (*Plugin)(nil)
 )
 
-// New is the plugin factory the scheduler calls once per profile.
-func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+// Factory is the plugin factory the scheduler calls once per profile.
+// leader says whether this replica holds the scheduler's lease (see
+// LeaderGate); every replica builds its plugin, only the leader acts.
+func Factory(leader Leadership) func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		return newPlugin(ctx, obj, h, leader)
+	}
+}
+
+func newPlugin(ctx context.Context, obj runtime.Object, h fwk.Handle, leader Leadership) (fwk.Plugin, error) {
 	args, err := DecodeArgs(obj)
 	if err != nil {
 		return nil, err
@@ -54,7 +62,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	core := NewCore(CoreConfig{
 		Args: args, Log: log, Slurm: client, Jobs: jobs, Kube: h.ClientSet(),
 		Groups: DynamicGroups{Client: dyn}, Nodes: h.SharedInformerFactory().Core().V1().Nodes().Lister(),
-		Recorder: h.EventRecorder(),
+		Recorder: h.EventRecorder(), Leader: leader,
 		Activate: func(ps []*corev1.Pod) {
 			if len(ps) == 0 {
 				return

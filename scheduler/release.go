@@ -12,7 +12,8 @@ import (
 // releaseHandler answers placeholder scripts: GET /v1/placeholders/{job}
 // is 200 when the job's pods are gone (the script may end and free the
 // allocation), 409 while a pod still exists, 404 for a job onepool does not
-// know (the script keeps waiting; Slurm's KillWait bounds it). It reveals
+// know (the script keeps waiting; Slurm's KillWait bounds it), 503 from a
+// replica that does not hold the scheduler's lease. It reveals
 // nothing but that answer.
 func (c *Core) releaseHandler() http.Handler {
 	mux := http.NewServeMux()
@@ -20,6 +21,11 @@ func (c *Core) releaseHandler() http.Handler {
 		id, err := strconv.ParseUint(r.PathValue("job"), 10, 32)
 		if err != nil {
 			http.Error(w, "not a job id", http.StatusBadRequest)
+			return
+		}
+		if !c.leader.IsLeader() {
+			// Only the lease holder knows; the script asks again.
+			http.Error(w, "standby scheduler replica", http.StatusServiceUnavailable)
 			return
 		}
 		c.mu.Lock()

@@ -67,6 +67,17 @@ func (c *Core) Run(ctx context.Context, podsSynced cache.InformerSynced, jobs Jo
 	go func() { defer close(done); c.serveRelease(ctx, l) }()
 	defer func() { <-done }()
 
+	select {
+	case <-c.leader.Leading():
+	default:
+		c.log.Info("Standby: Slurm is left alone until this replica holds the scheduler's lease")
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.leader.Leading():
+		}
+		c.log.Info("Leading: reading Slurm's jobs to take over the placements")
+	}
 	if !cache.WaitForCacheSync(ctx.Done(), podsSynced) {
 		return
 	}

@@ -70,6 +70,10 @@ func (c *Core) submit(ctx context.Context, key string) error {
 		// duplicate a placeholder a restart has not adopted yet.
 		return finish(errors.New("Slurm's state is unknown"), false, "", members)
 	}
+	if !c.leader.IsLeader() {
+		// A replica whose lease lapsed may race the new leader's adoption.
+		return finish(errors.New("this scheduler replica no longer holds the lease"), false, "", members)
+	}
 	nodes := 1
 	if o.Group {
 		min, err := c.groups.MinMember(ctx, o.Namespace, o.Name)

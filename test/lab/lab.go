@@ -249,7 +249,7 @@ func (l *Lab) Down(ctx context.Context) error {
 	var errs []error
 	// The kubelet first: its slurmd stop quickly while slurmctld still answers.
 	errs = append(errs, l.StopKubelet())
-	for _, name := range []string{"onepool-scheduler", "onepool-controller-manager", "kwok", "kube-apiserver", "etcd", "slurmrestd"} {
+	for _, name := range []string{schedulerName(1), schedulerName(0), "scheduler-service", "onepool-controller-manager", "kwok", "kube-apiserver", "etcd", "slurmrestd"} {
 		errs = append(errs, l.stopDaemon(name))
 	}
 	for _, n := range l.NodeNames() {

@@ -7,18 +7,32 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Ports of onepool's scheduler in the lab.
+// Ports of onepool's scheduler in the lab. Replica i serves kube-scheduler's
+// secure port on SchedulerPort+i and its release endpoint on
+// ReleasePort+1+i; ReleasePort is the "Service" in front of the replicas
+// (the lab's service proxy, round robin over those that accept), which is
+// the release URL every placeholder script is given.
 const (
-	SchedulerPort = 26259 // kube-scheduler's secure port (healthz, metrics)
+	SchedulerPort = 26259 // replica 0's secure port (healthz, metrics)
 	ReleasePort   = 26270 // where placeholder scripts ask whether their pod is gone
+	// SchedulerReplicas the lab can run; the second runs only while a test
+	// starts it (StartSchedulerReplica).
+	SchedulerReplicas = 2
+	// SchedulerLease is the scheduler replicas' leader lease (in SystemNamespace).
+	SchedulerLease = "onepool-scheduler"
 )
 
 // schedulerConfig is the KubeSchedulerConfiguration of the lab's onepool
-// scheduler: one profile, onepool, with Slurm doing preemption.
-func (l *Lab) schedulerConfig() string {
+// scheduler replica i: one profile, onepool, with Slurm doing preemption;
+// leader election on its own lease, as the chart configures it.
+func (l *Lab) schedulerConfig(i int) string {
 	return fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 clientConnection:
@@ -26,7 +40,14 @@ clientConnection:
   qps: 200
   burst: 400
 leaderElection:
-  leaderElect: false
+  leaderElect: true
+  resourceNamespace: %s
+  resourceName: %s
+  # As the controller manager's: short enough for failover tests, long
+  # enough that a leader on this loaded 2-core machine keeps renewing.
+  leaseDuration: 8s
+  renewDeadline: 6s
+  retryPeriod: 500ms
 profiles:
 - schedulerName: onepool
   plugins:
@@ -46,55 +67,139 @@ profiles:
       staleAfter: %s
       releaseListenAddress: 127.0.0.1:%d
       releaseURL: http://127.0.0.1:%d
-`, l.Kubeconfig(), l.RESTURL(), l.TokenFile(), StaleAfter, ReleasePort, ReleasePort)
+`, l.Kubeconfig(), SystemNamespace, SchedulerLease, l.RESTURL(), l.TokenFile(), StaleAfter, ReleasePort+1+i, ReleasePort)
 }
 
-func (l *Lab) scheduler() daemon {
+func schedulerName(i int) string {
+	if i == 0 {
+		return "onepool-scheduler"
+	}
+	return fmt.Sprintf("onepool-scheduler-%d", i)
+}
+
+func (l *Lab) schedulerConfigPath(i int) string {
+	if i == 0 {
+		return l.path("run", "scheduler-config.yaml")
+	}
+	return l.path("run", fmt.Sprintf("scheduler-%d-config.yaml", i))
+}
+
+func (l *Lab) scheduler(i int) daemon {
 	return daemon{
-		name: "onepool-scheduler",
+		name: schedulerName(i),
 		argv: []string{filepath.Join(l.BinDir(), "onepool-scheduler"),
-			"--config", l.path("run", "scheduler-config.yaml"),
-			"--bind-address", "127.0.0.1", "--secure-port", fmt.Sprint(SchedulerPort),
-			"--cert-dir", l.path("run", "scheduler-certs"), "--v", "2"},
-		port: SchedulerPort,
+			"--config", l.schedulerConfigPath(i),
+			"--bind-address", "127.0.0.1", "--secure-port", fmt.Sprint(SchedulerPort + i),
+			"--cert-dir", l.path("run", schedulerName(i)+"-certs"), "--v", "2"},
+		port: SchedulerPort + i,
 		env:  []string{"PATH=/usr/bin:/bin", "HOME=" + l.path("run")},
 	}
 }
 
-// StartScheduler starts onepool's scheduler (restarting it when its binary
-// or config changed) and waits until it is healthy.
+// schedulerService is the lab's stand-in for the chart's release Service.
+func (l *Lab) schedulerService() daemon {
+	to := make([]string, SchedulerReplicas)
+	for i := range to {
+		to[i] = fmt.Sprintf("127.0.0.1:%d", ReleasePort+1+i)
+	}
+	return daemon{
+		name: "scheduler-service",
+		argv: []string{filepath.Join(l.BinDir(), "lab"), "service-proxy",
+			fmt.Sprintf("127.0.0.1:%d", ReleasePort), strings.Join(to, ",")},
+		port: ReleasePort,
+		env:  []string{"PATH=/usr/bin:/bin"},
+	}
+}
+
+// StartScheduler starts onepool's scheduler replica 0 (restarting it when
+// its binary or config changed) and its release Service, and waits until
+// it is healthy.
 func (l *Lab) StartScheduler(ctx context.Context) error {
-	changed, err := writeIfChanged(l.path("run", "scheduler-config.yaml"), l.schedulerConfig())
+	svc := l.schedulerService()
+	if l.running(svc) == 0 {
+		if _, err := l.start(svc); err != nil {
+			return err
+		}
+	}
+	return l.StartSchedulerReplica(ctx, 0)
+}
+
+// StartSchedulerReplica starts replica i (0 or 1) and waits until it is
+// healthy (a standby is healthy too).
+func (l *Lab) StartSchedulerReplica(ctx context.Context, i int) error {
+	changed, err := writeIfChanged(l.schedulerConfigPath(i), l.schedulerConfig(i))
 	if err != nil {
 		return err
 	}
-	if err := l.startOwn(l.scheduler(), changed, l.StopScheduler); err != nil {
+	if err := l.startOwn(l.scheduler(i), changed, func() error { return l.StopSchedulerReplica(i) }); err != nil {
 		return err
 	}
-	return l.waitScheduler(ctx)
-}
-
-func (l *Lab) waitScheduler(ctx context.Context) error {
 	// Its serving certificate is self-signed; only liveness is read here.
 	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // lab health probe
-	return l.awaitDaemon(ctx, l.scheduler(), 60*time.Second, filepath.Join(l.LogDir(), "onepool-scheduler.out"), func(ctx context.Context) error {
-		return httpOK(ctx, c, fmt.Sprintf("https://127.0.0.1:%d/healthz", SchedulerPort))
+	return l.awaitDaemon(ctx, l.scheduler(i), 60*time.Second, filepath.Join(l.LogDir(), schedulerName(i)+".out"), func(ctx context.Context) error {
+		return httpOK(ctx, c, fmt.Sprintf("https://127.0.0.1:%d/healthz", SchedulerPort+i))
 	})
 }
 
-// StopScheduler stops it (kube-scheduler takes a few seconds to exit) and
-// waits until its ports are free.
-func (l *Lab) StopScheduler() error {
-	if err := l.stopDaemon("onepool-scheduler"); err != nil {
+// StopScheduler stops replica 0 (kube-scheduler hands its lease back and
+// takes a few seconds to exit) and waits until its ports are free.
+func (l *Lab) StopScheduler() error { return l.StopSchedulerReplica(0) }
+
+// StopSchedulerReplica stops replica i and waits until its ports are free.
+func (l *Lab) StopSchedulerReplica(i int) error {
+	if err := l.stopDaemon(schedulerName(i)); err != nil {
 		return err
 	}
-	for i := 0; i < 100; i++ {
-		if portFree(SchedulerPort) == nil && portFree(ReleasePort) == nil {
+	for range 100 {
+		if portFree(SchedulerPort+i) == nil && portFree(ReleasePort+1+i) == nil {
 			return nil
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("onepool-scheduler stopped but its ports are still taken")
+	return fmt.Errorf("%s stopped but its ports are still taken", schedulerName(i))
+}
+
+// KillSchedulerReplica kills replica i with SIGKILL, as a crash would: its
+// lease stays held until it expires.
+func (l *Lab) KillSchedulerReplica(i int) error {
+	d := l.scheduler(i)
+	pid := l.running(d)
+	if pid == 0 {
+		return fmt.Errorf("%s is not running", d.name)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return err
+	}
+	for i := 0; i < 100 && alive(pid, filepath.Base(d.argv[0])); i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	return os.Remove(l.pidFile(d.name))
+}
+
+// SchedulerLeader is the replica (0 or 1) that holds the scheduler's lease
+// now, read from the Lease's holder: kube-scheduler's identity is
+// "<hostname>_<uuid>", the same hostname for both lab replicas, so the
+// replica is the running one whose last "Leader election" log line names
+// that identity.
+func (l *Lab) SchedulerLeader(ctx context.Context) (int, string, error) {
+	kc, err := l.KubeClient()
+	if err != nil {
+		return 0, "", err
+	}
+	lease, err := kc.CoordinationV1().Leases(SystemNamespace).Get(ctx, SchedulerLease, metav1.GetOptions{})
+	if err != nil {
+		return 0, "", err
+	}
+	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+		return 0, "", fmt.Errorf("no scheduler replica holds lease %s", SchedulerLease)
+	}
+	id := *lease.Spec.HolderIdentity
+	for i := range SchedulerReplicas {
+		if l.running(l.scheduler(i)) != 0 && lastIdentity(filepath.Join(l.LogDir(), schedulerName(i)+".out")) == id {
+			return i, id, nil
+		}
+	}
+	return 0, id, fmt.Errorf("lease holder %q is no running replica's", id)
 }
 
 // ensureCRDs installs scheduler-plugins' PodGroup CRD (fetched by `make
@@ -126,4 +231,22 @@ func (l *Lab) ensureCRDs(ctx context.Context) error {
 		return err
 	}
 	return kubectl(append([]string{"wait", "--for=condition=Established", "--timeout=50s"}, fileArgs...)...)
+}
+
+// lastIdentity is the identity in a scheduler log's last "Leader election" line.
+func lastIdentity(log string) string {
+	b, err := os.ReadFile(log)
+	if err != nil {
+		return ""
+	}
+	id := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.Contains(line, `"Leader election"`) {
+			continue
+		}
+		if _, rest, ok := strings.Cut(line, `identity="`); ok {
+			id, _, _ = strings.Cut(rest, `"`)
+		}
+	}
+	return id
 }

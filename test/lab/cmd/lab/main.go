@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/onepool/onepool/test/lab"
@@ -21,6 +22,7 @@ const usage = `usage: lab COMMAND
   env                      shell exports for KUBECONFIG, slurmrestd URL and token, PATH
   slurm-exec -- CMD ARGS   run a Slurm command inside the chroot (sinfo, scontrol, sbatch...)
   kubelet                  the lab kubelet (a daemon of ` + "`up`" + `): runs slurmd pods of the dyn-* Nodes in the chroot
+  service-proxy LISTEN B1,B2  a Service stand-in (a daemon of ` + "`up`" + `): round robin over the backends that accept
 Environment: ONEPOOL_LAB_DIR, ONEPOOL_LAB_NODES (4), ONEPOOL_LAB_EXTRA_NODES (0), ONEPOOL_LAB_DYN_NODES (5, at most 32)`
 
 func main() {
@@ -79,6 +81,11 @@ func run(args []string) error {
 		return l.ManifestStatus(ctx, os.Stdout)
 	case "kubelet":
 		return l.RunKubelet(ctx)
+	case "service-proxy":
+		if len(rest) != 2 {
+			return fmt.Errorf("service-proxy takes LISTEN BACKEND[,BACKEND...]\n%s", usage)
+		}
+		return lab.ServiceProxy(ctx, rest[0], strings.Split(rest[1], ","))
 	case "env":
 		fmt.Print(l.Env())
 	case "slurm-exec":
