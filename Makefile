@@ -44,7 +44,7 @@ ci-fresh: ## what CI does, on a fresh clone of HEAD with no .lab/ (own network n
 images: ## the Dockerfile's targets (controller-manager, scheduler, node-agent) as OCI archives in .lab/images, with buildah; no Docker daemon or registry
 	build/images.sh
 
-tools: $(BIN)/kube-apiserver $(BIN)/kubectl $(BIN)/etcd $(BIN)/kwok $(LAB_DIR)/kwok-stages.yaml $(BIN)/lab $(BIN)/onepool-controller-manager $(BIN)/onepool-scheduler $(BIN)/onepool-node-agent $(LAB_DIR)/podgroup-crd.yaml ## build the lab's binaries (cached in .lab/bin) and onepool's
+tools: $(BIN)/kube-apiserver $(BIN)/kubectl $(BIN)/etcd $(BIN)/kwok $(LAB_DIR)/kwok-stages.yaml $(BIN)/lab $(BIN)/onepool-controller-manager $(BIN)/onepool-scheduler $(BIN)/onepool-node-agent $(BIN)/helm $(LAB_DIR)/podgroup-crd.yaml ## build the lab's binaries (cached in .lab/bin) and onepool's
 
 # onepool's own binaries, rebuilt when any Go file changes; the lab restarts them then.
 $(BIN)/onepool-controller-manager: $(shell git ls-files '*.go' 2>/dev/null | grep -v '^test/') go.mod go.sum
@@ -66,6 +66,10 @@ $(BIN)/kubectl: go.mod go.sum
 
 $(BIN)/etcd: test/tools/etcd/go.mod test/tools/etcd/go.sum
 	cd test/tools/etcd && go build -o $@ go.etcd.io/etcd/server/v3
+
+HELM_VERSION := v3.22.0
+$(BIN)/helm: test/tools/helm/go.mod test/tools/helm/go.sum
+	cd test/tools/helm && go build -ldflags "-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)" -o $@ helm.sh/helm/v3/cmd/helm
 
 $(BIN)/kwok:
 	GOBIN=$(BIN) go install sigs.k8s.io/kwok/cmd/kwok@$(KWOK_VERSION)
@@ -92,6 +96,7 @@ generate: $(BIN)/controller-gen ## regenerate everything generated (slurmrestd c
 	go tool oapi-codegen -config openapi/oapi-codegen-v0.0.42.yaml openapi/slurm-v0.0.42.json
 	$(BIN)/controller-gen object paths=./nodeset/api/... \
 	  crd:generateEmbeddedObjectMeta=true paths=./nodeset/api/... output:crd:artifacts:config=config/crd/bases
+	cp config/crd/bases/*.yaml charts/onepool/crds/
 
 $(BIN)/controller-gen: test/tools/controller-gen/go.mod test/tools/controller-gen/go.sum
 	cd test/tools/controller-gen && go build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen

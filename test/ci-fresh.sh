@@ -54,6 +54,7 @@ rootfs_done=$(date +%s)
 echo "ci-fresh: go mod download (needs the Go proxy)"
 go mod download
 (cd test/tools/etcd && go mod download)
+(cd test/tools/helm && go mod download)
 modcache=$(go env GOMODCACHE)
 
 ip netns add "$ns"

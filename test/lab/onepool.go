@@ -31,6 +31,7 @@ func (l *Lab) onepoolSteps() []step {
 		{"onepool namespace", l.ensureSystemNamespace},
 		// The controller manager watches NodeSets: their CRD comes first.
 		{"crds", l.ensureCRDs},
+		{"chart rbac", l.ensureChartRBAC},
 		{"controller-mgr", l.StartControllerManager},
 		{"lab kubelet", l.StartKubelet},
 		{"scheduler", l.StartScheduler},
@@ -53,7 +54,8 @@ func (l *Lab) controllerManager() daemon {
 	return daemon{
 		name: "onepool-controller-manager",
 		argv: []string{filepath.Join(l.BinDir(), "onepool-controller-manager"),
-			"--kubeconfig", l.Kubeconfig(),
+			// As the chart's ServiceAccount, with the chart's RBAC.
+			"--kubeconfig", l.SAKubeconfig(ControllerManagerSA),
 			"--slurmrest-url", l.RESTURL(), "--slurmrest-token-file", l.TokenFile(),
 			"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ManagerMetricsPort),
 			"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ManagerProbePort),

@@ -67,7 +67,7 @@ profiles:
       staleAfter: %s
       releaseListenAddress: 127.0.0.1:%d
       releaseURL: http://127.0.0.1:%d
-`, l.Kubeconfig(), SystemNamespace, SchedulerLease, l.RESTURL(), l.TokenFile(), StaleAfter, ReleasePort+1+i, ReleasePort)
+`, l.SAKubeconfig(SchedulerSA), SystemNamespace, SchedulerLease, l.RESTURL(), l.TokenFile(), StaleAfter, ReleasePort+1+i, ReleasePort)
 }
 
 func schedulerName(i int) string {

@@ -1,0 +1,93 @@
+{{/* Names: <release>-onepool unless the release is already called onepool. */}}
+{{- define "onepool.fullname" -}}
+{{- if contains "onepool" .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-onepool" .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "onepool.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: onepool
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: onepool
+{{- end -}}
+
+{{/* Selector labels of one component: (dict "ctx" $ "component" "scheduler") */}}
+{{- define "onepool.selectorLabels" -}}
+app.kubernetes.io/name: onepool
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "onepool.componentLabels" -}}
+{{ include "onepool.labels" .ctx }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "onepool.image" -}}
+{{- $i := .ctx.Values.image -}}
+{{- $repo := printf "%s/%s" $i.repository .component -}}
+{{- if $i.registry -}}{{- $repo = printf "%s/%s" (trimSuffix "/" $i.registry) $repo -}}{{- end -}}
+{{- printf "%s:%s" $repo (default .ctx.Chart.AppVersion $i.tag) -}}
+{{- end -}}
+
+{{- define "onepool.controllerManager.name" -}}{{ include "onepool.fullname" . }}-controller-manager{{- end -}}
+{{- define "onepool.scheduler.name" -}}{{ include "onepool.fullname" . }}-scheduler{{- end -}}
+
+{{/* The release endpoint's URL as the Slurm nodes reach it. */}}
+{{- define "onepool.releaseURL" -}}
+{{- if .Values.scheduler.release.url -}}
+{{- .Values.scheduler.release.url -}}
+{{- else -}}
+{{- printf "http://%s-release.%s.svc:%d" (include "onepool.scheduler.name" .) .Release.Namespace (int .Values.scheduler.release.port) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The slurmrestd token, mounted from the Secret the values name. */}}
+{{- define "onepool.tokenDir" -}}/var/run/secrets/onepool/slurm{{- end -}}
+{{- define "onepool.tokenVolume" -}}
+- name: slurm-token
+  secret:
+    secretName: {{ .Values.slurm.tokenSecret.name }}
+    items:
+    - key: {{ .Values.slurm.tokenSecret.key }}
+      path: token
+- name: tmp
+  emptyDir: {}
+{{- end -}}
+{{- define "onepool.tokenMount" -}}
+- name: slurm-token
+  mountPath: {{ include "onepool.tokenDir" . }}
+  readOnly: true
+- name: tmp
+  mountPath: /tmp
+{{- end -}}
+
+{{/* Scheduling constraints and security of a component's pod: (dict "ctx" $ "v" .Values.scheduler) */}}
+{{- define "onepool.podPlacement" -}}
+{{- with .v.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .v.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .v.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .v.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .ctx.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- toYaml .ctx.Values.podSecurityContext | nindent 2 }}
+{{- end -}}

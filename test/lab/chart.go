@@ -1,0 +1,169 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// The lab runs onepool's components as the ServiceAccounts, with the RBAC,
+// that charts/onepool installs: the chart's RBAC templates are applied and
+// each component gets a kubeconfig with a token of its ServiceAccount.
+const (
+	// ChartRelease is the release name the lab renders the chart with.
+	ChartRelease = "onepool"
+	// ControllerManagerSA and SchedulerSA are the chart's ServiceAccounts.
+	ControllerManagerSA = "onepool-controller-manager"
+	SchedulerSA         = "onepool-scheduler"
+	// saTokenFor: the tokens the lab mints last this long; `up` mints new
+	// ones when less than a day is left.
+	saTokenFor = 72 * time.Hour
+)
+
+// ChartDir is charts/onepool in this checkout.
+func ChartDir() (string, error) {
+	top, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(top, "charts", "onepool"), nil
+}
+
+// Helm runs the lab's helm (built by `make tools`) with the lab's kubeconfig.
+func (l *Lab) Helm(ctx context.Context, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(l.BinDir(), "helm"), args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+l.Kubeconfig(), "HELM_CACHE_HOME="+l.path("run", "helm", "cache"),
+		"HELM_CONFIG_HOME="+l.path("run", "helm", "config"), "HELM_DATA_HOME="+l.path("run", "helm", "data"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("helm %v: %w: %s", args, err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return out, nil
+}
+
+// HelmTemplate renders charts/onepool as the lab installs it, with extra
+// helm arguments (--set, --show-only...).
+func (l *Lab) HelmTemplate(ctx context.Context, extra ...string) ([]byte, error) {
+	dir, err := ChartDir()
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"template", ChartRelease, dir, "--namespace", SystemNamespace,
+		"-f", filepath.Join(dir, "ci", "lab-values.yaml"), "--kube-version", "1.35.4"}, extra...)
+	return l.Helm(ctx, args...)
+}
+
+// ensureChartRBAC applies the chart's ServiceAccounts and RBAC and writes
+// each component's kubeconfig.
+func (l *Lab) ensureChartRBAC(ctx context.Context) error {
+	if _, err := os.Stat(filepath.Join(l.BinDir(), "helm")); err != nil {
+		return fmt.Errorf("helm is not built: run `make tools`")
+	}
+	rbac, err := l.HelmTemplate(ctx, "--show-only", "templates/controller-manager-rbac.yaml", "--show-only", "templates/scheduler-rbac.yaml")
+	if err != nil {
+		return err
+	}
+	f := l.path("run", "chart-rbac.yaml")
+	if err := os.WriteFile(f, rbac, 0o644); err != nil {
+		return err
+	}
+	if err := runLogged(ctx, time.Minute, filepath.Join(l.LogDir(), "kubectl.log"),
+		l.Kubectl(), "--kubeconfig", l.Kubeconfig(), "apply", "--server-side", "--force-conflicts", "-f", f); err != nil {
+		return err
+	}
+	kc, err := l.KubeClient()
+	if err != nil {
+		return err
+	}
+	for _, sa := range []string{ControllerManagerSA, SchedulerSA} {
+		if err := l.ensureSAKubeconfig(ctx, kc, sa); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SAKubeconfig is the kubeconfig of one of the chart's ServiceAccounts.
+func (l *Lab) SAKubeconfig(sa string) string { return l.path("run", sa+".kubeconfig") }
+
+// ensureSAKubeconfig writes a kubeconfig with a fresh token of sa unless
+// the one there lasts another day.
+func (l *Lab) ensureSAKubeconfig(ctx context.Context, kc kubernetes.Interface, sa string) error {
+	path := l.SAKubeconfig(sa)
+	if st, err := os.Stat(path); err == nil && time.Since(st.ModTime()) < saTokenFor-24*time.Hour {
+		return nil
+	}
+	secs := int64(saTokenFor / time.Second)
+	tr, err := kc.CoreV1().ServiceAccounts(SystemNamespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &secs},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("token of ServiceAccount %s/%s: %w", SystemNamespace, sa, err)
+	}
+	ca, err := os.ReadFile(l.pki().path("ca.crt"))
+	if err != nil {
+		return err
+	}
+	body := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: onepool-lab
+  cluster:
+    server: %s
+    certificate-authority-data: %s
+users:
+- name: %s
+  user:
+    token: %s
+contexts:
+- name: onepool-lab
+  context: {cluster: onepool-lab, user: %s, namespace: %s}
+current-context: onepool-lab
+`, l.APIServerURL(), base64.StdEncoding.EncodeToString(ca), sa, tr.Status.Token, sa, SystemNamespace)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(body), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// SAClient is a clientset acting as one of the chart's ServiceAccounts.
+func (l *Lab) SAClient(sa string) (kubernetes.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", l.SAKubeconfig(sa))
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig of %s: %w", sa, err)
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// DaemonCmdline is the command line of a running lab daemon, by its name
+// (e.g. "onepool-controller-manager").
+func (l *Lab) DaemonCmdline(name string) ([]string, error) {
+	pid, prog := l.readPid(name)
+	if pid == 0 || !alive(pid, prog) {
+		return nil, fmt.Errorf("%s is not running", name)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return nil, err
+	}
+	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"), nil
+}
+
+// SchedulerConfig is the KubeSchedulerConfiguration replica 0 runs with.
+func (l *Lab) SchedulerConfig() ([]byte, error) { return os.ReadFile(l.schedulerConfigPath(0)) }
