@@ -39,8 +39,8 @@ func (f *fakeLock) write(r resourcelock.LeaderElectionRecord) error {
 	return nil
 }
 func (f *fakeLock) RecordEvent(string) {}
-func (f *fakeLock) Identity() string  { return f.id }
-func (f *fakeLock) Describe() string  { return "onepool-system/onepool-scheduler" }
+func (f *fakeLock) Identity() string   { return f.id }
+func (f *fakeLock) Describe() string   { return "onepool-system/onepool-scheduler" }
 
 func closed(ch <-chan struct{}) bool {
 	select {
