@@ -67,6 +67,11 @@ $(BIN)/kubectl: go.mod go.sum
 $(BIN)/etcd: test/tools/etcd/go.mod test/tools/etcd/go.sum
 	cd test/tools/etcd && go build -o $@ go.etcd.io/etcd/server/v3
 
+# A real kubelet (optional lab node, ONEPOOL_LAB_REAL_KUBELET=1): built from its own
+# small module, since inside the main one its dependencies (cadvisor, cgroups) lack go.sum entries.
+$(BIN)/kubelet: test/tools/kubelet/go.mod test/tools/kubelet/go.sum
+	cd test/tools/kubelet && go build -ldflags "$(K8S_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubelet
+
 $(BIN)/kwok:
 	GOBIN=$(BIN) go install sigs.k8s.io/kwok/cmd/kwok@$(KWOK_VERSION)
 
