@@ -21,7 +21,10 @@ const usage = `usage: lab COMMAND
   env                      shell exports for KUBECONFIG, slurmrestd URL and token, PATH
   slurm-exec -- CMD ARGS   run a Slurm command inside the chroot (sinfo, scontrol, sbatch...)
   kubelet                  the lab kubelet (a daemon of ` + "`up`" + `): runs slurmd pods of the dyn-* Nodes in the chroot
-Environment: ONEPOOL_LAB_DIR, ONEPOOL_LAB_NODES (4), ONEPOOL_LAB_EXTRA_NODES (0), ONEPOOL_LAB_DYN_NODES (5, at most 32)`
+  node up|down|packages|images|status
+                           a real kubelet + containerd node (lab-node); see node.go
+Environment: ONEPOOL_LAB_DIR, ONEPOOL_LAB_NODES (4), ONEPOOL_LAB_EXTRA_NODES (0), ONEPOOL_LAB_DYN_NODES (5, at most 32),
+  ONEPOOL_LAB_REAL_KUBELET=1 (up also starts the real node), ONEPOOL_LAB_NODE_IP`
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
@@ -79,6 +82,8 @@ func run(args []string) error {
 		return l.ManifestStatus(ctx, os.Stdout)
 	case "kubelet":
 		return l.RunKubelet(ctx)
+	case "node":
+		return runNode(ctx, l, rest)
 	case "env":
 		fmt.Print(l.Env())
 	case "slurm-exec":
