@@ -14,8 +14,10 @@ import (
 	"syscall"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // StopNode stops the real node: its pods first (through the apiserver,
@@ -35,6 +37,7 @@ func (l *Lab) StopNode(ctx context.Context) error {
 		}
 	}
 	errs = append(errs, l.stopRealKubelet())
+	l.markNodeUnknown(ctx)
 	if l.running(l.containerdDaemon()) != 0 {
 		errs = append(errs, l.stopNodeTasks(ctx))
 	}
@@ -250,4 +253,22 @@ func (l *Lab) removeNodeBridge() error {
 		return fmt.Errorf("ip link delete %s: %v: %s", l.nodeBridge(), err, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// markNodeUnknown sets the Node's Ready condition to Unknown, as the node
+// lifecycle controller would (none runs in the lab: a stopped kubelet's Node
+// would stay Ready). Best effort: the apiserver may be gone already.
+func (l *Lab) markNodeUnknown(ctx context.Context) {
+	cs, err := l.KubeClient()
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	now := time.Now().UTC().Format(time.RFC3339)
+	patch := fmt.Sprintf(`{"status":{"conditions":[{"type":"Ready","status":"Unknown","reason":"NodeStatusUnknown","message":"the lab stopped the kubelet","lastTransitionTime":%q}]}}`, now)
+	_, err = cs.CoreV1().Nodes().Patch(ctx, RealNodeName, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
+	if err != nil && !apierrors.IsNotFound(err) {
+		fmt.Fprintf(l.cfg.Log, "lab: node %s not marked NotReady: %v\n", RealNodeName, err)
+	}
 }
