@@ -251,6 +251,8 @@ state = ` + q(l.nodePath("containerd", "state")) + `
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
+        # runc's state, not /run/containerd/runc.
+        Root = ` + q(l.nodePath("run", "runc")) + `
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = ` + q(cniBinDir) + `
     conf_dir = ` + q(l.nodePath("cni", "net.d")) + `

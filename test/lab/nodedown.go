@@ -43,6 +43,7 @@ func (l *Lab) StopNode(ctx context.Context) error {
 	}
 	errs = append(errs, l.stopDaemon(containerdDaemon))
 	errs = append(errs, l.killNodeLeftovers())
+	l.removeShimSockets()
 	errs = append(errs, unmountUnder(l.nodePath()))
 	errs = append(errs, l.removeNodeCgroup())
 	errs = append(errs, l.removeContainerLogLinks())
@@ -270,5 +271,23 @@ func (l *Lab) markNodeUnknown(ctx context.Context) {
 	_, err = cs.CoreV1().Nodes().Patch(ctx, RealNodeName, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
 	if err != nil && !apierrors.IsNotFound(err) {
 		fmt.Fprintf(l.cfg.Log, "lab: node %s not marked NotReady: %v\n", RealNodeName, err)
+	}
+}
+
+// removeShimSockets removes the sockets of this lab's shims that died
+// without cleaning up: containerd 1.6 puts them at /run/containerd/s/HASH
+// (not under its state dir) and writes each task's one into an "address"
+// file of the task's state folder.
+func (l *Lab) removeShimSockets() {
+	addrs, _ := filepath.Glob(l.nodePath("containerd", "state", "io.containerd.runtime.v2.task", "*", "*", "address"))
+	for _, a := range addrs {
+		b, err := os.ReadFile(a)
+		if err != nil {
+			continue
+		}
+		sock := strings.TrimPrefix(strings.TrimSpace(string(b)), "unix://")
+		if filepath.Dir(sock) == "/run/containerd/s" {
+			_ = os.Remove(sock)
+		}
 	}
 }
