@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -136,7 +137,7 @@ func (l *Lab) EnsureNodePackages(ctx context.Context) error {
 func (l *Lab) ensureNodePackages(ctx context.Context) error {
 	var missing []string
 	for _, p := range nodePackages {
-		if _, err := os.Stat(p.file); err != nil && !containsString(missing, p.pkg) {
+		if _, err := os.Stat(p.file); err != nil && !slices.Contains(missing, p.pkg) {
 			missing = append(missing, p.pkg)
 		}
 	}
@@ -156,15 +157,6 @@ func (l *Lab) ensureNodePackages(ctx context.Context) error {
 		return fmt.Errorf("%w; no network? Inside a network namespace run `lab node packages` outside it first", err)
 	}
 	return nil
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func (l *Lab) checkNodeTools(context.Context) error {
@@ -482,7 +474,7 @@ func cgroupMounts() ([]string, error) {
 			continue
 		}
 		mp := unescapeMount(f[4])
-		if !containsString(out, mp) {
+		if !slices.Contains(out, mp) {
 			out = append(out, mp)
 		}
 	}

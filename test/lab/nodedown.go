@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -149,7 +150,7 @@ func (l *Lab) nodeLeftoverPids() []int {
 			continue
 		}
 		args := strings.Split(string(cmdline), "\x00")
-		if strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") && containsString(args, sock) && !zombie(pid) {
+		if strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") && slices.Contains(args, sock) && !zombie(pid) {
 			set[pid] = true
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -274,7 +275,7 @@ func (l *Lab) importNodeImage(ctx context.Context, im NodeImage, have map[string
 			return err
 		}
 	}
-	if imported != normalizeRef(imported) && !containsString(im.Names, imported) {
+	if imported != normalizeRef(imported) && !slices.Contains(im.Names, imported) {
 		// The un-normalized name only confuses `ctr images ls`.
 		if _, err := l.ctr(ctx, "images", "rm", imported); err != nil {
 			return err
