@@ -71,6 +71,18 @@ HELM_VERSION := v3.22.0
 $(BIN)/helm: test/tools/helm/go.mod test/tools/helm/go.sum
 	cd test/tools/helm && go build -ldflags "-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)" -o $@ helm.sh/helm/v3/cmd/helm
 
+# A real kubelet (optional lab node, ONEPOOL_LAB_REAL_KUBELET=1): built from its own
+# small module, since inside the main one its dependencies (cadvisor, cgroups) lack go.sum entries.
+$(BIN)/kubelet: test/tools/kubelet/go.mod test/tools/kubelet/go.sum
+	cd test/tools/kubelet && go build -ldflags "$(K8S_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubelet
+
+# The real node's pod sandbox process, static: its image holds nothing else.
+$(BIN)/pause: test/lab/pause/main.go
+	CGO_ENABLED=0 go build -o $@ ./test/lab/pause
+
+.PHONY: node-tools
+node-tools: $(BIN)/kube-apiserver $(BIN)/kubectl $(BIN)/etcd $(BIN)/lab $(BIN)/kubelet $(BIN)/pause ## binaries of the real kubelet node (`lab node up`, ONEPOOL_LAB_REAL_KUBELET=1)
+
 $(BIN)/kwok:
 	GOBIN=$(BIN) go install sigs.k8s.io/kwok/cmd/kwok@$(KWOK_VERSION)
 

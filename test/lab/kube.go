@@ -91,6 +91,10 @@ func (l *Lab) startAPIServer(ctx context.Context) error {
 			"--authorization-mode", "RBAC",
 			"--service-cluster-ip-range", "10.96.0.0/16",
 			"--allow-privileged=true",
+			// The real node's kubelet (ONEPOOL_LAB_REAL_KUBELET) has no resolvable hostname: logs/exec go
+			// to its IP, with a client certificate (it takes no anonymous requests).
+			"--kubelet-preferred-address-types=InternalIP",
+			"--kubelet-client-certificate", p.path("admin.crt"), "--kubelet-client-key", p.path("admin.key"),
 			// No kube-controller-manager runs: nothing would remove the
 			// not-ready taint or create default ServiceAccounts.
 			"--disable-admission-plugins", "ServiceAccount,TaintNodesByCondition",

@@ -208,6 +208,7 @@ func (l *Lab) Up(ctx context.Context) error {
 	}
 	start := time.Now()
 	steps := append(append(l.slurmSteps(), l.kubeSteps()...), l.onepoolSteps()...)
+	steps = append(steps, l.realNodeSteps()...) // ONEPOOL_LAB_REAL_KUBELET=1 only
 	if err := l.runSteps(ctx, steps); err != nil {
 		return err
 	}
@@ -247,6 +248,8 @@ func (l *Lab) Down(ctx context.Context) error {
 		return err
 	}
 	var errs []error
+	// The real node (if it ever ran) first: its pods go through the apiserver.
+	errs = append(errs, l.StopNode(ctx))
 	// The kubelet first: its slurmd stop quickly while slurmctld still answers.
 	errs = append(errs, l.StopKubelet())
 	for _, name := range []string{schedulerName(1), schedulerName(0), "scheduler-service", "onepool-controller-manager", "kwok", "kube-apiserver", "etcd", "slurmrestd"} {

@@ -19,6 +19,7 @@ func (l *Lab) Status(w io.Writer) int {
 		daemon{name: "kube-apiserver", argv: []string{"kube-apiserver"}},
 		daemon{name: "kwok", argv: []string{"kwok"}},
 		l.controllerManager(), l.kubeletDaemon(), l.schedulerService(), l.scheduler(0))
+	ds = append(ds, l.nodeDaemons()...)
 	down := 0
 	for _, d := range ds {
 		if pid := l.running(d); pid != 0 {

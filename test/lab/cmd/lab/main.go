@@ -23,7 +23,10 @@ const usage = `usage: lab COMMAND
   slurm-exec -- CMD ARGS   run a Slurm command inside the chroot (sinfo, scontrol, sbatch...)
   kubelet                  the lab kubelet (a daemon of ` + "`up`" + `): runs slurmd pods of the dyn-* Nodes in the chroot
   service-proxy LISTEN B1,B2  a Service stand-in (a daemon of ` + "`up`" + `): round robin over the backends that accept
-Environment: ONEPOOL_LAB_DIR, ONEPOOL_LAB_NODES (4), ONEPOOL_LAB_EXTRA_NODES (0), ONEPOOL_LAB_DYN_NODES (5, at most 32)`
+  node up|down|packages|images|status
+                           a real kubelet + containerd node (lab-node); see node.go
+Environment: ONEPOOL_LAB_DIR, ONEPOOL_LAB_NODES (4), ONEPOOL_LAB_EXTRA_NODES (0), ONEPOOL_LAB_DYN_NODES (5, at most 32),
+  ONEPOOL_LAB_REAL_KUBELET=1 (up also starts the real node), ONEPOOL_LAB_NODE_IP`
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
@@ -86,6 +89,8 @@ func run(args []string) error {
 			return fmt.Errorf("service-proxy takes LISTEN BACKEND[,BACKEND...]\n%s", usage)
 		}
 		return lab.ServiceProxy(ctx, rest[0], strings.Split(rest[1], ","))
+	case "node":
+		return runNode(ctx, l, rest)
 	case "env":
 		fmt.Print(l.Env())
 	case "slurm-exec":
