@@ -3,7 +3,6 @@ package lab
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"fmt"
 	"os"
 	"os/exec"
@@ -119,22 +118,7 @@ func (l *Lab) ensureSAKubeconfig(ctx context.Context, kc kubernetes.Interface, s
 	if err != nil {
 		return err
 	}
-	body := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: onepool-lab
-  cluster:
-    server: %s
-    certificate-authority-data: %s
-users:
-- name: %s
-  user:
-    token: %s
-contexts:
-- name: onepool-lab
-  context: {cluster: onepool-lab, user: %s, namespace: %s}
-current-context: onepool-lab
-`, l.APIServerURL(), base64.StdEncoding.EncodeToString(ca), sa, tr.Status.Token, sa, SystemNamespace)
+	body := kubeconfigFor(l.APIServerURL(), ca, sa, SystemNamespace, [2]string{"token", tr.Status.Token})
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, []byte(body), 0o600); err != nil {
 		return err

@@ -8,7 +8,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
-	"fmt"
 	"math/big"
 	"os"
 	"time"
@@ -83,21 +82,6 @@ func (p pki) clientKubeconfig(server, name string) (string, error) {
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: onepool-lab
-  cluster:
-    server: %s
-    certificate-authority-data: %s
-users:
-- name: %s
-  user:
-    client-certificate-data: %s
-    client-key-data: %s
-contexts:
-- name: onepool-lab
-  context: {cluster: onepool-lab, user: %s}
-current-context: onepool-lab
-`, server, base64Std(ca), name, base64Std(crt), base64Std(key), name), nil
+	return kubeconfigFor(server, []byte(ca), name, "",
+		[2]string{"client-certificate-data", base64Std(crt)}, [2]string{"client-key-data", base64Std(key)}), nil
 }

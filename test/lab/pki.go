@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -101,33 +102,22 @@ func (p pki) writePair(name string, der []byte, key *ecdsa.PrivateKey) error {
 	return os.WriteFile(p.path(name+".crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
 }
 
-func (p pki) kubeconfig(server string) (string, error) {
-	read := func(n string) (string, error) {
-		b, err := os.ReadFile(p.path(n))
-		return string(b), err
+func (p pki) kubeconfig(server string) (string, error) { return p.clientKubeconfig(server, "admin") }
+
+// kubeconfigFor is a kubeconfig for the lab's apiserver whose user
+// authenticates with creds (client-certificate-data and client-key-data,
+// or token); namespace may be empty.
+func kubeconfigFor(server string, caPEM []byte, user, namespace string, creds ...[2]string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: v1\nkind: Config\nclusters:\n- name: onepool-lab\n  cluster:\n    server: %s\n    certificate-authority-data: %s\n", server, base64Std(string(caPEM)))
+	fmt.Fprintf(&b, "users:\n- name: %s\n  user:\n", user)
+	for _, c := range creds {
+		fmt.Fprintf(&b, "    %s: %s\n", c[0], c[1])
 	}
-	ca, err1 := read("ca.crt")
-	crt, err2 := read("admin.crt")
-	key, err3 := read("admin.key")
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return "", err
+	ns := ""
+	if namespace != "" {
+		ns = ", namespace: " + namespace
 	}
-	b64 := func(s string) string { return base64Std(s) }
-	return fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: onepool-lab
-  cluster:
-    server: %s
-    certificate-authority-data: %s
-users:
-- name: onepool-admin
-  user:
-    client-certificate-data: %s
-    client-key-data: %s
-contexts:
-- name: onepool-lab
-  context: {cluster: onepool-lab, user: onepool-admin}
-current-context: onepool-lab
-`, server, b64(ca), b64(crt), b64(key)), nil
+	fmt.Fprintf(&b, "contexts:\n- name: onepool-lab\n  context: {cluster: onepool-lab, user: %s%s}\ncurrent-context: onepool-lab\n", user, ns)
+	return b.String()
 }
