@@ -44,7 +44,7 @@ ci-fresh: ## what CI does, on a fresh clone of HEAD with no .lab/ (own network n
 images: ## the Dockerfile's targets (controller-manager, scheduler, node-agent) as OCI archives in .lab/images, with buildah; no Docker daemon or registry
 	build/images.sh
 
-tools: $(BIN)/kube-apiserver $(BIN)/kubectl $(BIN)/etcd $(BIN)/kwok $(LAB_DIR)/kwok-stages.yaml $(BIN)/lab $(BIN)/onepool-controller-manager $(BIN)/onepool-scheduler $(BIN)/onepool-node-agent $(BIN)/helm $(LAB_DIR)/podgroup-crd.yaml ## build the lab's binaries (cached in .lab/bin) and onepool's
+tools: $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kubectl $(BIN)/etcd $(BIN)/kwok $(LAB_DIR)/kwok-stages.yaml $(BIN)/lab $(BIN)/onepool-controller-manager $(BIN)/onepool-scheduler $(BIN)/onepool-node-agent $(BIN)/helm $(LAB_DIR)/podgroup-crd.yaml ## build the lab's binaries (cached in .lab/bin) and onepool's
 
 # onepool's own binaries, rebuilt when any Go file changes; the lab restarts them then.
 $(BIN)/onepool-controller-manager: $(shell git ls-files '*.go' 2>/dev/null | grep -v '^test/') go.mod go.sum
@@ -76,12 +76,21 @@ $(BIN)/helm: test/tools/helm/go.mod test/tools/helm/go.sum
 $(BIN)/kubelet: test/tools/kubelet/go.mod test/tools/kubelet/go.sum
 	cd test/tools/kubelet && go build -ldflags "$(K8S_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubelet
 
+# kube-controller-manager (Deployments, ReplicaSets, ServiceAccounts, garbage collection):
+# from the same module as the kubelet, whose packages it imports.
+$(BIN)/kube-controller-manager: test/tools/kubelet/go.mod test/tools/kubelet/go.sum
+	cd test/tools/kubelet && go build -ldflags "$(K8S_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-controller-manager
+
+# kube-scheduler: the default scheduler, which places the chart's own pods on the real node.
+$(BIN)/kube-scheduler: go.mod go.sum
+	go build -ldflags "$(K8S_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-scheduler
+
 # The real node's pod sandbox process, static: its image holds nothing else.
 $(BIN)/pause: test/lab/pause/main.go
 	CGO_ENABLED=0 go build -o $@ ./test/lab/pause
 
 .PHONY: node-tools
-node-tools: $(BIN)/kube-apiserver $(BIN)/kubectl $(BIN)/etcd $(BIN)/lab $(BIN)/kubelet $(BIN)/pause ## binaries of the real kubelet node (`lab node up`, ONEPOOL_LAB_REAL_KUBELET=1)
+node-tools: $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kubectl $(BIN)/etcd $(BIN)/lab $(BIN)/kubelet $(BIN)/pause ## binaries of the real kubelet node (`lab node up`, ONEPOOL_LAB_REAL_KUBELET=1)
 
 $(BIN)/kwok:
 	GOBIN=$(BIN) go install sigs.k8s.io/kwok/cmd/kwok@$(KWOK_VERSION)

@@ -85,6 +85,13 @@ func (l *Lab) ensureChartRBAC(ctx context.Context) error {
 		l.Kubectl(), "--kubeconfig", l.Kubeconfig(), "apply", "--server-side", "--force-conflicts", "-f", f); err != nil {
 		return err
 	}
+	// Helm's ownership marks (the templates carry its label already): a
+	// `helm install` of the chart (InstallChart) adopts these objects.
+	if err := runLogged(ctx, time.Minute, filepath.Join(l.LogDir(), "kubectl.log"),
+		l.Kubectl(), "--kubeconfig", l.Kubeconfig(), "annotate", "--overwrite", "-f", f,
+		"meta.helm.sh/release-name="+ChartRelease, "meta.helm.sh/release-namespace="+SystemNamespace); err != nil {
+		return err
+	}
 	kc, err := l.KubeClient()
 	if err != nil {
 		return err
@@ -104,7 +111,7 @@ func (l *Lab) SAKubeconfig(sa string) string { return l.path("run", sa+".kubecon
 // the one there lasts another day.
 func (l *Lab) ensureSAKubeconfig(ctx context.Context, kc kubernetes.Interface, sa string) error {
 	path := l.SAKubeconfig(sa)
-	if st, err := os.Stat(path); err == nil && time.Since(st.ModTime()) < saTokenFor-24*time.Hour {
+	if st, err := os.Stat(path); err == nil && time.Since(st.ModTime()) < saTokenFor-24*time.Hour && l.saTokenWorks(ctx, sa) {
 		return nil
 	}
 	secs := int64(saTokenFor / time.Second)
@@ -124,6 +131,19 @@ func (l *Lab) ensureSAKubeconfig(ctx context.Context, kc kubernetes.Interface, s
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// saTokenWorks tells whether the apiserver still takes sa's token: one of
+// a ServiceAccount that was deleted (helm uninstall) and made again is not.
+func (l *Lab) saTokenWorks(ctx context.Context, sa string) bool {
+	c, err := l.SAClient(sa)
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err = c.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	return err == nil
 }
 
 // SAClient is a clientset acting as one of the chart's ServiceAccounts.

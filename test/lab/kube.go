@@ -21,6 +21,7 @@ func (l *Lab) kubeSteps() []step {
 		{"kubernetes pki", l.ensurePKI},
 		{"etcd", l.startEtcd},
 		{"kube-apiserver", l.startAPIServer},
+		{"kube-controller-manager", l.startKubeControllerManager},
 		{"kwok", l.startKwok},
 		{"kwok nodes", l.ensureKubeNodes},
 	}
@@ -32,7 +33,7 @@ func (l *Lab) pki() pki { return pki{dir: l.path("run", "pki")} }
 func (l *Lab) APIServerURL() string { return fmt.Sprintf("https://127.0.0.1:%d", APIServerPort) }
 
 func (l *Lab) checkTools(context.Context) error {
-	for _, t := range []string{"etcd", "kube-apiserver", "kubectl", "kwok"} {
+	for _, t := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kubectl", "kwok"} {
 		if _, err := os.Stat(filepath.Join(l.BinDir(), t)); err != nil {
 			return fmt.Errorf("%s is not built: run `make tools` (or `make up`)", filepath.Join(l.BinDir(), t))
 		}
@@ -95,9 +96,9 @@ func (l *Lab) startAPIServer(ctx context.Context) error {
 			// to its IP, with a client certificate (it takes no anonymous requests).
 			"--kubelet-preferred-address-types=InternalIP",
 			"--kubelet-client-certificate", p.path("admin.crt"), "--kubelet-client-key", p.path("admin.key"),
-			// No kube-controller-manager runs: nothing would remove the
-			// not-ready taint or create default ServiceAccounts.
-			"--disable-admission-plugins", "ServiceAccount,TaintNodesByCondition",
+			// The lab's kube-controller-manager runs no node lifecycle
+			// controller: nothing would remove the not-ready taint.
+			"--disable-admission-plugins", "TaintNodesByCondition",
 			"--cert-dir", l.path("run", "apiserver-certs"),
 		},
 		port: APIServerPort,

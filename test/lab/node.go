@@ -91,6 +91,10 @@ func (l *Lab) nodeSteps() []step {
 		{"node images", l.importNodeImages},
 		{"kubelet", l.startRealKubelet},
 		{"node ready", l.awaitNodeReady},
+		// What the chart's pods need there: a scheduler for them, and
+		// the apiserver and slurmrestd as Services.
+		{"kube-scheduler", l.startKubeScheduler},
+		{"cluster network", l.startClusterNet},
 	}
 }
 
@@ -105,6 +109,7 @@ func (l *Lab) UpNode(ctx context.Context) error {
 		{"kubernetes pki", l.ensurePKI},
 		{"etcd", l.startEtcd},
 		{"kube-apiserver", l.startAPIServer},
+		{"kube-controller-manager", l.startKubeControllerManager},
 	}, l.nodeSteps()...)
 	if err := l.runSteps(ctx, steps); err != nil {
 		return err
@@ -160,7 +165,7 @@ func (l *Lab) ensureNodePackages(ctx context.Context) error {
 }
 
 func (l *Lab) checkNodeTools(context.Context) error {
-	for _, t := range []string{"kubelet", "pause", "kubectl"} {
+	for _, t := range []string{"kubelet", "pause", "kubectl", "kube-controller-manager", "kube-scheduler"} {
 		if _, err := os.Stat(filepath.Join(l.BinDir(), t)); err != nil {
 			return fmt.Errorf("%s is not built: run `make node-tools`", filepath.Join(l.BinDir(), t))
 		}
@@ -546,7 +551,11 @@ func (l *Lab) nodeDaemons() []daemon {
 	if !RealKubeletEnabled() {
 		return nil
 	}
-	return []daemon{l.containerdDaemon(), l.realKubeletDaemon("")}
+	ds := []daemon{l.containerdDaemon(), l.realKubeletDaemon(""), l.kubeScheduler()}
+	for _, s := range l.clusterServices() {
+		ds = append(ds, s.daemon(l))
+	}
+	return ds
 }
 
 // NodeStatus writes a line per node daemon and returns how many are down.

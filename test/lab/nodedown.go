@@ -37,7 +37,7 @@ func (l *Lab) StopNode(ctx context.Context) error {
 			fmt.Fprintf(l.cfg.Log, "lab: node pods not deleted through the apiserver: %v\n", err)
 		}
 	}
-	errs = append(errs, l.stopRealKubelet())
+	errs = append(errs, l.stopRealKubelet(), l.stopDaemon("kube-scheduler"), l.stopClusterNet(ctx))
 	l.markNodeUnknown(ctx)
 	if l.running(l.containerdDaemon()) != 0 {
 		errs = append(errs, l.stopNodeTasks(ctx))

@@ -98,10 +98,12 @@ func (l *Lab) scheduler(i int) daemon {
 
 // schedulerService is the lab's stand-in for the chart's release Service.
 func (l *Lab) schedulerService() daemon {
-	to := make([]string, SchedulerReplicas)
+	to := make([]string, SchedulerReplicas, SchedulerReplicas+1)
 	for i := range to {
 		to[i] = fmt.Sprintf("127.0.0.1:%d", ReleasePort+1+i)
 	}
+	// The chart's release Service, when the chart's scheduler runs as pods.
+	to = append(to, fmt.Sprintf("endpoints:%s/%s-scheduler-release/release", SystemNamespace, ChartRelease))
 	return daemon{
 		name: "scheduler-service",
 		argv: []string{filepath.Join(l.BinDir(), "lab"), "service-proxy",

@@ -17,6 +17,7 @@ func (l *Lab) Status(w io.Writer) int {
 	ds = append(ds, l.slurmrestd(),
 		daemon{name: "etcd", argv: []string{"etcd"}},
 		daemon{name: "kube-apiserver", argv: []string{"kube-apiserver"}},
+		l.kubeControllerManager(),
 		daemon{name: "kwok", argv: []string{"kwok"}},
 		l.controllerManager(), l.kubeletDaemon(), l.schedulerService(), l.scheduler(0))
 	ds = append(ds, l.nodeDaemons()...)

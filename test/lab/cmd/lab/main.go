@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
+
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/onepool/onepool/test/lab"
 )
@@ -22,7 +23,8 @@ const usage = `usage: lab COMMAND
   env                      shell exports for KUBECONFIG, slurmrestd URL and token, PATH
   slurm-exec -- CMD ARGS   run a Slurm command inside the chroot (sinfo, scontrol, sbatch...)
   kubelet                  the lab kubelet (a daemon of ` + "`up`" + `): runs slurmd pods of the dyn-* Nodes in the chroot
-  service-proxy LISTEN B1,B2  a Service stand-in (a daemon of ` + "`up`" + `): round robin over the backends that accept
+  service-proxy LISTEN B1,B2  a Service stand-in (a daemon of ` + "`up`" + `): round robin over the backends that accept;
+                           a backend is host:port or endpoints:NAMESPACE/SERVICE/PORTNAME (its ready EndpointSlice addresses)
   node up|down|packages|images|status
                            a real kubelet + containerd node (lab-node); see node.go
 Environment: ONEPOOL_LAB_DIR, ONEPOOL_LAB_NODES (4), ONEPOOL_LAB_EXTRA_NODES (0), ONEPOOL_LAB_DYN_NODES (5, at most 32),
@@ -88,7 +90,11 @@ func run(args []string) error {
 		if len(rest) != 2 {
 			return fmt.Errorf("service-proxy takes LISTEN BACKEND[,BACKEND...]\n%s", usage)
 		}
-		return lab.ServiceProxy(ctx, rest[0], strings.Split(rest[1], ","))
+		backends, err := lab.ParseBackends(rest[1], func() (kubernetes.Interface, error) { return l.KubeClient() })
+		if err != nil {
+			return err
+		}
+		return lab.ServiceProxy(ctx, rest[0], backends)
 	case "node":
 		return runNode(ctx, l, rest)
 	case "env":

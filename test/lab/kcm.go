@@ -1,0 +1,85 @@
+package lab
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"time"
+)
+
+// Ports of the lab's Kubernetes controllers (secure ports: healthz, metrics).
+const (
+	KubeControllerManagerPort = 26257
+	KubeSchedulerPort         = 26258
+)
+
+// LabControllers are the kube-controller-manager controllers the lab runs:
+// what a Deployment needs to become pods (deployment, replicaset), what a
+// pod needs to get a ServiceAccount token (serviceaccount: the "default"
+// account of each namespace; root-ca-cert-publisher: kube-root-ca.crt),
+// EndpointSlices for Services, and the garbage collector (a Deployment's
+// ReplicaSets and pods go with it; a NodeSet's pods after its finalizer).
+// Not yet: the node lifecycle (kwok Nodes), disruption (the NodeSet tests
+// publish PDB status themselves), job.
+var LabControllers = "serviceaccount,root-ca-cert-publisher,deployment,replicaset,endpointslice,garbagecollector"
+
+func (l *Lab) kubeControllerManager() daemon {
+	p := l.pki()
+	return daemon{
+		name: "kube-controller-manager",
+		argv: []string{filepath.Join(l.BinDir(), "kube-controller-manager"),
+			"--kubeconfig", l.Kubeconfig(),
+			"--authentication-kubeconfig", l.Kubeconfig(), "--authorization-kubeconfig", l.Kubeconfig(),
+			"--bind-address", "127.0.0.1", "--secure-port", fmt.Sprint(KubeControllerManagerPort),
+			"--controllers", LabControllers,
+			"--root-ca-file", p.path("ca.crt"),
+			"--leader-elect=false",
+			"--kube-api-qps", "100", "--kube-api-burst", "200",
+			"--cert-dir", l.path("run", "kcm-certs"),
+		},
+		port: KubeControllerManagerPort,
+		env:  []string{"PATH=/usr/bin:/bin", "HOME=" + l.path("run")},
+	}
+}
+
+// kubeScheduler is Kubernetes' default scheduler. It places pods that name
+// no scheduler (the chart's own pods, on the real node); it runs only with
+// the real node, since kwok Nodes cannot run them.
+func (l *Lab) kubeScheduler() daemon {
+	return daemon{
+		name: "kube-scheduler",
+		argv: []string{filepath.Join(l.BinDir(), "kube-scheduler"),
+			"--kubeconfig", l.Kubeconfig(),
+			"--authentication-kubeconfig", l.Kubeconfig(), "--authorization-kubeconfig", l.Kubeconfig(),
+			"--bind-address", "127.0.0.1", "--secure-port", fmt.Sprint(KubeSchedulerPort),
+			"--leader-elect=false",
+			"--cert-dir", l.path("run", "kube-scheduler-certs"),
+		},
+		port: KubeSchedulerPort,
+		env:  []string{"PATH=/usr/bin:/bin", "HOME=" + l.path("run")},
+	}
+}
+
+func (l *Lab) startKubeControllerManager(ctx context.Context) error {
+	return l.startKubeComponent(ctx, l.kubeControllerManager(), KubeControllerManagerPort)
+}
+
+func (l *Lab) startKubeScheduler(ctx context.Context) error {
+	return l.startKubeComponent(ctx, l.kubeScheduler(), KubeSchedulerPort)
+}
+
+// startKubeComponent starts kube-controller-manager or kube-scheduler and
+// waits for its /healthz (self-signed serving certificate).
+func (l *Lab) startKubeComponent(ctx context.Context, d daemon, port int) error {
+	if _, err := l.start(d); err != nil {
+		return err
+	}
+	insecure := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}, //nolint:gosec // the lab's own self-signed healthz
+	}}
+	return l.awaitDaemon(ctx, d, 60*time.Second, filepath.Join(l.LogDir(), d.name+".out"), func(ctx context.Context) error {
+		return httpOK(ctx, insecure, fmt.Sprintf("https://127.0.0.1:%d/healthz", port))
+	})
+}
