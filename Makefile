@@ -21,7 +21,7 @@ SCHEDULER_PLUGINS_VERSION := v0.35.4-devel
 FUZZTIME ?= 10s
 UNIT_PKGS := ./slurmrest/... ./test/lab/... ./keys/... ./syncer/... ./scheduler/... ./nodeset/... ./cmd/...
 
-.PHONY: help up down lab-status lab-manifest ci-fresh images tools generate openapi-spec vet unit fuzz e2e test bench bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank spank
+.PHONY: help up down lab-status lab-manifest ci-fresh images tools node-tools generate openapi-spec vet unit fuzz e2e e2e-node test bench bench-install bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank spank
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -147,9 +147,16 @@ e2e: tools ## e2e tests on the real lab (brings it up or reuses it)
 	$(MAKE) spank
 	go test -count=1 -timeout 30m -p 1 ./test/e2e/...
 
-test: vet unit fuzz e2e ## everything CI runs
+# The chart installed for real: onepool's images in the real node's containerd,
+# helm install, the components as pods (see test/lab/NODE.md).
+NODE_E2E := TestChartInstall|TestController.*ImageRunsOnRealNode
+e2e-node: tools node-tools images ## e2e of the chart installed with helm on the lab's real kubelet node
+	ONEPOOL_LAB_REAL_KUBELET=1 $(BIN)/lab up
+	ONEPOOL_LAB_REAL_KUBELET=1 ONEPOOL_E2E=1 go test -count=1 -timeout 20m -p 1 -run '$(NODE_E2E)' -v ./test/e2e/ ./test/e2e/realnode/ 2>&1 | tee $(LAB_DIR)/e2e-node.log | grep -E '^(=== RUN|--- |\s+--- |PASS|FAIL|ok|panic)|_test.go' ; exit $${PIPESTATUS[0]}
 
-bench: bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank ## every benchmark; BENCH lines
+test: vet unit fuzz e2e e2e-node ## everything CI runs
+
+bench: bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-install ## every benchmark; BENCH lines
 
 bench-slurmrest: tools ## slurmrest cache at 1,000 Slurm nodes and 200 jobs; scontrol reconfigure to answer with every node
 	ONEPOOL_LAB_EXTRA_NODES=1000 $(BIN)/lab up
@@ -166,6 +173,10 @@ bench-scheduler: tools ## onepool's scheduler on 32 real slurmd: pod to bound, b
 bench-nodeset: tools ## NodeSet over 500 kwok GPU Nodes: time to 500 Ready slurmd pods, reconcile p99
 	$(BIN)/lab up
 	ONEPOOL_BENCH=1 go test -count=1 -timeout 20m -run '^TestBenchNodeSet$$' -v ./test/bench/ | tee $(LAB_DIR)/bench-nodeset.log | grep '^BENCH' || (tail -40 $(LAB_DIR)/bench-nodeset.log; exit 1)
+
+bench-install: tools node-tools images ## helm install to first pod bound, scheduler failover, idle memory (real node, 1,000 kwok Nodes)
+	ONEPOOL_LAB_REAL_KUBELET=1 ONEPOOL_LAB_EXTRA_NODES=1000 $(BIN)/lab up
+	ONEPOOL_BENCH=1 ONEPOOL_LAB_REAL_KUBELET=1 ONEPOOL_LAB_EXTRA_NODES=1000 go test -count=1 -timeout 20m -run '^TestBenchInstall$$' -v ./test/bench/ | tee $(LAB_DIR)/bench-install.log | grep '^BENCH' || (tail -40 $(LAB_DIR)/bench-install.log; exit 1)
 
 bench-spank: tools ## `srun hostname` with the jail plugin minus without (median)
 	$(BIN)/lab up

@@ -51,6 +51,7 @@ type config struct {
 	kubeBurst       int
 	syncer          syncer.Options
 	nodeset         nodeset.Options
+	log             zap.Options
 }
 
 func parseFlags(args []string) (config, error) {
@@ -74,6 +75,8 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.syncer.NotReadyGrace, "not-ready-grace", 2*time.Minute, "how long a slurmd pod may be not Ready before its Slurm node is drained")
 	fs.DurationVar(&c.syncer.RegisterGrace, "register-grace", 2*time.Minute, "how long a new slurmd pod's node may be unknown to Slurm before a warning event")
 	fs.DurationVar(&c.syncer.Resync, "resync", 5*time.Minute, "look at every slurmd pod again this often")
+	// --zap-log-level (info, error, or N for debug level N), --zap-devel, ...
+	c.log.BindFlags(fs)
 	fs.IntVar(&c.nodeset.Workers, "nodeset-workers", 16, "pod creations and deletions one NodeSet reconcile runs at once")
 	fs.DurationVar(&c.nodeset.Recheck, "nodeset-recheck", 10*time.Second, "how soon a NodeSet that waits (jobs running, slurmd registering) is looked at again")
 	if err := fs.Parse(args); err != nil {
@@ -98,9 +101,9 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 }
 
 func main() {
-	ctrl.SetLogger(zap.New())
-	log := ctrl.Log.WithName("setup")
 	c, err := parseFlags(os.Args[1:])
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&c.log)))
+	log := ctrl.Log.WithName("setup")
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
 	}

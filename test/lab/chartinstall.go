@@ -2,15 +2,18 @@ package lab
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 // The lab installs charts/onepool for real (helm install, the components as
@@ -109,4 +112,149 @@ func (l *Lab) ensureTokenSecret(ctx context.Context) error {
 		return fmt.Errorf("secret %s/%s: %w", SystemNamespace, ChartTokenSecret, err)
 	}
 	return nil
+}
+
+// ChartDeployments are the chart's Deployments as the lab installs it.
+var ChartDeployments = []string{ChartRelease + "-controller-manager", ChartRelease + "-scheduler"}
+
+// ChartLeases are the leader leases of those Deployments, in that order.
+var ChartLeases = []string{"onepool-controller-manager", SchedulerLease}
+
+// ChartInstanceSelector selects every object of the lab's release.
+const ChartInstanceSelector = "app.kubernetes.io/instance=" + ChartRelease
+
+// ChartPods are the live pods of one of the chart's Deployments.
+func ChartPods(ctx context.Context, kc kubernetes.Interface, deploy string) ([]corev1.Pod, error) {
+	l, err := kc.CoreV1().Pods(SystemNamespace).List(ctx, metav1.ListOptions{LabelSelector: ChartInstanceSelector})
+	if err != nil {
+		return nil, err
+	}
+	var out []corev1.Pod
+	for _, p := range l.Items {
+		if strings.HasPrefix(p.Name, deploy+"-") && p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// ChartRolledOut tells whether every replica of the chart's Deployments is
+// updated, Ready and available with no old pod left, and says what it saw.
+func ChartRolledOut(ctx context.Context, kc kubernetes.Interface) (bool, string) {
+	var states []string
+	done := true
+	for _, name := range ChartDeployments {
+		d, err := kc.AppsV1().Deployments(SystemNamespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		pods, err := ChartPods(ctx, kc, name)
+		if err != nil {
+			return false, err.Error()
+		}
+		want, s := *d.Spec.Replicas, d.Status
+		done = done && s.ObservedGeneration >= d.Generation && s.Replicas == want && s.UpdatedReplicas == want &&
+			s.ReadyReplicas == want && s.AvailableReplicas == want && len(pods) == int(want)
+		states = append(states, fmt.Sprintf("%s: generation %d/%d, replicas %d updated %d ready %d available %d; pods: %s",
+			name, s.ObservedGeneration, d.Generation, s.Replicas, s.UpdatedReplicas, s.ReadyReplicas, s.AvailableReplicas, PodStates(pods)))
+	}
+	return done, strings.Join(states, " | ")
+}
+
+// PodStates is what `kubectl get pods` shows of pods, on one line.
+func PodStates(pods []corev1.Pod) string {
+	var s []string
+	for _, p := range pods {
+		st := string(p.Status.Phase)
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.State.Waiting != nil {
+				st += "/" + cs.State.Waiting.Reason
+			}
+			st += fmt.Sprintf(" ready=%v restarts=%d", cs.Ready, cs.RestartCount)
+		}
+		s = append(s, p.Name+"@"+p.Spec.NodeName+": "+st)
+	}
+	return strings.Join(s, "; ")
+}
+
+// ChartLeader is the pod of deploy that holds lease ("" when none does).
+func ChartLeader(ctx context.Context, kc kubernetes.Interface, deploy, lease string) (string, error) {
+	l, err := kc.CoordinationV1().Leases(SystemNamespace).Get(ctx, lease, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	if l.Spec.HolderIdentity == nil {
+		return "", nil
+	}
+	pods, err := ChartPods(ctx, kc, deploy)
+	if err != nil {
+		return "", err
+	}
+	for _, p := range pods {
+		// kube-scheduler and controller-runtime name themselves <hostname>_<uuid>.
+		if strings.HasPrefix(*l.Spec.HolderIdentity, p.Name+"_") {
+			return p.Name, nil
+		}
+	}
+	return "", nil
+}
+
+// KillPodContainers SIGKILLs the containers of a pod on the real node
+// through containerd, as a crash would (the kubelet then restarts them).
+func (l *Lab) KillPodContainers(ctx context.Context, pod *corev1.Pod) error {
+	for _, cs := range pod.Status.ContainerStatuses {
+		id, ok := strings.CutPrefix(cs.ContainerID, "containerd://")
+		if !ok {
+			return fmt.Errorf("pod %s: container %s has no containerd id (%q)", pod.Name, cs.Name, cs.ContainerID)
+		}
+		if out, err := l.ctr(ctx, "tasks", "kill", "--signal", "SIGKILL", id); err != nil {
+			return fmt.Errorf("pod %s: ctr tasks kill %s: %w: %s", pod.Name, id, err, out)
+		}
+	}
+	return nil
+}
+
+// ContainerMemory is a pod's containers' memory as the kubelet reports it
+// (its summary API, read through the apiserver): working set and RSS bytes.
+func (l *Lab) ContainerMemory(ctx context.Context, namespace, pod string) (workingSet, rss uint64, err error) {
+	kc, err := l.KubeClient()
+	if err != nil {
+		return 0, 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	raw, err := kc.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", RealNodeName, "proxy", "stats", "summary").DoRaw(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("kubelet summary of %s: %w", RealNodeName, err)
+	}
+	var sum struct {
+		Pods []struct {
+			PodRef     struct{ Name, Namespace string } `json:"podRef"`
+			Containers []struct {
+				Memory *struct {
+					WorkingSetBytes *uint64 `json:"workingSetBytes"`
+					RSSBytes        *uint64 `json:"rssBytes"`
+				} `json:"memory"`
+			} `json:"containers"`
+		} `json:"pods"`
+	}
+	if err := json.Unmarshal(raw, &sum); err != nil {
+		return 0, 0, fmt.Errorf("kubelet summary: %w", err)
+	}
+	for _, p := range sum.Pods {
+		if p.PodRef.Name != pod || p.PodRef.Namespace != namespace {
+			continue
+		}
+		for _, c := range p.Containers {
+			if c.Memory == nil || c.Memory.WorkingSetBytes == nil {
+				return 0, 0, fmt.Errorf("kubelet summary: pod %s/%s has no memory figures yet", namespace, pod)
+			}
+			workingSet += *c.Memory.WorkingSetBytes
+			if c.Memory.RSSBytes != nil {
+				rss += *c.Memory.RSSBytes
+			}
+		}
+		return workingSet, rss, nil
+	}
+	return 0, 0, fmt.Errorf("kubelet summary: no pod %s/%s", namespace, pod)
 }
