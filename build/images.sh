@@ -19,6 +19,12 @@ targets=${TARGETS:-controller-manager scheduler node-agent}
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 work=$out/work
 bah=(buildah --storage-driver vfs)
+# IMAGES_STORAGE: buildah's storage root (default: the machine's,
+# /var/lib/containers/storage); `make ci-fresh` gives it one in the clone so
+# that nothing is reused from earlier builds.
+if [ -n "${IMAGES_STORAGE:-}" ]; then
+	bah+=(--root "$IMAGES_STORAGE/root" --runroot "$IMAGES_STORAGE/run")
+fi
 
 if [ "$(id -u)" != 0 ]; then
 	echo "images: needs root (debootstrap, buildah's chroot isolation)" >&2
@@ -76,3 +82,13 @@ for t in $targets; do
 	"${bah[@]}" push --quiet "localhost/onepool/$t:$version" "oci-archive:$out/$t.tar:onepool/$t:$version" >/dev/null
 	echo "images: onepool/$t:$version -> $out/$t.tar ($(du -h "$out/$t.tar" | cut -f1), $(($(date +%s) - start)) s)"
 done
+
+# vfs keeps a full copy of every layer (a build stage is ~1 GB): drop the
+# older tags of these images, working containers and dangling images.
+for t in $targets; do
+	for ref in $("${bah[@]}" images --noheading --format '{{.Name}}:{{.Tag}}' --filter reference="localhost/onepool/$t" 2>/dev/null); do
+		[ "$ref" = "localhost/onepool/$t:$version" ] || "${bah[@]}" rmi "$ref" >/dev/null 2>&1 || true
+	done
+done
+"${bah[@]}" rm --all >/dev/null 2>&1 || true
+"${bah[@]}" rmi --prune >/dev/null 2>&1 || true
