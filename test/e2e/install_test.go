@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/test/lab"
 )
 
@@ -261,4 +262,52 @@ func (c *chartInstall) replicaSets() map[string]string {
 		out[d] = rs.Name
 	}
 	return out
+}
+
+// TestChartUnreachableSlurmrestd installs the chart with a slurmrestd URL
+// nothing answers: the components stay up (no restart), the controller
+// manager's leader says it is not ready, a onepool pod waits with a message
+// naming Slurm, and a cordoned Node's Slurm node is not touched. An upgrade
+// to the right URL brings placement and drains back.
+func TestChartUnreachableSlurmrestd(t *testing.T) {
+	c := newChartInstall(t)
+	e := newSchedEnv(t)
+	// A slurmd pod the syncer knows, made while the lab's own components run.
+	s := newSyncerEnv(t, c.l.NodeNames()[0])
+
+	c.install("--set", fmt.Sprintf("slurm.restURL=http://%s:1", lab.SlurmRESTServiceIP), "--set", "slurm.staleAfter=5s")
+	c.waitRolledOut(3 * time.Minute)
+	cm := c.waitLeaderIsPod(lab.ChartDeployments[0], lab.ChartLeases[0], time.Minute)
+	eventually(t, time.Minute, "the controller manager's leader "+cm+" not Ready", func() (bool, string) {
+		p, err := c.kc.CoreV1().Pods(lab.SystemNamespace).Get(context.Background(), cm, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return !podReady(p), lab.PodStates([]corev1.Pod{*p})
+	})
+	e.create(e.pod("waits", 1, nil))
+	e.waitPendingWith("waits", "Slurm", time.Minute)
+
+	s.kubectl("annotate", "--overwrite", "node", s.node, keys.AnnotationCordonReason+"=maintenance while slurmrestd is away")
+	s.kubectl("cordon", s.node)
+	s.holds(10*time.Second, "no drain while Slurm is unknown, pod not bound", func() (bool, string) {
+		kv := scontrolNode(t, c.l, s.node)
+		p, err := e.get("waits")
+		if err != nil {
+			return false, err.Error()
+		}
+		return !strings.Contains(kv["State"], "DRAIN") && p.Spec.NodeName == "", kv["State"] + " " + kv["Reason"] + "; pod on " + p.Spec.NodeName
+	})
+	for _, name := range lab.ChartDeployments {
+		for _, p := range c.pods(name) {
+			for _, cs := range p.Status.ContainerStatuses {
+				assert.Zero(t, cs.RestartCount, "pod %s restarted: an unreachable slurmrestd is not a crash", p.Name)
+			}
+		}
+	}
+
+	c.upgrade("--set", "slurm.staleAfter=5s")
+	c.waitRolledOut(3 * time.Minute)
+	e.waitBound("waits", 2*time.Minute)
+	s.waitSlurm(time.Minute, true, "onepool")
 }

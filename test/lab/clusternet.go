@@ -99,26 +99,20 @@ func loopbackHas(ctx context.Context, ip string) (bool, error) {
 	return strings.Contains(string(out), " "+ip+"/32 "), nil
 }
 
-func ensureLoopbackAddr(ctx context.Context, ip string) error {
-	if has, err := loopbackHas(ctx, ip); err != nil || has {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, "ip", "addr", "add", ip+"/32", "dev", "lo").CombinedOutput(); err != nil {
-		return fmt.Errorf("ip addr add %s/32 dev lo: %w: %s", ip, err, out)
-	}
-	return nil
-}
+func ensureLoopbackAddr(ctx context.Context, ip string) error { return loopbackAddr(ctx, ip, "add") }
 
-func removeLoopbackAddr(ctx context.Context, ip string) error {
-	if has, err := loopbackHas(ctx, ip); err != nil || !has {
+func removeLoopbackAddr(ctx context.Context, ip string) error { return loopbackAddr(ctx, ip, "del") }
+
+// loopbackAddr adds ip/32 to lo (op "add") or removes it ("del"), unless
+// that is so already.
+func loopbackAddr(ctx context.Context, ip, op string) error {
+	if has, err := loopbackHas(ctx, ip); err != nil || has == (op == "add") {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, "ip", "addr", "del", ip+"/32", "dev", "lo").CombinedOutput(); err != nil {
-		return fmt.Errorf("ip addr del %s/32 dev lo: %w: %s", ip, err, out)
+	if out, err := exec.CommandContext(ctx, "ip", "addr", op, ip+"/32", "dev", "lo").CombinedOutput(); err != nil {
+		return fmt.Errorf("ip addr %s %s/32 dev lo: %w: %s", op, ip, err, out)
 	}
 	return nil
 }
