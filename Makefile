@@ -148,11 +148,18 @@ e2e: tools ## e2e tests on the real lab (brings it up or reuses it)
 	go test -count=1 -timeout 30m -p 1 ./test/e2e/...
 
 # The chart installed for real: onepool's images in the real node's containerd,
-# helm install, the components as pods (see test/lab/NODE.md).
-NODE_E2E := TestChartInstall|TestController.*ImageRunsOnRealNode
-e2e-node: tools node-tools images ## e2e of the chart installed with helm on the lab's real kubelet node
+# helm install, the components as pods (see test/lab/NODE.md). First the install
+# tests (they install, upgrade and uninstall it themselves), then the syncer,
+# scheduler and NodeSet suites against the chart's pods (ONEPOOL_LAB_COMPONENTS=chart),
+# then the lab back to its processes.
+NODE_E2E := TestChartInstall|TestChartUnreachable|TestController.*ImageRunsOnRealNode
+CHART_E2E := TestSyncer|TestScheduler|TestNodeSet|TestComponentsRun
+e2e-node: tools node-tools images ## e2e of the chart installed with helm on the lab's real kubelet node, and the suites against it
 	ONEPOOL_LAB_REAL_KUBELET=1 $(BIN)/lab up
 	ONEPOOL_LAB_REAL_KUBELET=1 ONEPOOL_E2E=1 go test -count=1 -timeout 20m -p 1 -run '$(NODE_E2E)' -v ./test/e2e/ ./test/e2e/realnode/ 2>&1 | tee $(LAB_DIR)/e2e-node.log | grep -E '^(=== RUN|--- |\s+--- |PASS|FAIL|ok|panic)|_test.go' ; exit $${PIPESTATUS[0]}
+	ONEPOOL_LAB_REAL_KUBELET=1 ONEPOOL_LAB_COMPONENTS=chart $(BIN)/lab up
+	ONEPOOL_LAB_REAL_KUBELET=1 ONEPOOL_LAB_COMPONENTS=chart ONEPOOL_E2E=1 go test -count=1 -timeout 30m -p 1 -run '$(CHART_E2E)' ./test/e2e/
+	ONEPOOL_LAB_REAL_KUBELET=1 $(BIN)/lab up
 
 test: vet unit fuzz e2e e2e-node ## everything CI runs
 

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -167,9 +168,29 @@ func run(ctx context.Context, c config) error {
 	if _, err := syncer.Setup(mgr, syncer.CachedSlurm{Cache: sCache, Client: sc}, sCache, crmetrics.Registry, c.syncer); err != nil {
 		return err
 	}
-	slurm := nodeset.CachedSlurm{Cache: sCache, Client: sc}
-	if _, err := nodeset.Setup(mgr, slurm, sCache, c.nodeset); err != nil {
+	dc, err := discovery.NewDiscoveryClientForConfig(rc)
+	if err != nil {
 		return err
+	}
+	served, err := probeNodeSetAPI(ctx, dc)
+	if err != nil {
+		return err
+	}
+	if served {
+		slurm := nodeset.CachedSlurm{Cache: sCache, Client: sc}
+		if _, err := nodeset.Setup(mgr, slurm, sCache, c.nodeset); err != nil {
+			return err
+		}
+	} else {
+		// Not a crash: the syncer still serves, and the pod says why it is not Ready.
+		ctrl.Log.WithName("setup").Error(errNodeSetAPI, nodeSetAPIMessage())
+		w := &crdWatch{d: dc, at: time.Now()}
+		if err := mgr.AddReadyzCheck("nodeset-api", w.readyz); err != nil {
+			return err
+		}
+		if err := mgr.AddHealthzCheck("nodeset-api", w.healthz); err != nil {
+			return err
+		}
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err

@@ -34,6 +34,9 @@ func newChartInstall(t *testing.T) *chartInstall {
 	if !lab.RealKubeletEnabled() {
 		t.Skipf("the chart's pods need the lab's real node: %s=1 (make e2e-node)", lab.EnvRealKubelet)
 	}
+	if lab.ChartMode() {
+		t.Skipf("the lab runs the chart already (%s=chart); these tests install and uninstall it themselves", lab.EnvComponents)
+	}
 	l := lab.Shared(t)
 	kc, err := l.KubeClient()
 	require.NoError(t, err)

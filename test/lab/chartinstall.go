@@ -44,7 +44,7 @@ func (l *Lab) InstallChart(ctx context.Context, extra ...string) ([]byte, error)
 	if !RealKubeletEnabled() {
 		return nil, fmt.Errorf("the chart's pods need the real node: set %s=1", EnvRealKubelet)
 	}
-	if err := errors.Join(l.StopSchedulerReplica(1), l.StopScheduler(), l.StopControllerManager()); err != nil {
+	if err := errors.Join(l.StopSchedulerReplica(1), l.StopSchedulerReplica(0), l.stopDaemon("onepool-controller-manager")); err != nil {
 		return nil, err
 	}
 	if err := l.ensureTokenSecret(ctx); err != nil {

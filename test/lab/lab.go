@@ -209,6 +209,7 @@ func (l *Lab) Up(ctx context.Context) error {
 	start := time.Now()
 	steps := append(append(l.slurmSteps(), l.kubeSteps()...), l.onepoolSteps()...)
 	steps = append(steps, l.realNodeSteps()...) // ONEPOOL_LAB_REAL_KUBELET=1 only
+	steps = append(steps, l.chartSteps()...)    // ONEPOOL_LAB_COMPONENTS=chart only
 	if err := l.runSteps(ctx, steps); err != nil {
 		return err
 	}

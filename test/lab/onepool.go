@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -27,15 +28,19 @@ const (
 )
 
 func (l *Lab) onepoolSteps() []step {
-	return []step{
+	steps := []step{
+		{"components mode", l.checkChartMode},
 		{"onepool namespace", l.ensureSystemNamespace},
 		// The controller manager watches NodeSets: their CRD comes first.
 		{"crds", l.ensureCRDs},
-		{"chart rbac", l.ensureChartRBAC},
-		{"controller-mgr", l.StartControllerManager},
-		{"lab kubelet", l.StartKubelet},
-		{"scheduler", l.StartScheduler},
 	}
+	if !ChartMode() {
+		// A release a chart-mode run left behind would run beside the
+		// processes (and its uninstall takes the RBAC with it).
+		steps = append(steps, step{"no chart release", l.ensureNoChartRelease})
+	}
+	steps = append(steps, step{"chart rbac", l.ensureChartRBAC})
+	return append(steps, l.componentSteps()...)
 }
 
 func (l *Lab) ensureSystemNamespace(ctx context.Context) error {
@@ -79,11 +84,45 @@ func (l *Lab) controllerManager() daemon {
 // running one when its binary has not been rebuilt since) and waits until it
 // is ready.
 func (l *Lab) StartControllerManager(ctx context.Context) error {
+	if ChartMode() {
+		return l.scaleChart(ctx, ChartDeployments[0], ChartReplicas)
+	}
+	return l.startControllerManager(ctx, "readyz")
+}
+
+// StartControllerManagerLive starts the controller manager process like
+// StartControllerManager but waits only until it is alive (/healthz), for
+// tests of a manager that must not turn Ready.
+func (l *Lab) StartControllerManagerLive(ctx context.Context) error {
+	return l.startControllerManager(ctx, "healthz")
+}
+
+func (l *Lab) startControllerManager(ctx context.Context, probe string) error {
 	d := l.controllerManager()
 	if err := l.startOwn(d, false, func() error { return l.stopDaemon(d.name) }); err != nil {
 		return err
 	}
-	return l.waitControllerManager(ctx)
+	return l.awaitDaemon(ctx, d, 60*time.Second, filepath.Join(l.LogDir(), "onepool-controller-manager.out"), func(ctx context.Context) error {
+		return httpOK(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/%s", ManagerProbePort, probe))
+	})
+}
+
+// ControllerManagerProbe GETs the controller manager's /healthz or /readyz
+// (verbose) and returns the HTTP status and body.
+func (l *Lab) ControllerManagerProbe(ctx context.Context, probe string) (int, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/%s?verbose", ManagerProbePort, probe), nil)
+	if err != nil {
+		return 0, "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	return resp.StatusCode, string(body), err
 }
 
 // startOwn starts one of onepool's own daemons. A running one is kept
@@ -106,17 +145,21 @@ func (l *Lab) startOwn(d daemon, configChanged bool, stop func() error) error {
 	return err
 }
 
-func (l *Lab) waitControllerManager(ctx context.Context) error {
-	return l.awaitDaemon(ctx, l.controllerManager(), 60*time.Second, filepath.Join(l.LogDir(), "onepool-controller-manager.out"), func(ctx context.Context) error {
-		return httpOK(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/readyz", ManagerProbePort))
-	})
+// StopControllerManager stops it gracefully (it hands its lease back).
+// With the chart (ChartMode) its Deployment is scaled to 0.
+func (l *Lab) StopControllerManager() error {
+	if ChartMode() {
+		return l.scaleChart(context.Background(), ChartDeployments[0], 0)
+	}
+	return l.stopDaemon("onepool-controller-manager")
 }
 
-// StopControllerManager stops it gracefully (it hands its lease back).
-func (l *Lab) StopControllerManager() error { return l.stopDaemon("onepool-controller-manager") }
-
 // KillControllerManager kills it with SIGKILL, as a crash would.
+// With the chart (ChartMode): the containers of all its pods.
 func (l *Lab) KillControllerManager() error {
+	if ChartMode() {
+		return l.killChartPods(context.Background(), ChartDeployments[0])
+	}
 	d := l.controllerManager()
 	pid := l.running(d)
 	if pid == 0 {

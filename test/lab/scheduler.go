@@ -116,14 +116,25 @@ func (l *Lab) schedulerService() daemon {
 // StartScheduler starts onepool's scheduler replica 0 (restarting it when
 // its binary or config changed) and its release Service, and waits until
 // it is healthy.
+// With the chart (ChartMode) it scales the scheduler's Deployment back up.
 func (l *Lab) StartScheduler(ctx context.Context) error {
-	svc := l.schedulerService()
-	if l.running(svc) == 0 {
-		if _, err := l.start(svc); err != nil {
-			return err
-		}
+	if err := l.startSchedulerService(); err != nil {
+		return err
+	}
+	if ChartMode() {
+		return l.scaleChart(ctx, ChartDeployments[1], ChartReplicas)
 	}
 	return l.StartSchedulerReplica(ctx, 0)
+}
+
+// startSchedulerService starts the release Service stand-in.
+func (l *Lab) startSchedulerService() error {
+	svc := l.schedulerService()
+	if l.running(svc) != 0 {
+		return nil
+	}
+	_, err := l.start(svc)
+	return err
 }
 
 // StartSchedulerReplica starts replica i (0 or 1) and waits until it is
@@ -145,7 +156,13 @@ func (l *Lab) StartSchedulerReplica(ctx context.Context, i int) error {
 
 // StopScheduler stops replica 0 (kube-scheduler hands its lease back and
 // takes a few seconds to exit) and waits until its ports are free.
-func (l *Lab) StopScheduler() error { return l.StopSchedulerReplica(0) }
+// With the chart (ChartMode) it scales the scheduler's Deployment to 0.
+func (l *Lab) StopScheduler() error {
+	if ChartMode() {
+		return l.scaleChart(context.Background(), ChartDeployments[1], 0)
+	}
+	return l.StopSchedulerReplica(0)
+}
 
 // StopSchedulerReplica stops replica i and waits until its ports are free.
 func (l *Lab) StopSchedulerReplica(i int) error {

@@ -19,7 +19,10 @@ func (l *Lab) Status(w io.Writer) int {
 		daemon{name: "kube-apiserver", argv: []string{"kube-apiserver"}},
 		l.kubeControllerManager(),
 		daemon{name: "kwok", argv: []string{"kwok"}},
-		l.controllerManager(), l.kubeletDaemon(), l.schedulerService(), l.scheduler(0))
+		l.kubeletDaemon(), l.schedulerService())
+	if !ChartMode() { // the chart's pods otherwise
+		ds = append(ds, l.controllerManager(), l.scheduler(0))
+	}
 	ds = append(ds, l.nodeDaemons()...)
 	down := 0
 	for _, d := range ds {

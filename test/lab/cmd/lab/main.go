@@ -28,7 +28,8 @@ const usage = `usage: lab COMMAND
   node up|down|packages|images|status
                            a real kubelet + containerd node (lab-node); see node.go
 Environment: ONEPOOL_LAB_DIR, ONEPOOL_LAB_NODES (4), ONEPOOL_LAB_EXTRA_NODES (0), ONEPOOL_LAB_DYN_NODES (5, at most 32),
-  ONEPOOL_LAB_REAL_KUBELET=1 (up also starts the real node), ONEPOOL_LAB_NODE_IP`
+  ONEPOOL_LAB_REAL_KUBELET=1 (up also starts the real node), ONEPOOL_LAB_NODE_IP,
+  ONEPOOL_LAB_COMPONENTS=chart (with the real node: onepool's components as charts/onepool installs them, not processes)`
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {

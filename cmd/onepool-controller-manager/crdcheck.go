@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+
+	"github.com/onepool/onepool/nodeset/api/v1alpha1"
+)
+
+// nodeSetResource is the NodeSet API's plural name.
+const nodeSetResource = "nodesets"
+
+// errNodeSetAPI: the cluster does not serve the NodeSet API this manager
+// speaks (the CRD is missing or of another version).
+var errNodeSetAPI = errors.New("the NodeSet API is not served")
+
+// nodeSetServed decides from a discovery answer for onepool.dev/v1alpha1
+// whether NodeSets are served. A NotFound is "not served"; any other error
+// is returned as it is (unknown: the caller must not decide on it).
+func nodeSetServed(list *metav1.APIResourceList, err error) (bool, error) {
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	for _, r := range list.APIResources {
+		if r.Name == nodeSetResource {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// nodeSetAPIMessage says what is wrong and what to do.
+func nodeSetAPIMessage() string {
+	return fmt.Sprintf("%v: %s/%s %s is not served by the API server (the CRD is missing, or of another version); "+
+		"the NodeSet controller is off, the syncer runs. Install this release's CRDs (charts/onepool/crds) and the pod restarts itself",
+		errNodeSetAPI, v1alpha1.GroupVersion.Group, v1alpha1.GroupVersion.Version, nodeSetResource)
+}
+
+// probeNodeSetAPI asks discovery, with a deadline, whether NodeSets are
+// served; it retries an unknown answer for up to a minute.
+func probeNodeSetAPI(ctx context.Context, d discovery.DiscoveryInterface) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		served, err := nodeSetServed(d.ServerResourcesForGroupVersion(v1alpha1.GroupVersion.String()))
+		if err == nil {
+			return served, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, fmt.Errorf("asking the API server whether NodeSets are served: %w", err)
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// crdWatch backs the probes of a manager that started without the NodeSet
+// API: readiness fails with the message; liveness fails once the API is
+// served, so that the kubelet restarts the pod and the NodeSet controller
+// starts. Discovery is asked at most every 30 s.
+type crdWatch struct {
+	d discovery.DiscoveryInterface
+
+	mu     sync.Mutex
+	at     time.Time
+	served bool
+}
+
+func (w *crdWatch) servedNow() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if time.Since(w.at) < 30*time.Second {
+		return w.served
+	}
+	served, err := nodeSetServed(w.d.ServerResourcesForGroupVersion(v1alpha1.GroupVersion.String()))
+	w.at = time.Now()
+	if err == nil {
+		w.served = served
+	}
+	return w.served
+}
+
+func (w *crdWatch) readyz(*http.Request) error { return errors.New(nodeSetAPIMessage()) }
+
+func (w *crdWatch) healthz(*http.Request) error {
+	if w.servedNow() {
+		return errors.New("the NodeSet API is served now: restart to start the NodeSet controller")
+	}
+	return nil
+}

@@ -1,0 +1,78 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/test/lab"
+)
+
+// TestControllerManagerWithoutTheNodeSetAPI starts the controller manager
+// on a cluster whose NodeSet CRD does not serve the version it speaks (a
+// wrong CRD installed): it stays alive, is not Ready with a message that
+// says what to do, logs it once, and the syncer still drains a cordoned
+// Node. When the version is served again its liveness fails, so a kubelet
+// would restart it with the NodeSet controller on.
+func TestControllerManagerWithoutTheNodeSetAPI(t *testing.T) {
+	if lab.ChartMode() {
+		t.Skip("starts the controller manager as a process with its probes on the lab's port")
+	}
+	e := newSyncerEnv(t, "gpu-1")
+	l := e.l
+	ctx := context.Background()
+	serve := func(on bool) {
+		t.Helper()
+		patch := `[{"op":"replace","path":"/spec/versions/0/served","value":` + map[bool]string{true: "true", false: "false"}[on] + `}]`
+		e.kubectl("patch", "crd", "nodesets.onepool.dev", "--type=json", "-p", patch)
+		eventually(t, 30*time.Second, "discovery follows the CRD", func() (bool, string) {
+			_, err := e.kc.Discovery().ServerResourcesForGroupVersion("onepool.dev/v1alpha1")
+			return (err == nil) == on, "discovery: " + errString(err)
+		})
+	}
+	require.NoError(t, l.StopControllerManager())
+	t.Cleanup(func() {
+		serve(true)
+		_ = l.StopControllerManager()
+		if err := l.StartControllerManager(ctx); err != nil {
+			t.Errorf("controller manager back: %v", err)
+		}
+	})
+	serve(false)
+	require.NoError(t, l.StartControllerManagerLive(ctx))
+
+	eventually(t, 30*time.Second, "not Ready, saying why", func() (bool, string) {
+		code, body, err := l.ControllerManagerProbe(ctx, "readyz")
+		return err == nil && code != 200 && strings.Contains(body, "the NodeSet API is not served"), body + errString(err)
+	})
+	logs, err := os.ReadFile(filepath.Join(l.LogDir(), "onepool-controller-manager.out"))
+	require.NoError(t, err)
+	assert.Contains(t, string(logs), "charts/onepool/crds", "the log says what to do")
+
+	// The syncer serves meanwhile.
+	e.kubectl("cordon", e.node)
+	e.waitSlurm(30*time.Second, true, keys.ReasonCordoned)
+	code, _, err := l.ControllerManagerProbe(ctx, "healthz")
+	require.NoError(t, err)
+	assert.Equal(t, 200, code, "alive while the API is missing")
+
+	serve(true)
+	eventually(t, 90*time.Second, "liveness asks for a restart once NodeSets are served", func() (bool, string) {
+		code, body, err := l.ControllerManagerProbe(ctx, "healthz")
+		return err == nil && code != 200 && strings.Contains(body, "restart to start the NodeSet controller"), body + errString(err)
+	})
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
