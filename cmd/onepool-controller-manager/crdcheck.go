@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 
+	"github.com/go-logr/logr"
+
 	"github.com/onepool/onepool/nodeset/api/v1alpha1"
 )
 
@@ -70,7 +72,8 @@ func probeNodeSetAPI(ctx context.Context, d discovery.DiscoveryInterface) (bool,
 // served, so that the kubelet restarts the pod and the NodeSet controller
 // starts. Discovery is asked at most every 30 s.
 type crdWatch struct {
-	d discovery.DiscoveryInterface
+	d   discovery.DiscoveryInterface
+	log logr.Logger
 
 	mu     sync.Mutex
 	at     time.Time
@@ -86,6 +89,10 @@ func (w *crdWatch) servedNow() bool {
 	served, err := nodeSetServed(w.d.ServerResourcesForGroupVersion(v1alpha1.GroupVersion.String()))
 	w.at = time.Now()
 	if err == nil {
+		if served && !w.served {
+			// The probe's reason is withheld from its HTTP answer: say it here.
+			w.log.Info("the NodeSet API is served now: liveness fails so that the pod restarts with the NodeSet controller")
+		}
 		w.served = served
 	}
 	return w.served

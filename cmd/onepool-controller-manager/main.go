@@ -184,7 +184,7 @@ func run(ctx context.Context, c config) error {
 	} else {
 		// Not a crash: the syncer still serves, and the pod says why it is not Ready.
 		ctrl.Log.WithName("setup").Error(errNodeSetAPI, nodeSetAPIMessage())
-		w := &crdWatch{d: dc, at: time.Now()}
+		w := &crdWatch{d: dc, log: ctrl.Log.WithName("nodeset-api"), at: time.Now()}
 		if err := mgr.AddReadyzCheck("nodeset-api", w.readyz); err != nil {
 			return err
 		}
