@@ -31,12 +31,17 @@ const (
 )
 
 // ChartDir is charts/onepool in this checkout.
-func ChartDir() (string, error) {
+func ChartDir() (string, error) { return chartDir("onepool") }
+
+// SlurmChartDir is charts/slurm in this checkout.
+func SlurmChartDir() (string, error) { return chartDir("slurm") }
+
+func chartDir(name string) (string, error) {
 	top, err := repoRoot()
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(top, "charts", "onepool"), nil
+	return filepath.Join(top, "charts", name), nil
 }
 
 // Helm runs the lab's helm (built by `make tools`) with the lab's kubeconfig.

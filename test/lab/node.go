@@ -95,6 +95,7 @@ func (l *Lab) nodeSteps() []step {
 		// the apiserver and slurmrestd as Services.
 		{"kube-scheduler", l.startKubeScheduler},
 		{"cluster network", l.startClusterNet},
+		{"node volumes", l.ensureNodePVs},
 	}
 }
 
