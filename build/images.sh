@@ -70,6 +70,14 @@ modcache=$(go env GOMODCACHE)
 gocache=$(go env GOCACHE)
 mkdir -p "$modcache" "$gocache"
 for t in $targets; do
+	# An archive of this very commit is kept: a clean tree's version names
+	# its source exactly (a dirty one always rebuilds). This also keeps a
+	# second `make images` from needing the mirror: the pruning below drops
+	# the layer cache.
+	if [ "${version%-dirty}" = "$version" ] && [ -f "$out/$t.tar" ] && [ "$(cat "$out/$t.version" 2>/dev/null)" = "$version" ]; then
+		echo "images: onepool/$t:$version is built ($out/$t.tar)"
+		continue
+	fi
 	start=$(date +%s)
 	"${bah[@]}" bud --isolation chroot --layers \
 		--build-arg GO_IMAGE="localhost/onepool-go:$gover" \
@@ -80,6 +88,7 @@ for t in $targets; do
 		{ echo "images: $t failed; the end of $out/$t.build.log:"; tail -30 "$out/$t.build.log"; exit 1; }
 	rm -f "$out/$t.tar"
 	"${bah[@]}" push --quiet "localhost/onepool/$t:$version" "oci-archive:$out/$t.tar:onepool/$t:$version" >/dev/null
+	echo "$version" >"$out/$t.version"
 	echo "images: onepool/$t:$version -> $out/$t.tar ($(du -h "$out/$t.tar" | cut -f1), $(($(date +%s) - start)) s)"
 done
 
