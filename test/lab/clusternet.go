@@ -42,7 +42,8 @@ func (l *Lab) clusterNetDaemons() []struct {
 	addr string
 } {
 	lab := filepath.Join(l.BinDir(), "lab")
-	env := []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	// They read the lab's kubeconfig: its dir, whatever the working directory.
+	env := []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "ONEPOOL_LAB_DIR=" + l.cfg.Dir}
 	return []struct {
 		d    daemon
 		addr string
