@@ -91,6 +91,13 @@ that munge owns it 0400. */}}
     limits: {memory: 128Mi}
 {{- end -}}
 
+{{/* The login users as name:uid,... */}}
+{{- define "slurm.loginUsers" -}}
+{{- $users := list }}
+{{- range .Values.login.users }}{{ $users = append $users (printf "%s:%d" .name (int .uid)) }}{{ end }}
+{{- join "," $users }}
+{{- end -}}
+
 {{- define "slurm.placement" -}}
 {{- with .nodeSelector }}
 nodeSelector:
