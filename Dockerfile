@@ -54,15 +54,17 @@ RUN groupadd -g 64030 slurm && useradd -r -u 64030 -g slurm -d /var/lib/slurm -s
     && apt-get update && apt-get install -y --no-install-recommends munge slurm-client ca-certificates \
     && rm -rf /var/lib/apt/lists/*
 COPY build/slurm/onepool-munged build/slurm/onepool-users build/slurm/onepool-login build/slurm/onepool-slurm-prepare /usr/local/bin/
+# The jail plugin, where Slurm's plugstack finds it: slurmd runs it, and
+# sbatch/srun load plugstack.conf too (a `required` plugin they cannot
+# open fails every submission), so every Slurm image has it.
+COPY --from=build /out/onepool_jail.so /usr/lib/x86_64-linux-gnu/slurm-wlm/onepool_jail.so
 
 # The slurmd worker: slurmd from Debian, the node agent as the entrypoint
-# (it finds the GPUs, writes gres.conf and execs slurmd -Z), and the jail
-# plugin where Slurm's plugstack finds it.
+# (it finds the GPUs, writes gres.conf and execs slurmd -Z).
 FROM slurm-common AS node-agent
 RUN apt-get update && apt-get install -y --no-install-recommends slurmd \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/onepool-node-agent /usr/local/bin/
-COPY --from=build /out/onepool_jail.so /usr/lib/x86_64-linux-gnu/slurm-wlm/onepool_jail.so
 ENTRYPOINT ["/usr/local/bin/onepool-node-agent", "run"]
 
 # The slurm chart's daemons (charts/slurm): each image adds one package.
