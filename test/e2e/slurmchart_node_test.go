@@ -183,7 +183,9 @@ func TestSlurmChartWithOnepoolOnTheRealNode(t *testing.T) {
 		Data:       map[string][]byte{"token": []byte(strings.TrimPrefix(jwt, "SLURM_JWT="))},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.kc.CoreV1().Secrets(lab.SystemNamespace).Delete(context.Background(), secret, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = c.kc.CoreV1().Secrets(lab.SystemNamespace).Delete(context.Background(), secret, metav1.DeleteOptions{})
+	})
 	out, err = l.InstallChart(ctx, "--set", "slurm.restURL=http://"+lab.SlurmRelease+"-restapi."+lab.SlurmNamespace+".svc:6820",
 		"--set", "slurm.tokenSecret.name="+secret,
 		// Placeholder jobs run in the chart's slurmd pods: they reach the
