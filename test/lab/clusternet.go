@@ -2,8 +2,10 @@ package lab
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os/exec"
@@ -66,14 +68,26 @@ func (l *Lab) startClusterNet(ctx context.Context) error {
 			return err
 		}
 	}
-	// Ready when a pod's view works: the apiserver through its ClusterIP,
+	// Ready when a pod's view works: the apiserver through its ClusterIP
+	// (a TLS handshake: a proxy without a backend accepts and then closes),
 	// slurmrestd through its address, and a Service name resolves.
 	deadline := time.Now().Add(15 * time.Second)
-	for _, addr := range []string{net.JoinHostPort(KubernetesServiceIP, "443"), net.JoinHostPort(SlurmRESTServiceIP, fmt.Sprint(SlurmRESTServicePort))} {
+	apiserver := func(addr string) (io.Closer, error) {
+		return tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true})
+	}
+	tcp := func(addr string) (io.Closer, error) { return net.DialTimeout("tcp", addr, time.Second) }
+	for _, c := range []struct {
+		addr string
+		dial func(string) (io.Closer, error)
+	}{
+		{net.JoinHostPort(KubernetesServiceIP, "443"), apiserver},
+		{net.JoinHostPort(SlurmRESTServiceIP, fmt.Sprint(SlurmRESTServicePort)), tcp},
+	} {
+		addr := c.addr
 		for {
-			c, err := net.DialTimeout("tcp", addr, time.Second)
+			conn, err := c.dial(addr)
 			if err == nil {
-				c.Close()
+				conn.Close()
 				break
 			}
 			if time.Now().After(deadline) {

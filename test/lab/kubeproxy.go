@@ -22,6 +22,16 @@ type proxyTarget struct {
 	namespace, name, ports string // the Service and its port's name
 }
 
+// backends are the target's ready endpoints; for default/kubernetes, the
+// apiserver on the host's loopback (which no EndpointSlice names: the
+// apiserver publishes none for a loopback address).
+func (t proxyTarget) backends(kc kubernetes.Interface) Backends {
+	if t.namespace == metav1.NamespaceDefault && t.name == "kubernetes" {
+		return StaticBackends(fmt.Sprintf("127.0.0.1:%d", APIServerPort))
+	}
+	return EndpointBackends(kc, t.namespace, t.name, t.ports)
+}
+
 // proxyTargets are the TCP ports of every Service with a ClusterIP.
 func proxyTargets(svcs []corev1.Service) map[string]proxyTarget {
 	out := map[string]proxyTarget{}
@@ -102,7 +112,7 @@ func KubeProxy(ctx context.Context, kc kubernetes.Interface) error {
 				r := running{cancel: cancel, done: make(chan struct{})}
 				go func() {
 					defer close(r.done)
-					if err := ServiceProxy(pctx, t.listen, EndpointBackends(kc, t.namespace, t.name, t.ports)); err != nil {
+					if err := ServiceProxy(pctx, t.listen, t.backends(kc)); err != nil {
 						log.Printf("kube-proxy: %s/%s: %v", t.namespace, t.name, err)
 					}
 				}()
