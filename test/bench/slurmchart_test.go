@@ -50,11 +50,13 @@ func TestBenchSlurmChart(t *testing.T) {
 	})
 	report("slurm_chart_install_to_sinfo_idle_s", time.Since(start).Seconds(), "s")
 
-	job, err := l.SlurmChartAsUser(ctx, lab.JailUser, "cd /tmp && sbatch --parsable --hold --wrap true")
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := strings.TrimSpace(string(job))
+	// The login pod makes the user's association (Ready once it has).
+	var id string
+	waitFor(t, 3*time.Minute, "alice can submit from the login pod", func() bool {
+		job, err := l.SlurmChartAsUser(ctx, lab.JailUser, "cd /tmp && sbatch --parsable --hold --wrap true")
+		id = strings.TrimSpace(string(job))
+		return err == nil
+	})
 	old, err := l.SlurmChartPod(ctx, "slurmctld")
 	if err != nil {
 		t.Fatal(err)
