@@ -4,6 +4,7 @@
 #   docker build --target controller-manager -t onepool/controller-manager .
 #   docker build --target scheduler          -t onepool/scheduler .
 #   docker build --target node-agent         -t onepool/slurmd .   # the slurmd worker image
+#   docker build --target slurmctld|slurmrestd|slurmdbd|login|mariadb    # the slurm chart's images
 #
 # Base images are arguments, so the same file builds without a registry
 # (`make images` passes images it made from Debian's mirror):
@@ -45,12 +46,54 @@ COPY --from=build /out/onepool-scheduler /usr/local/bin/
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/onepool-scheduler"]
 
-# The slurmd worker: slurmd and munge from Debian, the node agent as the
-# entrypoint (it finds the GPUs, writes gres.conf and execs slurmd -Z), and
-# the jail plugin where Slurm's plugstack finds it.
-FROM ${BASE_IMAGE} AS node-agent
-RUN apt-get update && apt-get install -y --no-install-recommends slurmd slurm-client munge ca-certificates \
+# Slurm's images share this stage: Debian's munge and Slurm client tools,
+# the slurm user with a fixed uid (slurmctld, slurmdbd and slurmd must agree
+# on it), and the small entrypoints in build/slurm/.
+FROM ${BASE_IMAGE} AS slurm-common
+RUN groupadd -g 64030 slurm && useradd -r -u 64030 -g slurm -d /var/lib/slurm -s /usr/sbin/nologin slurm \
+    && apt-get update && apt-get install -y --no-install-recommends munge slurm-client ca-certificates \
+    && rm -rf /var/lib/apt/lists/*
+COPY build/slurm/onepool-munged build/slurm/onepool-users build/slurm/onepool-login build/slurm/onepool-slurm-prepare /usr/local/bin/
+# The jail plugin, where Slurm's plugstack finds it: slurmd runs it, and
+# sbatch/srun load plugstack.conf too (a `required` plugin they cannot
+# open fails every submission), so every Slurm image has it.
+COPY --from=build /out/onepool_jail.so /usr/lib/x86_64-linux-gnu/slurm-wlm/onepool_jail.so
+
+# The slurmd worker: slurmd from Debian, the node agent as the entrypoint
+# (it finds the GPUs, writes gres.conf and execs slurmd -Z).
+FROM slurm-common AS node-agent
+RUN apt-get update && apt-get install -y --no-install-recommends slurmd \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/onepool-node-agent /usr/local/bin/
-COPY --from=build /out/onepool_jail.so /usr/lib/x86_64-linux-gnu/slurm-wlm/onepool_jail.so
 ENTRYPOINT ["/usr/local/bin/onepool-node-agent", "run"]
+
+# The slurm chart's daemons (charts/slurm): each image adds one package.
+FROM slurm-common AS slurmctld
+RUN apt-get update && apt-get install -y --no-install-recommends slurmctld slurm-wlm-jwt-plugin \
+    && rm -rf /var/lib/apt/lists/*
+ENTRYPOINT ["/usr/sbin/slurmctld", "-D", "-i"]
+
+# slurmrestd refuses to run as root or SlurmUser: its own user, uid 6820.
+FROM slurm-common AS slurmrestd
+RUN apt-get update && apt-get install -y --no-install-recommends slurmrestd slurm-wlm-jwt-plugin \
+    && rm -rf /var/lib/apt/lists/* \
+    && groupadd -g 6820 slurmrestd && useradd -r -u 6820 -g slurmrestd -s /usr/sbin/nologin slurmrestd
+USER 6820:6820
+ENTRYPOINT ["/usr/sbin/slurmrestd"]
+
+FROM slurm-common AS slurmdbd
+RUN apt-get update && apt-get install -y --no-install-recommends slurmdbd slurm-wlm-jwt-plugin mariadb-client \
+    && rm -rf /var/lib/apt/lists/*
+ENTRYPOINT ["/usr/sbin/slurmdbd", "-D"]
+
+# Where users run sbatch, srun, squeue and sacct (slurm-client).
+FROM slurm-common AS login
+ENTRYPOINT ["/usr/local/bin/onepool-login"]
+
+# MariaDB for slurmdbd's accounting database.
+FROM ${BASE_IMAGE} AS mariadb
+RUN apt-get update && apt-get install -y --no-install-recommends mariadb-server \
+    && rm -rf /var/lib/apt/lists/*
+COPY build/slurm/onepool-mariadb /usr/local/bin/
+USER 0
+ENTRYPOINT ["/usr/local/bin/onepool-mariadb"]

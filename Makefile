@@ -24,7 +24,7 @@ SCHEDULER_PLUGINS_VERSION := v0.35.4-devel
 FUZZTIME ?= 100000x
 UNIT_PKGS := ./slurmrest/... ./test/lab/... ./keys/... ./syncer/... ./scheduler/... ./nodeset/... ./cmd/...
 
-.PHONY: help up down lab-status lab-manifest ci-fresh images tools node-tools generate openapi-spec vet unit fuzz e2e e2e-node test bench bench-install bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank spank
+.PHONY: help up down lab-status lab-manifest ci-fresh images tools node-tools generate openapi-spec vet unit fuzz e2e e2e-node test bench bench-install bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-slurm-chart spank
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -155,7 +155,7 @@ e2e: tools ## e2e tests on the real lab (brings it up or reuses it)
 # tests (they install, upgrade and uninstall it themselves), then the syncer,
 # scheduler and NodeSet suites against the chart's pods (ONEPOOL_LAB_COMPONENTS=chart),
 # then the lab back to its processes.
-NODE_E2E := TestChartInstall|TestChartUnreachable|TestController.*ImageRunsOnRealNode
+NODE_E2E := TestChartInstall|TestChartUnreachable|TestController.*ImageRunsOnRealNode|TestSlurmChartOnTheRealNode|TestSlurmChartWithOnepool
 CHART_E2E := TestSyncer|TestScheduler|TestNodeSet|TestComponentsRun
 e2e-node: tools node-tools images ## e2e of the chart installed with helm on the lab's real kubelet node, and the suites against it
 	ONEPOOL_LAB_REAL_KUBELET=1 $(BIN)/lab up
@@ -166,7 +166,7 @@ e2e-node: tools node-tools images ## e2e of the chart installed with helm on the
 
 test: vet unit fuzz e2e e2e-node ## everything CI runs
 
-bench: bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-install ## every benchmark; BENCH lines
+bench: bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-install bench-slurm-chart ## every benchmark; BENCH lines
 
 bench-slurmrest: tools ## slurmrest cache at 1,000 Slurm nodes and 200 jobs; scontrol reconfigure to answer with every node
 	ONEPOOL_LAB_EXTRA_NODES=1000 $(BIN)/lab up
@@ -187,6 +187,10 @@ bench-nodeset: tools ## NodeSet over 500 kwok GPU Nodes: time to 500 Ready slurm
 bench-install: tools node-tools images ## helm install to first pod bound, scheduler failover, idle memory (real node, 1,000 kwok Nodes)
 	ONEPOOL_LAB_REAL_KUBELET=1 ONEPOOL_LAB_EXTRA_NODES=1000 $(BIN)/lab up
 	ONEPOOL_BENCH=1 ONEPOOL_LAB_REAL_KUBELET=1 ONEPOOL_LAB_EXTRA_NODES=1000 go test -count=1 -timeout 20m -run '^TestBenchInstall$$' -v ./test/bench/ | tee $(LAB_DIR)/bench-install.log | grep '^BENCH' || (tail -40 $(LAB_DIR)/bench-install.log; exit 1)
+
+bench-slurm-chart: tools node-tools images ## charts/slurm on the real node: helm install to every NodeSet node idle, slurmctld pod deleted to ready with its queue
+	ONEPOOL_LAB_REAL_KUBELET=1 $(BIN)/lab up
+	ONEPOOL_BENCH=1 ONEPOOL_LAB_REAL_KUBELET=1 go test -count=1 -timeout 20m -run '^TestBenchSlurmChart$$' -v ./test/bench/ | tee $(LAB_DIR)/bench-slurm-chart.log | grep '^BENCH' || (tail -40 $(LAB_DIR)/bench-slurm-chart.log; exit 1)
 
 bench-spank: tools ## `srun hostname` with the jail plugin minus without (median)
 	$(BIN)/lab up

@@ -15,7 +15,7 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$top/.lab/images}
 version=${VERSION:-$(git -C "$top" describe --always --dirty 2>/dev/null || echo dev)}
-targets=${TARGETS:-controller-manager scheduler node-agent}
+targets=${TARGETS:-controller-manager scheduler node-agent slurmctld slurmrestd slurmdbd login mariadb}
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 work=$out/work
 bah=(buildah --storage-driver vfs)

@@ -141,9 +141,9 @@ func (e *envFlags) parse(args []string) error {
 
 // nodeFlags are the flags run and detect share.
 type nodeFlags struct {
-	cpus, port, expected int
-	memMB                int
-	features, inventory  string
+	cpus, port, expected          int
+	memMB                         int
+	features, inventory, nodeAddr string
 }
 
 func addNodeFlags(f *envFlags, n *nodeFlags) {
@@ -153,6 +153,7 @@ func addNodeFlags(f *envFlags, n *nodeFlags) {
 	f.Int(&n.port, "slurmd-port", agent.EnvSlurmdPort, 0, "Port= for this slurmd (0: slurm.conf's SlurmdPort)")
 	f.Int(&n.expected, "expected-gpus", agent.EnvExpectedGPUs, 0, "refuse to start unless exactly this many GPUs are found (0: any)")
 	f.String(&n.inventory, "gpu-inventory", agent.EnvGPUInventory, "", "JSON GPU inventory to use instead of NVML (labs without GPUs)")
+	f.String(&n.nodeAddr, "node-addr", agent.EnvNodeAddr, "", "NodeAddr= to register (a pod's IP, from the downward API); empty: the node's name")
 }
 
 func (n nodeFlags) config() (agent.NodeConfig, error) {
@@ -160,7 +161,7 @@ func (n nodeFlags) config() (agent.NodeConfig, error) {
 	if err != nil {
 		return agent.NodeConfig{}, err
 	}
-	return agent.NodeConfig{CPUs: n.cpus, RealMemoryMB: int64(n.memMB), Features: features, SlurmdPort: n.port, ExpectedGPUs: n.expected}, nil
+	return agent.NodeConfig{CPUs: n.cpus, RealMemoryMB: int64(n.memMB), Features: features, SlurmdPort: n.port, ExpectedGPUs: n.expected, NodeAddr: n.nodeAddr}, nil
 }
 
 func cmdRun(args []string, logger *log.Logger, stderr io.Writer) (int, error) {

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -32,6 +33,7 @@ const (
 	EnvCPUs          = "ONEPOOL_SLURM_CPUS"
 	EnvRealMemoryMB  = "ONEPOOL_SLURM_REAL_MEMORY_MB"
 	EnvSlurmdPort    = "ONEPOOL_SLURMD_PORT"
+	EnvNodeAddr      = "ONEPOOL_NODE_ADDR"
 	EnvSlurmd        = "ONEPOOL_SLURMD"
 	EnvExpectedGPUs  = "ONEPOOL_EXPECTED_GPUS"
 	EnvGPUInventory  = "ONEPOOL_GPU_INVENTORY"
@@ -61,6 +63,9 @@ type NodeConfig struct {
 	Features     []string
 	SlurmdPort   int // 0: no Port=
 	ExpectedGPUs int // 0: any count
+	// NodeAddr is where slurmctld reaches this slurmd (a pod's IP: a pod's
+	// name does not resolve); "": slurmctld resolves the node's name.
+	NodeAddr string
 }
 
 // RunConfig configures the run subcommand.
@@ -133,6 +138,13 @@ func (c *NodeConfig) validate() error {
 // nodeConf fills the defaults and builds the --conf string's parts.
 func (c NodeConfig) nodeConf(gpus []GPU) (NodeConf, error) {
 	nc := NodeConf{CPUs: c.CPUs, RealMemoryMB: c.RealMemoryMB, Gres: GresString(gpus), Features: c.Features, Port: c.SlurmdPort}
+	if c.NodeAddr != "" {
+		ip, err := netip.ParseAddr(c.NodeAddr)
+		if err != nil {
+			return nc, fmt.Errorf("node address %q: not an IP address", c.NodeAddr)
+		}
+		nc.NodeAddr = ip.String()
+	}
 	if nc.CPUs == 0 {
 		nc.CPUs = runtime.NumCPU()
 	}

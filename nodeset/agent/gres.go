@@ -160,6 +160,7 @@ type NodeConf struct {
 	Gres         string   // GresString; empty for a CPU node
 	Features     []string // validated with ValidateFeatures
 	Port         int      // 0: slurm.conf's SlurmdPort
+	NodeAddr     string   // "": slurmctld resolves the node's name
 }
 
 // String is the --conf value: "CPUs=8 RealMemory=64000 Gres=gpu:x:8 Feature=a,b Port=6818".
@@ -173,6 +174,9 @@ func (c NodeConf) String() string {
 	}
 	if c.Port > 0 {
 		s += " Port=" + strconv.Itoa(c.Port)
+	}
+	if c.NodeAddr != "" {
+		s += " NodeAddr=" + c.NodeAddr
 	}
 	return s
 }

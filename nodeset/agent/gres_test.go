@@ -84,6 +84,7 @@ func TestNodeConfString(t *testing.T) {
 		{NodeConf{CPUs: 4, RealMemoryMB: 16000, Gres: "gpu:h100:8", Features: []string{"x", "rack-1"}, Port: 17010},
 			"CPUs=4 RealMemory=16000 Gres=gpu:h100:8 Feature=x,rack-1 Port=17010"},
 		{NodeConf{CPUs: 2, RealMemoryMB: 1000}, "CPUs=2 RealMemory=1000"},
+		{NodeConf{CPUs: 2, RealMemoryMB: 1000, Features: []string{"gpu"}, NodeAddr: "10.89.0.7"}, "CPUs=2 RealMemory=1000 Feature=gpu NodeAddr=10.89.0.7"},
 		{NodeConf{CPUs: 2, RealMemoryMB: 1000, Gres: "gpu:a:2,gpu:b:6"}, "CPUs=2 RealMemory=1000 Gres=gpu:a:2,gpu:b:6"},
 	} {
 		if got := tc.conf.String(); got != tc.want {

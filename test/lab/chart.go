@@ -31,18 +31,27 @@ const (
 )
 
 // ChartDir is charts/onepool in this checkout.
-func ChartDir() (string, error) {
+func ChartDir() (string, error) { return chartDir("onepool") }
+
+// SlurmChartDir is charts/slurm in this checkout.
+func SlurmChartDir() (string, error) { return chartDir("slurm") }
+
+func chartDir(name string) (string, error) {
 	top, err := repoRoot()
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(top, "charts", "onepool"), nil
+	return filepath.Join(top, "charts", name), nil
 }
 
-// Helm runs the lab's helm (built by `make tools`) with the lab's kubeconfig.
+// Helm runs the lab's helm (built by `make tools`) with the lab's kubeconfig,
+// within ctx's deadline, or 2 minutes when ctx has none.
 func (l *Lab) Helm(ctx context.Context, args ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+	}
 	cmd := exec.CommandContext(ctx, filepath.Join(l.BinDir(), "helm"), args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+l.Kubeconfig(), "HELM_CACHE_HOME="+l.path("run", "helm", "cache"),
 		"HELM_CONFIG_HOME="+l.path("run", "helm", "config"), "HELM_DATA_HOME="+l.path("run", "helm", "data"))

@@ -2,101 +2,150 @@ package lab
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/netip"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 )
 
-// The lab has no kube-proxy. For pods on the real node it stands in for the
-// two Services they need: the cluster's `kubernetes` Service (its ClusterIP,
-// which in-cluster clients read from KUBERNETES_SERVICE_HOST) and a Service
-// for slurmrestd. Each address is put on the host's loopback device, where
-// a pod's packets arrive through its default route (the bridge's gateway),
-// and a `lab service-proxy` daemon forwards it to the daemon on 127.0.0.1.
+// The lab has no kube-proxy and no CoreDNS. For pods on the real node it
+// runs stand-ins on the host (with the real node only):
+//   - kube-proxy (KubeProxy): every Service's ClusterIP goes on the host's
+//     loopback device, where a pod's packets arrive through its default
+//     route (the bridge's gateway), and its TCP ports are forwarded to the
+//     Service's ready endpoints; so in-cluster config (the `kubernetes`
+//     Service, 10.96.0.1, in the apiserver's certificate) works unchanged;
+//   - cluster DNS (ClusterDNS) on 10.96.0.10, the kubelet's clusterDNS;
+//   - slurmrestd at 10.96.0.20:6820: the lab's slurmrestd is a process on
+//     127.0.0.1, which no EndpointSlice may name.
 const (
-	// KubernetesServiceIP is the ClusterIP of default/kubernetes (the
-	// first address of --service-cluster-ip-range; in the apiserver's
-	// certificate).
+	// KubernetesServiceIP is the ClusterIP of default/kubernetes.
 	KubernetesServiceIP = "10.96.0.1"
 	// SlurmRESTServiceIP:SlurmRESTServicePort is slurmrestd as pods reach it.
 	SlurmRESTServiceIP   = "10.96.0.20"
 	SlurmRESTServicePort = 6820
 )
 
-type clusterService struct {
-	name, listen, backend string
-}
-
-func (l *Lab) clusterServices() []clusterService {
-	return []clusterService{
-		{"kubernetes-service", net.JoinHostPort(KubernetesServiceIP, "443"), fmt.Sprintf("127.0.0.1:%d", APIServerPort)},
-		{"slurmrestd-service", net.JoinHostPort(SlurmRESTServiceIP, fmt.Sprint(SlurmRESTServicePort)), fmt.Sprintf("127.0.0.1:%d", SlurmrestdPort)},
-	}
-}
-
 // PodSlurmRESTURL is slurmrestd's URL for pods on the real node.
 func PodSlurmRESTURL() string {
 	return fmt.Sprintf("http://%s:%d", SlurmRESTServiceIP, SlurmRESTServicePort)
 }
 
-func (s clusterService) daemon(l *Lab) daemon {
-	return daemon{
-		name: s.name,
-		argv: []string{filepath.Join(l.BinDir(), "lab"), "service-proxy", s.listen, s.backend},
-		env:  []string{"PATH=/usr/bin:/bin"},
+// clusterNetDaemons are the stand-ins, with the address each needs on lo
+// before it starts ("" for none: kube-proxy adds its own).
+func (l *Lab) clusterNetDaemons() []struct {
+	d    daemon
+	addr string
+} {
+	lab := filepath.Join(l.BinDir(), "lab")
+	// They read the lab's kubeconfig: its dir, whatever the working directory.
+	env := []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "ONEPOOL_LAB_DIR=" + l.cfg.Dir}
+	return []struct {
+		d    daemon
+		addr string
+	}{
+		{daemon{name: "kube-proxy", argv: []string{lab, "kube-proxy"}, env: env}, ""},
+		{daemon{name: "cluster-dns", argv: []string{lab, "cluster-dns", net.JoinHostPort(ClusterDNSIP, "53")}, env: env}, ClusterDNSIP},
+		{daemon{name: "slurmrestd-service", argv: []string{lab, "service-proxy",
+			net.JoinHostPort(SlurmRESTServiceIP, fmt.Sprint(SlurmRESTServicePort)), fmt.Sprintf("127.0.0.1:%d", SlurmrestdPort)}, env: env}, SlurmRESTServiceIP},
 	}
 }
 
 func (l *Lab) startClusterNet(ctx context.Context) error {
-	for _, s := range l.clusterServices() {
-		ip, _, _ := net.SplitHostPort(s.listen)
-		if err := ensureLoopbackAddr(ctx, ip); err != nil {
-			return err
+	for _, c := range l.clusterNetDaemons() {
+		if c.addr != "" {
+			if err := ensureLoopbackAddr(ctx, c.addr); err != nil {
+				return err
+			}
 		}
-		if _, err := l.start(s.daemon(l)); err != nil {
+		if _, err := l.start(c.d); err != nil {
 			return err
 		}
 	}
-	// A listening proxy is the readiness check.
-	deadline := time.Now().Add(10 * time.Second)
-	for _, s := range l.clusterServices() {
+	// Ready when a pod's view works: the apiserver through its ClusterIP
+	// (a TLS handshake: a proxy without a backend accepts and then closes),
+	// slurmrestd through its address, and a Service name resolves.
+	deadline := time.Now().Add(15 * time.Second)
+	apiserver := func(addr string) (io.Closer, error) {
+		return tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true})
+	}
+	tcp := func(addr string) (io.Closer, error) { return net.DialTimeout("tcp", addr, time.Second) }
+	for _, c := range []struct {
+		addr string
+		dial func(string) (io.Closer, error)
+	}{
+		{net.JoinHostPort(KubernetesServiceIP, "443"), apiserver},
+		{net.JoinHostPort(SlurmRESTServiceIP, fmt.Sprint(SlurmRESTServicePort)), tcp},
+	} {
+		addr := c.addr
 		for {
-			c, err := net.DialTimeout("tcp", s.listen, time.Second)
+			conn, err := c.dial(addr)
 			if err == nil {
-				c.Close()
+				conn.Close()
 				break
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("%s does not listen on %s: %w", s.name, s.listen, err)
+				return fmt.Errorf("the lab's Service stand-ins do not answer on %s: %w", addr, err)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	return nil
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "udp", net.JoinHostPort(ClusterDNSIP, "53"))
+	}}
+	for {
+		lctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := r.LookupHost(lctx, "kubernetes.default.svc."+clusterDomain)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the lab's cluster DNS does not resolve kubernetes.default.svc: %w", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// clusterNetStatus are the stand-ins for Status.
+func (l *Lab) clusterNetStatus() []daemon {
+	var ds []daemon
+	for _, c := range l.clusterNetDaemons() {
+		ds = append(ds, c.d)
+	}
+	return ds
 }
 
 func (l *Lab) stopClusterNet(ctx context.Context) error {
 	var errs []error
-	for _, s := range l.clusterServices() {
-		errs = append(errs, l.stopDaemon(s.name))
-		ip, _, _ := net.SplitHostPort(s.listen)
-		errs = append(errs, removeLoopbackAddr(ctx, ip))
+	for _, c := range l.clusterNetDaemons() {
+		errs = append(errs, l.stopDaemon(c.d.name))
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, removeServiceAddrs(ctx))...)
 }
 
-func loopbackHas(ctx context.Context, ip string) (bool, error) {
+// loopbackAddrs are the IPv4 addresses on lo.
+func loopbackAddrs(ctx context.Context) ([]netip.Addr, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "ip", "-o", "-4", "addr", "show", "dev", "lo").CombinedOutput()
 	if err != nil {
-		return false, fmt.Errorf("ip addr show dev lo: %w: %s", err, out)
+		return nil, fmt.Errorf("ip addr show dev lo: %w: %s", err, out)
 	}
-	return strings.Contains(string(out), " "+ip+"/32 "), nil
+	var addrs []netip.Addr
+	for _, f := range strings.Fields(string(out)) {
+		if p, err := netip.ParsePrefix(f); err == nil {
+			addrs = append(addrs, p.Addr())
+		}
+	}
+	return addrs, nil
 }
 
 func ensureLoopbackAddr(ctx context.Context, ip string) error { return loopbackAddr(ctx, ip, "add") }
@@ -106,8 +155,16 @@ func removeLoopbackAddr(ctx context.Context, ip string) error { return loopbackA
 // loopbackAddr adds ip/32 to lo (op "add") or removes it ("del"), unless
 // that is so already.
 func loopbackAddr(ctx context.Context, ip, op string) error {
-	if has, err := loopbackHas(ctx, ip); err != nil || has == (op == "add") {
+	addrs, err := loopbackAddrs(ctx)
+	if err != nil {
 		return err
+	}
+	has := false
+	for _, a := range addrs {
+		has = has || a.String() == ip
+	}
+	if has == (op == "add") {
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -115,4 +172,20 @@ func loopbackAddr(ctx context.Context, ip, op string) error {
 		return fmt.Errorf("ip addr %s %s/32 dev lo: %w: %s", op, ip, err, out)
 	}
 	return nil
+}
+
+// removeServiceAddrs removes every address of the service range from lo
+// (what a killed kube-proxy stand-in left).
+func removeServiceAddrs(ctx context.Context) error {
+	addrs, err := loopbackAddrs(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, a := range addrs {
+		if serviceCIDR.Contains(a) {
+			errs = append(errs, removeLoopbackAddr(ctx, a.String()))
+		}
+	}
+	return errors.Join(errs...)
 }

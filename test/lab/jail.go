@@ -42,7 +42,7 @@ func (l *Lab) JailHostPath(path string) string {
 	return filepath.Join(l.RootFS(), JailRoot, path)
 }
 
-// ensureJail builds the lab's small jail rootfs: a static busybox, the
+// ensureJail builds the lab's small jail rootfs: a static busybox, bash, the
 // rootfs's users, a marker, and the usual top-level directories. It is
 // cheap, so every `up` refreshes it; what jobs wrote in it stays.
 func (l *Lab) ensureJail(ctx context.Context) error {
@@ -86,6 +86,9 @@ func (l *Lab) ensureJail(ctx context.Context) error {
 		if err := os.Symlink("busybox", p); err != nil {
 			return err
 		}
+	}
+	if err := copyELFInto(root, jail, "/usr/bin/bash"); err != nil {
+		return err
 	}
 	if _, err := os.Lstat(filepath.Join(jail, "bin")); os.IsNotExist(err) {
 		if err := os.Symlink("usr/bin", filepath.Join(jail, "bin")); err != nil {

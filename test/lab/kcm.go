@@ -20,10 +20,13 @@ const (
 // pod needs to get a ServiceAccount token (serviceaccount: the "default"
 // account of each namespace; root-ca-cert-publisher: kube-root-ca.crt),
 // EndpointSlices for Services, and the garbage collector (a Deployment's
-// ReplicaSets and pods go with it; a NodeSet's pods after its finalizer).
+// ReplicaSets and pods go with it; a NodeSet's pods after its finalizer),
+// StatefulSets, the binding of PVCs to the real node's volumes (and their
+// protection finalizers, which only these controllers remove), and
+// the namespace controller (a deleted namespace empties and goes).
 // Not yet: the node lifecycle (kwok Nodes), disruption (the NodeSet tests
 // publish PDB status themselves), job.
-var LabControllers = "serviceaccount,root-ca-cert-publisher,deployment,replicaset,endpointslice,garbagecollector"
+var LabControllers = "namespace,serviceaccount,root-ca-cert-publisher,deployment,replicaset,statefulset,endpointslice,garbagecollector,persistentvolume-binder,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller"
 
 func (l *Lab) kubeControllerManager() daemon {
 	p := l.pki()

@@ -95,6 +95,7 @@ func (l *Lab) nodeSteps() []step {
 		// the apiserver and slurmrestd as Services.
 		{"kube-scheduler", l.startKubeScheduler},
 		{"cluster network", l.startClusterNet},
+		{"node volumes", l.ensureNodePVs},
 	}
 }
 
@@ -361,6 +362,8 @@ podLogsDir: %[6]s
 volumePluginDir: %[7]s
 staticPodPath: %[8]s
 clusterDomain: cluster.local
+# The lab's DNS stand-in (clusterdns.go).
+clusterDNS: [%[10]s]
 registerNode: true
 serializeImagePulls: false
 # Images are imported, never pulled: never let image GC remove them.
@@ -375,7 +378,7 @@ evictionPressureTransitionPeriod: 10s
 nodeStatusReportFrequency: 10s
 shutdownGracePeriod: 0s
 `, l.nodeCgroup(), l.ContainerdSocket(), nodeIP, RealKubeletPort, RealKubeletHealthzPort,
-		l.nodePath("pod-logs"), l.nodePath("kubelet", "volume-plugins"), l.nodePath("manifests"), l.pki().path("ca.crt"))
+		l.nodePath("pod-logs"), l.nodePath("kubelet", "volume-plugins"), l.nodePath("manifests"), l.pki().path("ca.crt"), ClusterDNSIP)
 }
 
 func (l *Lab) realKubeletDaemon(nodeIP string) daemon {
@@ -551,11 +554,7 @@ func (l *Lab) nodeDaemons() []daemon {
 	if !RealKubeletEnabled() {
 		return nil
 	}
-	ds := []daemon{l.containerdDaemon(), l.realKubeletDaemon(""), l.kubeScheduler()}
-	for _, s := range l.clusterServices() {
-		ds = append(ds, s.daemon(l))
-	}
-	return ds
+	return append([]daemon{l.containerdDaemon(), l.realKubeletDaemon(""), l.kubeScheduler()}, l.clusterNetStatus()...)
 }
 
 // NodeStatus writes a line per node daemon and returns how many are down.

@@ -25,6 +25,8 @@ const usage = `usage: lab COMMAND
   kubelet                  the lab kubelet (a daemon of ` + "`up`" + `): runs slurmd pods of the dyn-* Nodes in the chroot
   service-proxy LISTEN B1,B2  a Service stand-in (a daemon of ` + "`up`" + `): round robin over the backends that accept;
                            a backend is host:port or endpoints:NAMESPACE/SERVICE/PORTNAME (its ready EndpointSlice addresses)
+  kube-proxy               the lab's kube-proxy stand-in (a daemon of the real node): ClusterIPs on lo, forwarded to endpoints
+  cluster-dns LISTEN       the lab's cluster DNS stand-in (a daemon of the real node): Service and pod names under svc.cluster.local
   node up|down|packages|images|status
                            a real kubelet + containerd node (lab-node); see node.go
 Environment: ONEPOOL_LAB_DIR, ONEPOOL_LAB_NODES (4), ONEPOOL_LAB_EXTRA_NODES (0), ONEPOOL_LAB_DYN_NODES (5, at most 32),
@@ -96,6 +98,21 @@ func run(args []string) error {
 			return err
 		}
 		return lab.ServiceProxy(ctx, rest[0], backends)
+	case "kube-proxy":
+		kc, err := l.KubeClient()
+		if err != nil {
+			return err
+		}
+		return lab.KubeProxy(ctx, kc)
+	case "cluster-dns":
+		if len(rest) != 1 {
+			return fmt.Errorf("cluster-dns takes LISTEN (ip:port)\n%s", usage)
+		}
+		kc, err := l.KubeClient()
+		if err != nil {
+			return err
+		}
+		return lab.ClusterDNS(ctx, rest[0], kc)
 	case "node":
 		return runNode(ctx, l, rest)
 	case "env":

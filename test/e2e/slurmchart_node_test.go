@@ -1,0 +1,256 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	osexec "os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/test/lab"
+)
+
+// slurmChart is charts/slurm installed on the lab's real node: a second
+// Slurm cluster, all of it pods from the project's images. Cleanup removes
+// the release and its namespace (keys, PVCs).
+type slurmChart struct {
+	t *testing.T
+	l *lab.Lab
+}
+
+func newSlurmChart(t *testing.T) *slurmChart {
+	t.Helper()
+	if !lab.RealKubeletEnabled() {
+		t.Skipf("the slurm chart's pods need the lab's real node: %s=1 (make e2e-node)", lab.EnvRealKubelet)
+	}
+	if lab.ChartMode() {
+		t.Skipf("the lab runs the onepool chart (%s=chart); this test installs charts itself", lab.EnvComponents)
+	}
+	s := &slurmChart{t: t, l: lab.Shared(t)}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	require.NoError(t, s.l.UninstallSlurmChart(ctx), "a leftover slurm release")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if err := s.l.UninstallSlurmChart(ctx); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	return s
+}
+
+// sh runs a shell command in a component's container.
+func (s *slurmChart) sh(component, command string) string {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := s.l.SlurmChartExec(ctx, component, "sh", "-c", command)
+	require.NoError(s.t, err)
+	return strings.TrimSpace(string(out))
+}
+
+// asUser runs command as an ordinary user in the login pod.
+func (s *slurmChart) asUser(user, command string) string {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := s.l.SlurmChartAsUser(ctx, user, command)
+	require.NoError(s.t, err)
+	return strings.TrimSpace(string(out))
+}
+
+// jobField is one squeue/sacct field of a job, seen from the login pod
+// ("" when the job is unknown).
+func (s *slurmChart) sacctState(job string) string {
+	out, _ := s.l.SlurmChartExec(context.Background(), "login", "sacct", "-n", "-X", "-P", "-j", job, "-o", "State,User,NodeList")
+	return strings.TrimSpace(string(out))
+}
+
+// `helm install charts/slurm` on the real node: slurmctld, slurmrestd,
+// slurmdbd + MariaDB, a login pod and a NodeSet's slurmd pod come up as
+// containers from the project's images; an ordinary user's sbatch from the
+// login pod runs in the jail and sacct shows it; slurmctld's pod deleted
+// (what a rolling update does) comes back with the queue from its PVC.
+func TestSlurmChartOnTheRealNode(t *testing.T) {
+	s := newSlurmChart(t)
+	l := s.l
+	ctx := context.Background()
+	kc, err := l.KubeClient()
+	require.NoError(t, err)
+
+	installCtx, cancel := context.WithTimeout(ctx, 6*time.Minute)
+	defer cancel()
+	out, err := l.InstallSlurmChart(installCtx, "--wait", "--timeout", "5m")
+	require.NoError(t, err, "%s", out)
+
+	t.Run("every daemon is a pod on the real node from the project's images", func(t *testing.T) {
+		pods, err := kc.CoreV1().Pods(lab.SlurmNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + lab.SlurmRelease})
+		require.NoError(t, err)
+		byComponent := map[string]corev1.Pod{}
+		for _, p := range pods.Items {
+			byComponent[p.Labels["app.kubernetes.io/component"]] = p
+		}
+		for component, image := range map[string]string{
+			"slurmctld": "slurmctld", "slurmrestd": "slurmrestd", "slurmdbd": "slurmdbd",
+			"mariadb": "mariadb", "login": "login", "slurmd": "node-agent",
+		} {
+			p, ok := byComponent[component]
+			if !assert.True(t, ok, "no %s pod", component) {
+				continue
+			}
+			assert.Equal(t, corev1.PodRunning, p.Status.Phase, component)
+			assert.Equal(t, lab.RealNodeName, p.Spec.NodeName, component)
+			assert.Equal(t, "localhost/onepool/"+image+":lab", p.Spec.Containers[0].Image, component)
+		}
+	})
+
+	t.Run("the NodeSet's slurmd registers and is idle", func(t *testing.T) {
+		var states map[string]string
+		require.Eventually(t, func() bool {
+			states, _ = l.SlurmChartNodeStates(ctx)
+			return states[lab.SlurmChartNode] == "idle"
+		}, 3*time.Minute, 2*time.Second, "sinfo: %v", states)
+		assert.Equal(t, "UP", lastField(s.sh("login", "scontrol ping | grep -o 'is [A-Z]*'")))
+	})
+
+	t.Run("an ordinary user's sbatch runs in the jail and sacct shows it", func(t *testing.T) {
+		job := s.asUser(lab.JailUser, "cd /tmp && sbatch --parsable -o /tmp/jail-%j.out --wrap 'cat "+lab.JailMarker+"; id -un'")
+		require.Regexp(t, `^\d+$`, job)
+		var state string
+		require.Eventually(t, func() bool {
+			state = s.sacctState(job)
+			return strings.HasPrefix(state, "COMPLETED") || strings.HasPrefix(state, "FAILED")
+		}, 2*time.Minute, time.Second, "sacct: %q", state)
+		assert.Equal(t, "COMPLETED|"+lab.JailUser+"|"+lab.SlurmChartNode, state)
+		// The job's output, on the node where it ran: written from inside the jail.
+		got := s.sh("slurmd", "cat /tmp/jail-"+job+".out")
+		assert.Contains(t, got, "onepool lab jail", "the step saw the jail's marker")
+		assert.Contains(t, got, lab.JailUser)
+	})
+
+	t.Run("slurmctld's pod replaced keeps the queue (state on its PVC)", func(t *testing.T) {
+		held := s.asUser(lab.JailUser, "cd /tmp && sbatch --parsable --hold --wrap true")
+		require.Regexp(t, `^\d+$`, held)
+		old, err := l.SlurmChartPod(ctx, "slurmctld")
+		require.NoError(t, err)
+		require.NoError(t, kc.CoreV1().Pods(lab.SlurmNamespace).Delete(ctx, old.Name, metav1.DeleteOptions{}))
+		var ping string
+		require.Eventually(t, func() bool {
+			p, err := l.SlurmChartPod(ctx, "slurmctld")
+			if err != nil || p.UID == old.UID {
+				return false
+			}
+			out, _ := l.SlurmChartExec(ctx, "login", "scontrol", "ping")
+			ping = string(out)
+			return strings.Contains(ping, "is UP")
+		}, 3*time.Minute, 2*time.Second, "scontrol ping: %s", ping)
+		assert.Equal(t, "PENDING", s.sh("login", "squeue -h -j "+held+" -o %T"), "the held job survived the restart")
+		next := s.asUser(lab.JailUser, "cd /tmp && sbatch --parsable --hold --wrap true")
+		assert.Greater(t, atoi(t, next), atoi(t, held), "job ids go on from the saved state")
+		s.sh("login", fmt.Sprintf("scancel %s %s", held, next))
+	})
+}
+
+// onepool installed against the slurm chart's Slurm: the onepool chart's
+// pods reach slurmrestd through its Service with a token minted by that
+// slurmctld; a onepool pod is placed through that Slurm on the node of its
+// job, and `kubectl cordon` of the real node drains its Slurm node.
+func TestSlurmChartWithOnepoolOnTheRealNode(t *testing.T) {
+	s := newSlurmChart(t)
+	l := s.l
+	ctx := context.Background()
+	out, err := l.InstallSlurmChart(ctx, "--wait", "--timeout", "5m")
+	require.NoError(t, err, "%s", out)
+	c := newChartInstall(t) // registered after the slurm chart: goes first
+	e := newSchedEnv(t)
+	t.Cleanup(func() { quietKubectl(l, "uncordon", lab.RealNodeName) })
+
+	// The admin's step: a token for SlurmUser from this slurmctld, in a
+	// Secret the onepool chart mounts.
+	jwt := s.sh("slurmctld", "scontrol token username=slurm lifespan=7200")
+	require.True(t, strings.HasPrefix(jwt, "SLURM_JWT="), "scontrol token printed no token")
+	const secret = "slurm-chart-token"
+	_, err = c.kc.CoreV1().Secrets(lab.SystemNamespace).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: secret, Namespace: lab.SystemNamespace},
+		Data:       map[string][]byte{"token": []byte(strings.TrimPrefix(jwt, "SLURM_JWT="))},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = c.kc.CoreV1().Secrets(lab.SystemNamespace).Delete(context.Background(), secret, metav1.DeleteOptions{})
+	})
+	out, err = l.InstallChart(ctx, "--set", "slurm.restURL=http://"+lab.SlurmRelease+"-restapi."+lab.SlurmNamespace+".svc:6820",
+		"--set", "slurm.tokenSecret.name="+secret,
+		// Placeholder jobs run in the chart's slurmd pods: they reach the
+		// release Service by its cluster name.
+		"--set", "scheduler.release.url=")
+	require.NoError(t, err, "%s", out)
+	c.waitRolledOut(3 * time.Minute)
+
+	p := e.pod("through-slurm-chart", 0, nil)
+	p.Spec.Containers[0].Image = lab.PauseImage
+	p.Spec.Containers[0].ImagePullPolicy = corev1.PullNever
+	e.create(p)
+	node := e.waitBound(p.Name, 2*time.Minute)
+	assert.Equal(t, lab.SlurmChartNode, node)
+	jobs := s.sh("login", "squeue -h -o '%i %T %N %k'")
+	assert.Contains(t, jobs, "RUNNING "+lab.SlurmChartNode, "the pod's placeholder job runs in the chart's Slurm: %s", jobs)
+	eventually(t, 2*time.Minute, "the pod runs on the real node", func() (bool, string) {
+		got, err := e.get(p.Name)
+		if err != nil {
+			return false, err.Error()
+		}
+		return got.Status.Phase == corev1.PodRunning, string(got.Status.Phase)
+	})
+
+	adminKubectl(t, l, "annotate", "--overwrite", "node", lab.RealNodeName, keys.AnnotationCordonReason+"=slurm chart e2e")
+	t.Cleanup(func() { quietKubectl(l, "annotate", "node", lab.RealNodeName, keys.AnnotationCordonReason+"-") })
+	adminKubectl(t, l, "cordon", lab.RealNodeName)
+	eventually(t, time.Minute, "the chart's Slurm drains the cordoned node with onepool's reason", func() (bool, string) {
+		out, _ := l.SlurmChartExec(ctx, "login", "scontrol", "show", "node", lab.SlurmChartNode)
+		return strings.Contains(string(out), "DRAIN") && strings.Contains(string(out), "onepool: node cordoned: slurm chart e2e"), string(out)
+	})
+	adminKubectl(t, l, "uncordon", lab.RealNodeName)
+	eventually(t, time.Minute, "uncordon resumes it", func() (bool, string) {
+		out, _ := l.SlurmChartExec(ctx, "login", "sinfo", "-h", "-N", "-n", lab.SlurmChartNode, "-o", "%T")
+		st := strings.TrimSpace(string(out))
+		return !strings.Contains(st, "drain"), st
+	})
+
+	zero := int64(0)
+	require.NoError(t, e.kc.CoreV1().Pods(e.ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}))
+	eventually(t, 90*time.Second, "the pod's placeholder job ends", func() (bool, string) {
+		out, _ := l.SlurmChartExec(ctx, "login", "squeue", "-h", "-o", "%i %T")
+		return strings.TrimSpace(string(out)) == "", string(out)
+	})
+}
+
+// quietKubectl is kubectl for cleanups: errors are not the test's.
+func quietKubectl(l *lab.Lab, args ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = osexec.CommandContext(ctx, l.Kubectl(), append([]string{"--kubeconfig", l.Kubeconfig()}, args...)...).Run()
+}
+
+func lastField(s string) string {
+	f := strings.Fields(s)
+	if len(f) == 0 {
+		return ""
+	}
+	return f[len(f)-1]
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	var n int
+	_, err := fmt.Sscan(s, &n)
+	require.NoError(t, err, "%q", s)
+	return n
+}

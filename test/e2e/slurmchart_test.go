@@ -1,0 +1,78 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/onepool/onepool/test/lab"
+)
+
+// slurmTemplate renders charts/slurm as the lab would install it, with
+// extra helm arguments.
+func slurmTemplate(t *testing.T, l *lab.Lab, extra ...string) ([]byte, error) {
+	t.Helper()
+	dir, err := lab.SlurmChartDir()
+	require.NoError(t, err)
+	args := append([]string{"template", "slurm", dir, "--namespace", "default", "-f", filepath.Join(dir, "ci", "lab-values.yaml"),
+		"--kube-version", "1.35.4"}, extra...)
+	return l.Helm(context.Background(), args...)
+}
+
+// helm lint of charts/slurm is clean, and the lab's real apiserver accepts
+// everything it renders (server-side dry run; the NodeSet CRD is the
+// onepool chart's).
+func TestSlurmChartLintsAndTheAPIServerAcceptsIt(t *testing.T) {
+	l := lab.Shared(t)
+	dir, err := lab.SlurmChartDir()
+	require.NoError(t, err)
+	out, err := l.Helm(context.Background(), "lint", dir, "-f", filepath.Join(dir, "ci", "lab-values.yaml"), "--kube-version", "1.35.4")
+	require.NoError(t, err, "%s", out)
+	assert.NotContains(t, string(out), "[WARNING]")
+	assert.NotContains(t, string(out), "[ERROR]")
+
+	rendered, err := slurmTemplate(t, l)
+	require.NoError(t, err)
+	f := filepath.Join(t.TempDir(), "slurm.yaml")
+	require.NoError(t, os.WriteFile(f, rendered, 0o644))
+	kubectl := adminKubectl(t, l, "apply", "--dry-run=server", "-f", f)
+	for _, obj := range []string{"statefulset.apps/slurm-controller", "service/slurm-controller", "deployment.apps/slurm-restapi",
+		"deployment.apps/slurm-accounting", "statefulset.apps/slurm-mariadb", "deployment.apps/slurm-login",
+		"nodeset.onepool.dev/slurm-gpu", "configmap/slurm-config", "secret/slurm-munge", "secret/slurm-jwt", "secret/slurm-db"} {
+		assert.Contains(t, kubectl, obj+" created (server dry run)")
+	}
+}
+
+// Values Slurm could not use fail at `helm install` with a message naming
+// the value: the schema, or the chart's own cross-checks.
+func TestSlurmChartRejectsBadValues(t *testing.T) {
+	l := lab.Shared(t)
+	badPartition := filepath.Join(t.TempDir(), "bad-partition.yaml")
+	require.NoError(t, os.WriteFile(badPartition, []byte(`partitions:
+  - {name: gpu, nodeSets: [gpu], default: true, maxTime: INFINITE}
+  - {name: big, nodeSets: [h200], maxTime: "1-00:00:00"}
+`), 0o644))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-f", badPartition}, `partition "big" holds NodeSet "h200", which is not in nodeSets (gpu)`},
+		{[]string{"--set", "slurmctld.persistence.size=lots"}, "/slurmctld/persistence/size"},
+		{[]string{"--set", "slurmctld.persistence.accessModes[0]=ReadWriteSometimes"}, "/slurmctld/persistence/accessModes/0"},
+		{[]string{"--set", "prolog.scripts.check=exit 1"}, "/prolog/scripts/check"},
+		{[]string{"--set", "clusterName=My Cluster"}, "/clusterName"},
+		{[]string{"--set", "login.users[0].name=alice,login.users[0].uid=0"}, "/login/users/0/uid"},
+		{[]string{"--set", "jail.root=relative/path"}, "/jail/root"},
+		{[]string{"--set", "partition=gpu"}, "additional properties 'partition' not allowed"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			_, err := slurmTemplate(t, l, tc.args...)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
