@@ -109,7 +109,9 @@ func (l *Lab) schedulerService() daemon {
 		argv: []string{filepath.Join(l.BinDir(), "lab"), "service-proxy",
 			fmt.Sprintf("127.0.0.1:%d", ReleasePort), strings.Join(to, ",")},
 		port: ReleasePort,
-		env:  []string{"PATH=/usr/bin:/bin"},
+		// It reads EndpointSlices with the lab's kubeconfig: the lab's own dir,
+		// whatever the working directory.
+		env: []string{"PATH=/usr/bin:/bin", "ONEPOOL_LAB_DIR=" + l.cfg.Dir},
 	}
 }
 
