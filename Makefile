@@ -22,7 +22,7 @@ SCHEDULER_PLUGINS_VERSION := v0.35.4-devel
 # with a bare "context deadline exceeded" when its workers are starved at the
 # deadline (golang/go#75804, fixed in go1.27); seen here in `make ci-fresh` under load.
 FUZZTIME ?= 100000x
-UNIT_PKGS := ./slurmrest/... ./test/lab/... ./keys/... ./syncer/... ./scheduler/... ./nodeset/... ./cmd/...
+UNIT_PKGS := ./slurmrest/... ./test/lab/... ./keys/... ./syncer/... ./scheduler/... ./nodeset/... ./topology/... ./cmd/...
 
 .PHONY: help up down lab-status lab-manifest ci-fresh images tools node-tools generate openapi-spec vet unit fuzz e2e e2e-node test bench bench-install bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-slurm-chart spank
 
@@ -155,7 +155,7 @@ e2e: tools ## e2e tests on the real lab (brings it up or reuses it)
 # tests (they install, upgrade and uninstall it themselves), then the syncer,
 # scheduler and NodeSet suites against the chart's pods (ONEPOOL_LAB_COMPONENTS=chart),
 # then the lab back to its processes.
-NODE_E2E := TestChartInstall|TestChartUnreachable|TestController.*ImageRunsOnRealNode|TestSlurmChartOnTheRealNode|TestSlurmChartWithOnepool
+NODE_E2E := TestChartInstall|TestChartUnreachable|TestController.*ImageRunsOnRealNode|TestSlurmChartOnTheRealNode|TestSlurmChartWithOnepool|TestSlurmChartFailingProlog
 CHART_E2E := TestSyncer|TestScheduler|TestNodeSet|TestComponentsRun
 e2e-node: tools node-tools images ## e2e of the chart installed with helm on the lab's real kubelet node, and the suites against it
 	ONEPOOL_LAB_REAL_KUBELET=1 $(BIN)/lab up

@@ -43,6 +43,31 @@ const (
 const (
 	EnvSlurmNodeName = "ONEPOOL_SLURM_NODE_NAME"
 	EnvSlurmFeatures = "ONEPOOL_SLURM_FEATURES" // comma-separated
+	// EnvKubeNodeName is the Kubernetes Node the pod runs on (the DRA
+	// driver's pool); the Slurm node name may differ (a label overrides it).
+	EnvKubeNodeName = "ONEPOOL_KUBE_NODE_NAME"
+)
+
+// GPUs as DRA devices: the node agent publishes them in ResourceSlices of
+// this driver, one pool per Kubernetes node (named after the node), and the
+// scheduler allocates claims from them by Slurm's GRES indices.
+const (
+	// GPUDriverName is the DRA driver the node agent serves.
+	GPUDriverName = "gpu.onepool.dev"
+	// GPU device attributes (in the driver's domain).
+	GPUAttrGresIndex   = "gresIndex"   // int: Slurm's GRES index of the device on its node
+	GPUAttrUUID        = "uuid"        // string: NVML's UUID
+	GPUAttrMinor       = "minor"       // int: the /dev/nvidia<minor> number
+	GPUAttrProductName = "productName" // string: NVML's product name
+	GPUAttrGresType    = "type"        // string: the Slurm GRES type (h100, a100_80gb_pcie, ...)
+	// GPUCapacityMemory is the device's memory, a quantity.
+	GPUCapacityMemory = "memory"
+	// GPUDeviceClass is the DeviceClass of those devices (the charts
+	// install it; it selects the driver's devices).
+	GPUDeviceClass = "gpu.onepool.dev"
+	// PodClaimGPUs is the name, in a pod's spec.resourceClaims, of the claim
+	// onepool allocates from the GPUs Slurm gave the pod's job.
+	PodClaimGPUs = "onepool-gpus"
 )
 
 // SchedulerName is the schedulerName a pod sets to be placed by Slurm.
@@ -54,6 +79,18 @@ const (
 	AnnotationJobPartition = "slurm.onepool.dev/partition"
 	AnnotationJobQOS       = "slurm.onepool.dev/qos"
 	AnnotationJobAccount   = "slurm.onepool.dev/account"
+	// AnnotationGPUs is the GPU count of a pod whose GPUs come through its
+	// onepool GPU claim (PodClaimGPUs) instead of an nvidia.com/gpu
+	// request; onepool's webhook writes it when it makes the claim.
+	AnnotationGPUs = "slurm.onepool.dev/gpus"
+	// AnnotationGPURequests splits that count by container: the requests
+	// of the claim onepool makes, "<container>=<count>,..." (each GPU
+	// container uses the request named after it, and gets its own GPUs).
+	AnnotationGPURequests = "slurm.onepool.dev/gpu-requests"
+	// AnnotationJobExclusive is how the pod's job shares its node: "none"
+	// (with Slurm jobs, GPU by GPU), "node" (--exclusive) or "user"
+	// (--exclusive=user). Unset: the scheduler's defaultExclusive.
+	AnnotationJobExclusive = "slurm.onepool.dev/exclusive"
 	// AnnotationJobTimeLimit is a Go duration ("90m", "12h") or "UNLIMITED".
 	AnnotationJobTimeLimit = "slurm.onepool.dev/time-limit"
 
@@ -160,7 +197,10 @@ const (
 	EventInvalidRequest = "InvalidSlurmRequest" // a pod annotation or request onepool cannot turn into a job
 	EventJobEnded       = "SlurmJobEnded"       // the job ended in Slurm; the pod is evicted
 	EventJobMissing     = "SlurmJobMissing"     // Slurm no longer knows the job; the pod is evicted
+	EventJobPreempted   = "SlurmJobPreempted"   // Slurm began preempting the job; the pod is evicted before its deadline
 	EventEvictFailed    = "EvictionFailed"
+	EventGPUsAllocated  = "SlurmGPUsAllocated" // the pod's GPU claim holds the devices of its job's GRES indices
+	EventGPUClaimFailed = "GPUClaimFailed"     // the claim cannot be allocated from Slurm's answer; the pod is not bound
 
 	// NodeSet events, on the NodeSet.
 	EventPodCreated       = "SuccessfulCreate"
@@ -203,6 +243,16 @@ const (
 	// and end with TruncatedMark.
 	MaxOperatorReason = 200
 	TruncatedMark     = "…"
+)
+
+// Placeholder jobs. The comment of every job onepool's scheduler makes
+// starts with PlaceholderCommentPrefix ("onepool:pod=<ns>/<name>;uid=<uid>"
+// or "onepool:group=<ns>/<podgroup>"); whatever holds such a job's GPUs
+// after Slurm ended it (the placeholder script, the release epilog) asks
+// GET <releaseURL>ReleasePath<job id> until it answers 200.
+const (
+	PlaceholderCommentPrefix = "onepool:"
+	ReleasePath              = "/v1/placeholders/"
 )
 
 // SyncerOwns says whether a drain reason has the form of one the syncer

@@ -109,6 +109,7 @@ func buildPod(ns *v1alpha1.NodeSet, tmpl *corev1.Pod, node *corev1.Node) *corev1
 	env := []corev1.EnvVar{
 		{Name: keys.EnvSlurmNodeName, Value: slurmName},
 		{Name: keys.EnvSlurmFeatures, Value: strings.Join(ns.Spec.Slurm.Features, ",")},
+		{Name: keys.EnvKubeNodeName, Value: node.Name},
 	}
 	if i := agentContainer(pod.Spec.Containers); i >= 0 {
 		c := &pod.Spec.Containers[i]

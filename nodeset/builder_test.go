@@ -87,7 +87,7 @@ func TestBuildPod(t *testing.T) {
 	for _, e := range p.Spec.Containers[1].Env {
 		env[e.Name] = e.Value
 	}
-	if env[keys.EnvSlurmNodeName] != "gpu007" || env[keys.EnvSlurmFeatures] != "h100,ib" || len(p.Spec.Containers[1].Env) != 2 {
+	if env[keys.EnvSlurmNodeName] != "gpu007" || env[keys.EnvSlurmFeatures] != "h100,ib" || env[keys.EnvKubeNodeName] != node.Name || len(p.Spec.Containers[1].Env) != 3 {
 		t.Errorf("slurmd env = %v", p.Spec.Containers[1].Env)
 	}
 	if len(p.Spec.Containers[0].Env) != 0 {

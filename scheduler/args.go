@@ -41,6 +41,11 @@ type Args struct {
 	// their state until they start, so a pod binds without waiting for the
 	// next cache poll (100ms).
 	StartPollInterval metav1.Duration `json:"startPollInterval,omitempty"`
+	// WatchInterval: how often every other live job onepool owns is asked
+	// for its state (one light /jobs/state request for all of them), so a
+	// pod whose job ended is evicted without waiting for the cache's next
+	// poll (250ms). With no onepool job live nothing is asked.
+	WatchInterval metav1.Duration `json:"watchInterval,omitempty"`
 
 	// DefaultPartition, DefaultQOS and DefaultAccount apply to pods that do
 	// not name one in an annotation; empty leaves the choice to Slurm.
@@ -51,6 +56,11 @@ type Args struct {
 	DefaultTimeLimit metav1.Duration `json:"defaultTimeLimit,omitempty"`
 	// MaxTimeLimit caps the time limit a pod may ask for; 0: no cap.
 	MaxTimeLimit metav1.Duration `json:"maxTimeLimit,omitempty"`
+	// DefaultExclusive is how a pod's job shares its node when the pod's
+	// slurm.onepool.dev/exclusive annotation does not say: "none" (the
+	// default: GPU by GPU with Slurm jobs), "node" (whole nodes, sbatch
+	// --exclusive) or "user" (only with the same user's jobs, --exclusive=user).
+	DefaultExclusive string `json:"defaultExclusive,omitempty"`
 
 	// ReleaseListenAddress is where the plugin answers placeholder scripts
 	// that ask whether their pod is gone (":10270").
@@ -58,6 +68,16 @@ type Args struct {
 	// ReleaseURL is how placeholder scripts on the Slurm nodes reach that
 	// address: plain http://host:port (bash's /dev/tcp, no TLS). Required.
 	ReleaseURL string `json:"releaseURL"`
+
+	// ImmediateAllocation asks Slurm for an allocation granted inside the
+	// request (salloc --immediate) before queueing a batch placeholder:
+	// when Slurm can place the pod now (resources free, nothing of higher
+	// priority waiting), it is bound in one REST round trip instead of
+	// slurmctld's next scheduling tick. Turn it on only where every Slurm
+	// node runs onepool's release epilog (onepool-node-agent release-wait,
+	// as charts/slurm sets it up): an allocation has no script to hold its
+	// GPUs while the pod stops, the epilog does (false).
+	ImmediateAllocation bool `json:"immediateAllocation,omitempty"`
 
 	// SubmitWorkers submit placeholder jobs in parallel (8).
 	SubmitWorkers int `json:"submitWorkers,omitempty"`
@@ -79,6 +99,7 @@ func (a *Args) SetDefaults() {
 	def(&a.PollInterval, time.Second)
 	def(&a.StaleAfter, 30*time.Second)
 	def(&a.StartPollInterval, 100*time.Millisecond)
+	def(&a.WatchInterval, 250*time.Millisecond)
 	if a.ReleaseListenAddress == "" {
 		a.ReleaseListenAddress = ":10270"
 	}
@@ -107,7 +128,7 @@ func (a *Args) Validate() error {
 		errs = append(errs, field.Required(p.Child("tokenFile"), "the slurmrestd token file"))
 	}
 	for name, d := range map[string]metav1.Duration{"requestTimeout": a.RequestTimeout, "pollInterval": a.PollInterval,
-		"staleAfter": a.StaleAfter, "startPollInterval": a.StartPollInterval} {
+		"staleAfter": a.StaleAfter, "startPollInterval": a.StartPollInterval, "watchInterval": a.WatchInterval} {
 		if d.Duration <= 0 {
 			errs = append(errs, field.Invalid(p.Child(name), d.Duration.String(), "must be positive"))
 		}
@@ -119,6 +140,9 @@ func (a *Args) Validate() error {
 		if v != "" && !slurmName.MatchString(v) {
 			errs = append(errs, field.Invalid(p.Child(name), v, "not a Slurm name"))
 		}
+	}
+	if _, err := parseExclusive(a.DefaultExclusive); err != nil {
+		errs = append(errs, field.NotSupported(p.Child("defaultExclusive"), a.DefaultExclusive, exclusiveValues))
 	}
 	if a.DefaultTimeLimit.Duration < 0 || a.MaxTimeLimit.Duration < 0 {
 		errs = append(errs, field.Invalid(p.Child("defaultTimeLimit"), a.DefaultTimeLimit.Duration.String(), "time limits must not be negative"))

@@ -8,11 +8,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -36,10 +38,13 @@ type Core struct {
 	kube     kubernetes.Interface
 	groups   GroupReader
 	nodes    corelisters.NodeLister
+	slices   resourcelisters.ResourceSliceLister
+	claims   resourcelisters.ResourceClaimLister
 	recorder events.EventRecorder
 	activate func(pods []*corev1.Pod)
 	script   func(owner) string
 	leader   Leadership
+	metrics  *metrics
 
 	mu       sync.Mutex
 	synced   bool
@@ -50,6 +55,9 @@ type Core struct {
 	invalid  map[types.UID]string // the last invalid-request event per pod
 	evicting map[types.UID]time.Time
 	released map[uint32]time.Time // jobs of dropped placements: their pods are gone
+	// refusedAt: when Slurm last refused an immediate allocation, by
+	// partition ("" the default one).
+	refusedAt map[string]time.Time
 
 	submitQ workqueue.TypedRateLimitingInterface[string]
 	lifeQ   workqueue.TypedRateLimitingInterface[string]
@@ -57,24 +65,34 @@ type Core struct {
 
 // CoreConfig wires a Core.
 type CoreConfig struct {
-	Args     *Args
-	Log      klog.Logger
-	Slurm    Slurm
-	Jobs     JobCache
-	Kube     kubernetes.Interface
-	Groups   GroupReader
-	Nodes    corelisters.NodeLister
+	Args   *Args
+	Log    klog.Logger
+	Slurm  Slurm
+	Jobs   JobCache
+	Kube   kubernetes.Interface
+	Groups GroupReader
+	Nodes  corelisters.NodeLister
+	// Slices and Claims are read to allocate GPU claims from Slurm's
+	// answer; nil: pods with a GPU claim are not bound.
+	Slices   resourcelisters.ResourceSliceLister
+	Claims   resourcelisters.ResourceClaimLister
 	Recorder events.EventRecorder
 	// Activate moves pods back into the scheduling queue.
 	Activate func(pods []*corev1.Pod)
 	// Leader gates every action on Slurm and on pods to the lease holder;
 	// nil: this is the only replica.
 	Leader Leadership
+	// Registerer receives the plugin's metrics; nil: not exported.
+	Registerer prometheus.Registerer
 }
 
 // NewCore returns a Core; Run starts its loops.
-func NewCore(cfg CoreConfig) *Core {
+func NewCore(cfg CoreConfig) (*Core, error) {
 	host, port, _ := releaseHostPort(cfg.Args.ReleaseURL) // validated with the args
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("onepool: metrics: %w", err)
+	}
 	rl := workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 30*time.Second)
 	leader := cfg.Leader
 	if leader == nil {
@@ -83,23 +101,24 @@ func NewCore(cfg CoreConfig) *Core {
 		leader = g
 	}
 	return &Core{
-		leader: leader,
-		args:   cfg.Args, log: cfg.Log, slurm: cfg.Slurm, jobs: cfg.Jobs, kube: cfg.Kube, groups: cfg.Groups,
-		nodes: cfg.Nodes, recorder: cfg.Recorder, activate: cfg.Activate,
-		script:   func(o owner) string { return placeholderScript(o, host, port) },
-		pods:     map[types.UID]*corev1.Pod{},
-		places:   map[string]*placement{},
-		byJob:    map[uint32]string{},
-		starting: map[uint32]time.Time{},
-		invalid:  map[types.UID]string{},
-		evicting: map[types.UID]time.Time{},
-		released: map[uint32]time.Time{},
+		leader: leader, metrics: m,
+		args: cfg.Args, log: cfg.Log, slurm: cfg.Slurm, jobs: cfg.Jobs, kube: cfg.Kube, groups: cfg.Groups,
+		nodes: cfg.Nodes, slices: cfg.Slices, claims: cfg.Claims, recorder: cfg.Recorder, activate: cfg.Activate,
+		script:    func(o owner) string { return placeholderScript(o, host, port) },
+		pods:      map[types.UID]*corev1.Pod{},
+		places:    map[string]*placement{},
+		byJob:     map[uint32]string{},
+		starting:  map[uint32]time.Time{},
+		invalid:   map[types.UID]string{},
+		evicting:  map[types.UID]time.Time{},
+		released:  map[uint32]time.Time{},
+		refusedAt: map[string]time.Time{},
 		submitQ: workqueue.NewTypedRateLimitingQueueWithConfig(rl,
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "onepool-submit"}),
 		lifeQ: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "onepool-lifecycle"}),
-	}
+	}, nil
 }
 
 // Decision is where a pod goes: Node (a Kubernetes node) once Slurm
@@ -150,7 +169,47 @@ func (c *Core) Place(pod *corev1.Pod) Decision {
 	if err != nil {
 		return Decision{Message: fmt.Sprintf("Slurm job %d runs on Slurm node %s: %v", p.jobID, slurmNode, err)}
 	}
+	if c.cordoned(node, pod) && !c.anyBoundLocked(o) {
+		// Slurm started the job on a node cordoned before its drain
+		// reached Slurm: nothing of it runs yet, so it is given back and
+		// a new job asked for (the drain keeps Slurm off that node).
+		id := p.jobID
+		delete(c.byJob, id)
+		p.abandon()
+		p.submitting = true
+		c.lifeQ.Add(o.key())
+		c.submitQ.Add(o.key())
+		c.log.Info("A placeholder job started on a cordoned node; giving it back", "owner", o.String(), "job", id, "node", node)
+		return Decision{Message: fmt.Sprintf("Slurm job %d started on %s, which is cordoned; it is given back and a new job asked for", id, node)}
+	}
 	return Decision{Node: node}
+}
+
+// Gate decides for a pod about to enter the scheduling queue, as Place
+// does (queueing its submission), and says whether it should wait outside
+// the queue: while the first ask to Slurm for its job is in flight. After
+// a failed ask it is not gated, so a cycle shows why it waits.
+func (c *Core) Gate(pod *corev1.Pod) (string, bool) {
+	d := c.Place(pod)
+	if d.Node != "" {
+		return "", false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.places[ownerOf(pod).key()]
+	return d.Message, p != nil && p.jobID == 0 && p.submitting && p.err == nil && p.waiting == ""
+}
+
+// cordoned says whether node is cordoned and pod does not tolerate it: the
+// framework would never bind pod there.
+func (c *Core) cordoned(node string, pod *corev1.Pod) bool {
+	n, err := c.nodes.Get(node)
+	if err != nil || !n.Spec.Unschedulable {
+		return false
+	}
+	return !slices.ContainsFunc(pod.Spec.Tolerations, func(t corev1.Toleration) bool {
+		return t.ToleratesTaint(c.log, &corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}, false)
+	})
 }
 
 // kubeNode maps a Slurm node name to its Kubernetes node: the node of that
@@ -231,6 +290,8 @@ func (c *Core) observe(j slurmrest.Job) {
 	}
 	switch {
 	case p.jobID == j.ID:
+	case slices.Contains(p.abandoned, j.ID):
+		// Given back (it started on a cordoned node): never adopted.
 	case p.jobID == 0:
 		if j.State.Finished() && (!c.newerThanMembersLocked(o, j) || !c.anyBoundLocked(o)) {
 			// An earlier incarnation's job, long over; or one that ended
@@ -253,6 +314,7 @@ func (c *Core) observe(j slurmrest.Job) {
 		}
 	}
 	if p.jobID == j.ID {
+		started := j.State.Base() == slurmrest.JobRunning && (p.job == nil || p.job.State.Base() == slurmrest.JobPending)
 		changed, err := p.setJob(j)
 		if err != nil {
 			c.log.Error(err, "Reading the allocation of a placeholder job", "job", j.ID)
@@ -261,6 +323,9 @@ func (c *Core) observe(j slurmrest.Job) {
 			wake = c.membersLocked(o)
 			if j.State.Base() != slurmrest.JobPending {
 				delete(c.starting, j.ID)
+			}
+			if started && !p.submitted.IsZero() {
+				c.metrics.pending.Observe(time.Since(p.submitted).Seconds())
 			}
 		}
 	}
@@ -309,6 +374,9 @@ func (c *Core) podChanged(old, pod *corev1.Pod) {
 	o := ownerOf(pod)
 	c.mu.Lock()
 	c.trackLocked(pod)
+	if p := c.places[o.key()]; p != nil && old != nil && old.Spec.NodeName == "" && pod.Spec.NodeName != "" && !p.submitted.IsZero() {
+		c.metrics.submitToBound.Observe(time.Since(p.submitted).Seconds())
+	}
 	if old != nil && askChanged(old, pod) {
 		delete(c.invalid, pod.UID)
 		if p := c.places[o.key()]; p != nil && p.jobID == 0 {

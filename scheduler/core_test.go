@@ -25,7 +25,26 @@ type fakeSlurm struct {
 	cancelled []uint32
 	submitted []slurmrest.JobSubmit
 	reject    error // when set, every submission fails with it
+	allocated []slurmrest.JobSubmit
+	// allocate answers AllocateNow (nil: refused, nodes busy).
+	allocate func(slurmrest.JobSubmit) (uint32, error)
+	jobs     map[uint32]*slurmrest.Job // what GetJob finds
 }
+
+func (f *fakeSlurm) AllocateNow(_ context.Context, j slurmrest.JobSubmit) (uint32, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.allocated = append(f.allocated, j)
+	if f.allocate == nil {
+		return 0, busy
+	}
+	return f.allocate(j)
+}
+
+// busy is Slurm's answer to an allocation it cannot grant now, as the lab's
+// slurmrestd sent it (testdata allocate_busy.500.json).
+var busy = &slurmrest.APIError{Op: "allocate job", StatusCode: 500, Kind: slurmrest.ErrSlurm,
+	Errors: []slurmrest.SlurmError{{Errno: 2016, Error: "Requested nodes are busy"}}}
 
 func (f *fakeSlurm) SubmitJob(_ context.Context, j slurmrest.JobSubmit) (uint32, error) {
 	f.mu.Lock()
@@ -42,7 +61,13 @@ func (f *fakeSlurm) CancelJob(_ context.Context, id uint32) error {
 	f.cancelled = append(f.cancelled, id)
 	return nil
 }
-func (f *fakeSlurm) GetJob(context.Context, uint32) (*slurmrest.Job, error) {
+func (f *fakeSlurm) GetJob(_ context.Context, id uint32) (*slurmrest.Job, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if j, ok := f.jobs[id]; ok {
+		c := *j
+		return &c, nil
+	}
 	return nil, slurmrest.ErrNotFound
 }
 func (f *fakeSlurm) JobStates(context.Context, []uint32) ([]slurmrest.JobStateEntry, error) {
@@ -75,7 +100,8 @@ func newCoreFixture(t *testing.T) *coreFixture {
 		t.Fatal(err)
 	}
 	f := &coreFixture{slurm: &fakeSlurm{}, jobs: &fakeJobs{}, kube: kube, pod: pod}
-	f.core = NewCore(CoreConfig{
+	var err error
+	f.core, err = NewCore(CoreConfig{
 		Args: testArgs(t), Log: klog.Background(), Slurm: f.slurm, Jobs: f.jobs, Kube: kube,
 		Nodes: inf.Core().V1().Nodes().Lister(), Recorder: events.NewFakeRecorder(100),
 		Activate: func(ps []*corev1.Pod) {
@@ -84,6 +110,9 @@ func newCoreFixture(t *testing.T) *coreFixture {
 			}
 		},
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	f.core.synced = true
 	f.core.podChanged(nil, pod)
 	t.Cleanup(func() { f.core.submitQ.ShutDown(); f.core.lifeQ.ShutDown() })
@@ -251,5 +280,45 @@ func TestCoreRecordsAnAdoptedJobOnThePod(t *testing.T) {
 	}
 	if got := p.Annotations[keys.AnnotationJobID]; got != "7" {
 		t.Fatalf("job-id annotation %q, want 7", got)
+	}
+}
+
+// A job Slurm started on a node cordoned before the drain reached Slurm
+// is given back (cancelled, never adopted again) and a new one asked for;
+// a pod that tolerates the cordon is bound there.
+func TestCoreGivesBackAJobOnACordonedNode(t *testing.T) {
+	f := newCoreFixture(t)
+	node, err := f.core.nodes.Get("gpu-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Spec.Unschedulable = true
+	f.core.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
+	d := f.core.Place(f.pod)
+	if d.Node != "" || !strings.Contains(d.Message, "job 7 started on gpu-1, which is cordoned") {
+		t.Fatalf("Place = %+v", d)
+	}
+	if f.core.submitQ.Len() != 1 {
+		t.Errorf("no new submission queued (queue %d)", f.core.submitQ.Len())
+	}
+	f.core.observe(f.job(7, slurmrest.JobRunning, "gpu-1")) // the cache, before the cancel lands
+	if d := f.core.Place(f.pod); d.Node != "" {
+		t.Fatalf("the given-back job was adopted again: %+v", d)
+	}
+	if _, err := f.core.reconcile(context.Background(), ownerOf(f.pod).key()); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(f.slurm.cancelled, 7) {
+		t.Errorf("job 7 not cancelled: %v", f.slurm.cancelled)
+	}
+
+	tolerant := newCoreFixture(t)
+	tn, _ := tolerant.core.nodes.Get("gpu-1")
+	tn.Spec.Unschedulable = true
+	tolerant.pod.Spec.Tolerations = []corev1.Toleration{{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	tolerant.core.podChanged(nil, tolerant.pod)
+	tolerant.core.observe(tolerant.job(9, slurmrest.JobRunning, "gpu-1"))
+	if d := tolerant.core.Place(tolerant.pod); d.Node != "gpu-1" {
+		t.Errorf("a pod that tolerates the cordon: Place = %+v", d)
 	}
 }

@@ -44,7 +44,7 @@ func (o owner) String() string {
 
 // The job's comment names its owner; onepool finds its placeholder jobs,
 // after a restart too, by this prefix.
-const commentPrefix = "onepool:"
+const commentPrefix = keys.PlaceholderCommentPrefix
 
 // jobName is the placeholder job's name as squeue shows it.
 func (o owner) jobName() string { return "onepool/" + o.Namespace + "/" + o.Name }

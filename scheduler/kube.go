@@ -58,17 +58,17 @@ func minMemberOf(u *unstructured.Unstructured) (int, error) {
 }
 
 // evict asks the API server to evict a pod gracefully (its PodDisruptionBudgets
-// and termination grace apply). The uid precondition keeps a replacement
-// pod of the same name safe.
+// apply; grace, when set, replaces its termination grace). The uid
+// precondition keeps a replacement pod of the same name safe.
 func evict(ctx context.Context, c interface {
 	EvictV1(context.Context, *policyv1.Eviction) error
-}, pod *corev1.Pod) error {
+}, pod *corev1.Pod, grace *int64) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	uid := pod.UID
 	err := c.EvictV1(ctx, &policyv1.Eviction{
 		ObjectMeta:    metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
-		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}},
+		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}, GracePeriodSeconds: grace},
 	})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil // gone already, or replaced

@@ -125,21 +125,18 @@ func (c *Core) reconcile(ctx context.Context, key string) (time.Duration, error)
 	if !missing && !job.State.Finished() {
 		// A job adopted from Slurm (its submitter died before it could
 		// say so) is recorded on its pods here.
-		return 0, c.recordJobID(ctx, members, jobID)
+		if err := c.recordJobID(ctx, members, jobID); err != nil || job.PreemptTime.IsZero() {
+			return 0, err
+		}
 	}
-	reason, note := keys.EventJobEnded, ""
-	if missing {
-		reason = keys.EventJobMissing
-		note = "Slurm no longer knows placeholder job " + itoa(jobID) + "; evicting the pod"
-	} else {
-		note = "Slurm job " + itoa(jobID) + " ended (" + stateReason(job) + "); evicting the pod"
-	}
+	cause := evictionCause(jobID, job, missing)
+	now := time.Now()
 	var errs []error
 	for _, m := range members {
 		if m.DeletionTimestamp != nil {
 			continue
 		}
-		if err := c.evictOrDelete(ctx, m, reason, note); err != nil {
+		if err := c.evictOrDelete(ctx, m, cause, evictionGrace(m, cause, now)); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -149,10 +146,11 @@ func (c *Core) reconcile(ctx context.Context, key string) (time.Duration, error)
 	return 5 * time.Second, nil // until the pods are gone
 }
 
-// evictOrDelete evicts a pod whose job ended, with an event naming the
-// cause; a PodDisruptionBudget that refuses for longer than
+// evictOrDelete evicts a pod whose job ended or is being preempted, with
+// an event naming the cause and the given termination grace (nil: the
+// pod's own); a PodDisruptionBudget that refuses for longer than
 // evictDeleteAfter is overridden by a delete.
-func (c *Core) evictOrDelete(ctx context.Context, pod *corev1.Pod, reason, note string) error {
+func (c *Core) evictOrDelete(ctx context.Context, pod *corev1.Pod, cause eviction, grace *int64) error {
 	c.mu.Lock()
 	first, seen := c.evicting[pod.UID]
 	if !seen {
@@ -161,9 +159,10 @@ func (c *Core) evictOrDelete(ctx context.Context, pod *corev1.Pod, reason, note 
 	}
 	c.mu.Unlock()
 	if !seen {
-		c.recorder.Eventf(pod, nil, corev1.EventTypeWarning, reason, "Evict", "%s", note)
+		c.recorder.Eventf(pod, nil, corev1.EventTypeWarning, cause.reason, "Evict", "%s", cause.note)
+		c.metrics.evictions.WithLabelValues(cause.label).Inc()
 	}
-	err := evict(ctx, c.kube.CoreV1().Pods(pod.Namespace), pod)
+	err := evict(ctx, c.kube.CoreV1().Pods(pod.Namespace), pod, grace)
 	if err == nil {
 		return nil
 	}

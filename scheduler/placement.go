@@ -31,6 +31,9 @@ type placement struct {
 	nodes    []string             // the allocation, in Slurm's order
 	assigned map[types.UID]string // pod → Slurm node
 	extra    []uint32             // duplicate jobs of this owner, to cancel
+	// abandoned are jobs given back because Slurm started them on a node
+	// Kubernetes had cordoned: never adopted again (their cancel may lag).
+	abandoned []uint32
 }
 
 func newPlacement(o owner) *placement {
@@ -56,6 +59,15 @@ func (p *placement) setJob(j slurmrest.Job) (changed bool, err error) {
 		p.nodes = nodes
 	}
 	return old == nil || !slices.Equal(old.State, j.State) || old.Reason != j.Reason, nil
+}
+
+// abandon gives the job back (to be cancelled) and clears the allocation,
+// so a new job is asked for.
+func (p *placement) abandon() {
+	p.extra = append(p.extra, p.jobID)
+	p.abandoned = append(p.abandoned, p.jobID)
+	p.jobID, p.job, p.nodes, p.missing = 0, nil, nil, false
+	p.assigned = map[types.UID]string{}
 }
 
 // nodeFor returns the Slurm node pod runs on: the single node, or for a

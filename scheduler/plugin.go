@@ -6,12 +6,14 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -28,7 +30,9 @@ type Plugin struct {
 }
 
 var (
+	_ fwk.PreEnqueuePlugin  = (*Plugin)(nil)
 	_ fwk.PreFilterPlugin   = (*Plugin)(nil)
+	_ fwk.PreBindPlugin     = (*Plugin)(nil)
 	_ fwk.EnqueueExtensions = (*Plugin)(nil)
 )
 
@@ -47,7 +51,10 @@ func newPlugin(ctx context.Context, obj runtime.Object, h fwk.Handle, leader Lea
 		return nil, err
 	}
 	log := klog.FromContext(ctx).WithName("onepool")
-	client, err := slurmrest.New(slurmrest.Config{URL: args.SlurmrestURL, TokenFile: args.TokenFile, Timeout: args.RequestTimeout.Duration})
+	// kube-scheduler's own registry, served on its /metrics.
+	reg := legacyregistry.Registerer()
+	client, err := slurmrest.New(slurmrest.Config{URL: args.SlurmrestURL, TokenFile: args.TokenFile, Timeout: args.RequestTimeout.Duration,
+		Registerer: reg})
 	if err != nil {
 		return nil, fmt.Errorf("onepool: %w", err)
 	}
@@ -59,10 +66,12 @@ func newPlugin(ctx context.Context, obj runtime.Object, h fwk.Handle, leader Lea
 		return nil, fmt.Errorf("onepool: %w", err)
 	}
 	pods := h.SharedInformerFactory().Core().V1().Pods()
-	core := NewCore(CoreConfig{
+	dra := h.SharedInformerFactory().Resource().V1()
+	core, err := NewCore(CoreConfig{
 		Args: args, Log: log, Slurm: client, Jobs: jobs, Kube: h.ClientSet(),
 		Groups: DynamicGroups{Client: dyn}, Nodes: h.SharedInformerFactory().Core().V1().Nodes().Lister(),
-		Recorder: h.EventRecorder(), Leader: leader,
+		Slices: dra.ResourceSlices().Lister(), Claims: dra.ResourceClaims().Lister(),
+		Recorder: h.EventRecorder(), Leader: leader, Registerer: reg,
 		Activate: func(ps []*corev1.Pod) {
 			if len(ps) == 0 {
 				return
@@ -74,6 +83,9 @@ func newPlugin(ctx context.Context, obj runtime.Object, h fwk.Handle, leader Lea
 			h.Activate(log, m)
 		},
 	})
+	if err != nil {
+		return nil, err
+	}
 	l, err := core.Listen()
 	if err != nil {
 		return nil, err
@@ -88,6 +100,19 @@ func newPlugin(ctx context.Context, obj runtime.Object, h fwk.Handle, leader Lea
 
 func (pl *Plugin) Name() string { return Name }
 
+// PreEnqueue keeps a pod out of the scheduling queue while its first ask
+// to Slurm is in flight: once Slurm answers (granted at once, queued, or a
+// failure) the pod is activated, and one cycle binds it or says why it
+// waits. A cycle that could only reject it would cost a status update and
+// put the pod behind every newer one (a burst then binds no pod until all
+// have been rejected once).
+func (pl *Plugin) PreEnqueue(_ context.Context, pod *corev1.Pod) *fwk.Status {
+	if msg, gated := pl.core.Gate(pod); gated {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
+	return nil
+}
+
 // PreFilter narrows the pod to the node Slurm allocated, or rejects it
 // with the reason it still waits; Slurm, not Kubernetes, preempts, so the
 // rejection is unresolvable by preemption.
@@ -101,6 +126,26 @@ func (pl *Plugin) PreFilter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod
 
 func (pl *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
+// PreBindPreFlight: only pods with an onepool GPU claim need PreBind.
+func (pl *Plugin) PreBindPreFlight(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) *fwk.Status {
+	if _, ok, _ := gpuClaimName(pod); !ok {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	return nil
+}
+
+// PreBind writes the pod's GPU claim from Slurm's GRES indices before the
+// pod is bound; a claim that cannot be written keeps the pod unbound.
+func (pl *Plugin) PreBind(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, node string) *fwk.Status {
+	if err := pl.core.AllocateGPUClaim(ctx, pod, node); err != nil {
+		if errors.Is(err, ErrGPUClaim) {
+			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+		}
+		return fwk.AsStatus(err)
+	}
+	return nil
+}
+
 // EventsToRegister: pods this plugin rejected come back through
 // Handle.Activate when their Slurm job changes. Among cluster events only
 // these can help: the pod itself asks something else now, a gang gains a
@@ -110,6 +155,9 @@ func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint,
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Update}, QueueingHintFn: askChangedHint},
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: gangGrewHint},
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add}},
+		// A node agent that publishes its GPUs late: pods whose GPU claim
+		// could not be allocated try again.
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update}},
 	}, nil
 }
 

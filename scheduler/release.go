@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/onepool/onepool/keys"
 )
 
 // releaseHandler answers placeholder scripts: GET /v1/placeholders/{job}
@@ -17,50 +19,70 @@ import (
 // nothing but that answer.
 func (c *Core) releaseHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/placeholders/{job}", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+keys.ReleasePath+"{job}", func(w http.ResponseWriter, r *http.Request) {
 		id, err := strconv.ParseUint(r.PathValue("job"), 10, 32)
-		if err != nil {
+		if err != nil || id == 0 {
 			http.Error(w, "not a job id", http.StatusBadRequest)
 			return
 		}
-		if !c.leader.IsLeader() {
-			// Only the lease holder knows; the script asks again.
-			http.Error(w, "standby scheduler replica", http.StatusServiceUnavailable)
+		a := c.releaseAnswer(r.Context(), uint32(id))
+		c.metrics.release.WithLabelValues(a.label).Inc()
+		if a.code != http.StatusOK {
+			http.Error(w, a.text, a.code)
 			return
 		}
-		c.mu.Lock()
-		key, ok := c.byJob[uint32(id)]
-		var p *placement
-		if ok {
-			p = c.places[key]
-		}
-		present := 0
-		if p != nil {
-			present = len(c.membersLocked(p.owner))
-		}
-		c.mu.Unlock()
-		if p == nil {
-			if c.wasReleased(uint32(id)) {
-				_, _ = w.Write([]byte("gone\n"))
-				return
-			}
-			http.Error(w, "unknown job", http.StatusNotFound)
-			return
-		}
-		if present == 0 {
-			gone, err := c.confirmGone(r.Context(), p.owner)
-			if err != nil {
-				http.Error(w, "cannot tell", http.StatusServiceUnavailable)
-				return
-			}
-			if gone {
-				_, _ = w.Write([]byte("gone\n"))
-				return
-			}
-		}
-		http.Error(w, "pod present", http.StatusConflict)
+		_, _ = w.Write([]byte(a.text + "\n"))
 	})
 	return mux
+}
+
+// releaseReply is one answer to a placeholder script.
+type releaseReply struct {
+	code  int
+	text  string
+	label string // onepool_scheduler_release_answers_total{answer}
+}
+
+// releaseAnswer says whether job id's pods are gone.
+func (c *Core) releaseAnswer(ctx context.Context, id uint32) releaseReply {
+	if !c.leader.IsLeader() {
+		// Only the lease holder knows; the script asks again.
+		return releaseReply{http.StatusServiceUnavailable, "standby scheduler replica", "standby"}
+	}
+	gone := releaseReply{http.StatusOK, "gone", "gone"}
+	c.mu.Lock()
+	if !c.synced {
+		// Until Slurm's jobs are read, an unknown job may be one whose
+		// pods live: "unknown" would let the release epilog go.
+		c.mu.Unlock()
+		return releaseReply{http.StatusServiceUnavailable, "reading Slurm's jobs", "syncing"}
+	}
+	key, ok := c.byJob[id]
+	var p *placement
+	if ok {
+		p = c.places[key]
+	}
+	present := 0
+	if p != nil {
+		present = len(c.membersLocked(p.owner))
+	}
+	c.mu.Unlock()
+	if p == nil {
+		if c.wasReleased(id) {
+			return gone
+		}
+		return releaseReply{http.StatusNotFound, "unknown job", "unknown"}
+	}
+	if present == 0 {
+		ok, err := c.confirmGone(ctx, p.owner)
+		if err != nil {
+			return releaseReply{http.StatusServiceUnavailable, "cannot tell", "error"}
+		}
+		if ok {
+			return gone
+		}
+	}
+	return releaseReply{http.StatusConflict, "pod present", "present"}
 }
 
 // serveRelease serves the release endpoint on l until ctx ends.

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,6 +22,7 @@ type request struct {
 	QOS       string
 	Account   string
 	TimeLimit time.Duration // 0: the partition's
+	Sharing   slurmrest.JobSharing
 	GPUs      int64
 	CPUs      int   // whole CPUs, at least 1
 	MemoryMB  int64 // 0: Slurm's default
@@ -50,6 +52,15 @@ func requestFor(pod *corev1.Pod, a *Args) (request, error) {
 		}
 		r.TimeLimit = d
 	}
+	excl := a.DefaultExclusive
+	if v, ok := pod.Annotations[keys.AnnotationJobExclusive]; ok {
+		excl = v
+	}
+	sharing, err := parseExclusive(excl)
+	if err != nil {
+		return request{}, fmt.Errorf("annotation %s=%q: want one of %s", keys.AnnotationJobExclusive, excl, strings.Join(exclusiveValues, ", "))
+	}
+	r.Sharing = sharing
 	if max := a.MaxTimeLimit.Duration; max > 0 && (r.TimeLimit == 0 || r.TimeLimit > max) {
 		if r.TimeLimit > max {
 			return request{}, fmt.Errorf("annotation %s=%s: exceeds the maximum %s", keys.AnnotationJobTimeLimit, r.TimeLimit, max)
@@ -60,6 +71,9 @@ func requestFor(pod *corev1.Pod, a *Args) (request, error) {
 	if q, ok := req[ResourceGPU]; ok {
 		r.GPUs = q.Value()
 	}
+	if err := claimGPUs(pod, &r); err != nil {
+		return request{}, err
+	}
 	if r.GPUs < 0 || r.GPUs > 1024 {
 		return request{}, fmt.Errorf("%s request %d is out of range", ResourceGPU, r.GPUs)
 	}
@@ -69,6 +83,52 @@ func requestFor(pod *corev1.Pod, a *Args) (request, error) {
 		r.MemoryMB = (mem.Value() + (1<<20 - 1)) >> 20
 	}
 	return r, nil
+}
+
+// exclusiveValues are the node sharing modes a pod may ask.
+var exclusiveValues = []string{"none", "node", "user"}
+
+// parseExclusive maps an exclusive mode to Slurm's sharing ("": none).
+func parseExclusive(v string) (slurmrest.JobSharing, error) {
+	switch strings.TrimSpace(v) {
+	case "", "none":
+		return slurmrest.SharingDefault, nil
+	case "node":
+		return slurmrest.SharingExclusive, nil
+	case "user":
+		return slurmrest.SharingUser, nil
+	}
+	return "", fmt.Errorf("unknown exclusive mode %q", v)
+}
+
+// claimGPUs reads the GPU count of a pod with an onepool GPU claim from
+// keys.AnnotationGPUs; such a pod must not also ask nvidia.com/gpu.
+func claimGPUs(pod *corev1.Pod, r *request) error {
+	for _, rc := range pod.Spec.ResourceClaims {
+		if rc.Name != keys.PodClaimGPUs {
+			// kube-scheduler's DynamicResources plugin is off in onepool's
+			// profile: nothing would ever allocate it.
+			return fmt.Errorf("resource claim %q: onepool allocates only its own GPU claim %q (ask GPUs as %s)", rc.Name, keys.PodClaimGPUs, ResourceGPU)
+		}
+	}
+	v, annotated := pod.Annotations[keys.AnnotationGPUs]
+	_, claimed, _ := gpuClaimName(pod)
+	switch {
+	case !claimed && !annotated:
+		return nil
+	case !claimed:
+		return fmt.Errorf("annotation %s is only for a pod with the resource claim %q", keys.AnnotationGPUs, keys.PodClaimGPUs)
+	case !annotated:
+		return fmt.Errorf("the resource claim %q needs the annotation %s (the GPU count)", keys.PodClaimGPUs, keys.AnnotationGPUs)
+	case r.GPUs > 0:
+		return fmt.Errorf("asks GPUs twice: %s and the resource claim %q", ResourceGPU, keys.PodClaimGPUs)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n < 1 {
+		return fmt.Errorf("annotation %s=%q: want a GPU count of at least 1", keys.AnnotationGPUs, v)
+	}
+	r.GPUs = n
+	return nil
 }
 
 // jobFor builds the placeholder job for an owner whose pods each ask req,
@@ -89,6 +149,7 @@ func jobFor(o owner, req request, nodes int, a *Args, script string) slurmrest.J
 		WorkDir:         a.WorkDir,
 		Environment:     []string{"PATH=/usr/local/bin:/usr/bin:/bin"},
 		NoRequeue:       true,
+		Sharing:         req.Sharing,
 	}
 	if req.GPUs > 0 {
 		j.TresPerNode = fmt.Sprintf("gres/gpu:%d", req.GPUs)

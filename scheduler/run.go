@@ -127,7 +127,7 @@ func (c *Core) Run(ctx context.Context, podsSynced cache.InformerSynced, jobs Jo
 	for range 4 {
 		go func() { defer func() { workers <- struct{}{} }(); c.lifecycleWorker(ctx) }()
 	}
-	go func() { defer func() { workers <- struct{}{} }(); c.pollStarts(ctx) }()
+	go func() { defer func() { workers <- struct{}{} }(); c.watchOwned(ctx) }()
 	t := time.NewTicker(resyncEvery)
 	defer t.Stop()
 loop:

@@ -3,6 +3,8 @@ package scheduler
 import (
 	"fmt"
 	"strings"
+
+	"github.com/onepool/onepool/keys"
 )
 
 // placeholderScript is the batch script of a placeholder job. It holds the
@@ -17,8 +19,8 @@ func placeholderScript(o owner, host, port string) string {
 	fmt.Fprintf(&b, "#!/bin/bash\n")
 	fmt.Fprintf(&b, "# onepool placeholder for %s: holds this allocation until the pod is gone.\n", o)
 	fmt.Fprintf(&b, "release_host=%s\nrelease_port=%s\n", host, port)
-	b.WriteString(`path="/v1/placeholders/${SLURM_JOB_ID}"
-pod_gone() {
+	fmt.Fprintf(&b, "path=\"%s${SLURM_JOB_ID}\"\n", keys.ReleasePath)
+	b.WriteString(`pod_gone() {
 	local code=""
 	exec 3<>"/dev/tcp/${release_host}/${release_port}" 2>/dev/null || return 1
 	printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' "$path" "$release_host" >&3

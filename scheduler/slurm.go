@@ -11,6 +11,7 @@ import (
 // whole cluster go through the cache instead.
 type Slurm interface {
 	SubmitJob(ctx context.Context, j slurmrest.JobSubmit) (uint32, error)
+	AllocateNow(ctx context.Context, j slurmrest.JobSubmit) (uint32, error)
 	CancelJob(ctx context.Context, id uint32) error
 	GetJob(ctx context.Context, id uint32) (*slurmrest.Job, error)
 	JobStates(ctx context.Context, ids []uint32) ([]slurmrest.JobStateEntry, error)
@@ -39,4 +40,34 @@ func rejected(err error) bool {
 		}
 	}
 	return true
+}
+
+// notNow says whether Slurm refused an immediate allocation only for now:
+// no free resources, a higher-priority job waits, the partition cannot
+// take it at the moment, or a QOS/association limit would hold it (a
+// queued job would wait for each of these rather than be rejected).
+func notNow(err error) bool {
+	var ae *slurmrest.APIError
+	if !errors.As(err, &ae) || len(ae.Errors) == 0 {
+		return false
+	}
+	for _, e := range ae.Errors {
+		switch e.Errno {
+		case slurmrest.ErrnoNodesBusy, slurmrest.ErrnoNotTopPriority, slurmrest.ErrnoPartConfigUnavailable,
+			slurmrest.ErrnoAccountingPolicy, slurmrest.ErrnoPartitionNotAvail:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// refusedNow says whether Slurm itself answered an allocation request with
+// errors: nothing was granted (2016 nodes busy, not the top-priority job,
+// or a request it would never place; the batch job that follows says
+// which). No answer, or one onepool cannot read, may hide a grant.
+func refusedNow(err error) bool {
+	var ae *slurmrest.APIError
+	return errors.As(err, &ae) && ae.StatusCode != 0 && len(ae.Errors) > 0 &&
+		!errors.Is(err, slurmrest.ErrUnreachable) && !errors.Is(err, slurmrest.ErrBadResponse)
 }

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/slurmrest"
 )
 
 // errRetry marks a submission to try again after backoff.
@@ -49,6 +50,12 @@ func (c *Core) submit(ctx context.Context, key string) error {
 	// finish records the outcome and wakes the pods so their message
 	// says it; a failure that passes is retried after backoff.
 	finish := func(err error, rejected bool, waiting string, members []*corev1.Pod) error {
+		switch {
+		case rejected:
+			c.metrics.submissions.WithLabelValues("rejected").Inc()
+		case err != nil:
+			c.metrics.submissions.WithLabelValues("failed").Inc()
+		}
 		c.mu.Lock()
 		p.submitting = waiting == "" && err != nil && !rejected
 		p.err, p.rejected, p.waiting = err, rejected, waiting
@@ -95,7 +102,7 @@ func (c *Core) submit(ctx context.Context, key string) error {
 			return finish(fmt.Errorf("the pods of %s ask different resources or Slurm settings; one job gives every node the same", o), true, "", members)
 		}
 	}
-	id, err := c.slurm.SubmitJob(ctx, jobFor(o, req, nodes, c.args, c.script(o)))
+	id, now, err := c.place(ctx, o, jobFor(o, req, nodes, c.args, ""))
 	if err != nil {
 		if rejected(err) {
 			err = explainRejection(err, members[0], req, largestOffer(c.nodes))
@@ -114,15 +121,90 @@ func (c *Core) submit(ctx context.Context, key string) error {
 	}
 	p.submitting, p.err, p.rejected, p.waiting = false, nil, false, ""
 	p.submitted = time.Now()
-	c.starting[id] = time.Now()
+	if !now {
+		c.starting[id] = time.Now()
+	}
 	c.mu.Unlock()
-	c.log.V(2).Info("Submitted a placeholder job", "owner", o.String(), "job", id)
+	msg := "Slurm job %d holds this pod's place in Slurm's queue"
+	if now {
+		c.metrics.submissions.WithLabelValues("allocated").Inc()
+		msg = "Slurm granted job %d at once (an allocation; no wait in the queue)"
+		// It runs already: read where, so the pods bind now.
+		if j, err := c.slurm.GetJob(ctx, id); err == nil {
+			c.observe(*j)
+		} else {
+			c.mu.Lock()
+			c.starting[id] = time.Now() // the watch reads it
+			c.mu.Unlock()
+		}
+	} else {
+		c.metrics.submissions.WithLabelValues("submitted").Inc()
+		// Gated while the ask was in flight: a cycle now says it waits
+		// in Slurm's queue.
+		defer c.activate(members)
+	}
+	c.log.V(2).Info("Submitted a placeholder job", "owner", o.String(), "job", id, "allocatedAtOnce", now)
 	for _, m := range members {
-		c.recorder.Eventf(m, nil, corev1.EventTypeNormal, keys.EventJobSubmitted, "Submit", "Slurm job %d holds this pod's place in Slurm's queue", id)
+		c.recorder.Eventf(m, nil, corev1.EventTypeNormal, keys.EventJobSubmitted, "Submit", msg, id)
 		if err := annotateJobID(ctx, c.kube.CoreV1().Pods(m.Namespace), m, id); err != nil {
 			c.log.Error(err, "Recording the job id on the pod", "pod", m.Namespace+"/"+m.Name, "job", id)
 		}
 	}
-	// The start poller wakes the pods once Slurm says where the job runs.
+	// Queued: the watch wakes the pods once Slurm says where the job runs.
 	return nil
+}
+
+// place asks Slurm for the owner's job. With ImmediateAllocation, first an
+// allocation Slurm grants inside the request when it can place the job now
+// and it is the top-priority job (now is true); when Slurm refuses for now,
+// a batch placeholder in the queue, so priorities, QOS, fairshare and
+// limits decide as for any job. Refused for what it asks (an invalid QOS,
+// more GPUs than a node has), the refusal is the answer. An allocation request that got no answer is not followed
+// by a batch job: Slurm may have granted it. It is asked again after
+// backoff, and the cache adopts a granted allocation by its comment
+// meanwhile (a duplicate is cancelled, the older job kept).
+func (c *Core) place(ctx context.Context, o owner, j slurmrest.JobSubmit) (id uint32, now bool, err error) {
+	if c.args.ImmediateAllocation && c.mayAllocateNow(j.Partition) {
+		id, err := c.slurm.AllocateNow(ctx, j)
+		switch {
+		case err == nil:
+			return id, true, nil
+		case !refusedNow(err):
+			return 0, false, fmt.Errorf("asking Slurm for an allocation: %w", err)
+		case !notNow(err) && rejected(err):
+			// Refused for what it asks: a batch job would be too.
+			return 0, false, err
+		}
+		c.mu.Lock()
+		c.refusedAt[j.Partition] = time.Now()
+		c.mu.Unlock()
+		c.log.V(3).Info("Slurm cannot place the job now; queueing it", "owner", o.String(), "answer", err.Error())
+	}
+	j.Script = c.script(o)
+	id, err = c.slurm.SubmitJob(ctx, j)
+	return id, false, err
+}
+
+// allocRetry: after Slurm refused an immediate allocation in a partition,
+// pods of that partition go straight to the queue for this long.
+const allocRetry = 10 * time.Second
+
+// mayAllocateNow says whether an immediate allocation in partition is
+// worth asking: Slurm keeps every refused one as a FAILED job (squeue
+// until MinJobAge, sacct for good), so none is asked while one of
+// onepool's own jobs of that partition waits in the queue (the partition
+// is full, and Slurm would not let a newer job pass it), nor within
+// allocRetry of a refusal there.
+func (c *Core) mayAllocateNow(partition string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if time.Since(c.refusedAt[partition]) < allocRetry {
+		return false
+	}
+	for _, p := range c.places {
+		if p.job != nil && p.job.State.Base() == slurmrest.JobPending && (partition == "" || p.job.Partition == partition) {
+			return false
+		}
+	}
+	return true
 }

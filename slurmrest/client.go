@@ -29,6 +29,7 @@ type (
 	JobStateEntry = model.JobStateEntry
 	JobSubmit     = model.JobSubmit
 	JobUpdate     = model.JobUpdate
+	JobSharing    = model.JobSharing
 	Partition     = model.Partition
 	APIError      = model.APIError
 	SlurmError    = model.SlurmError
@@ -43,6 +44,10 @@ const (
 	JobFailed    = model.JobFailed
 	NodeIdle     = model.NodeIdle
 	NodeDown     = model.NodeDown
+
+	SharingDefault   = model.SharingDefault
+	SharingExclusive = model.SharingExclusive
+	SharingUser      = model.SharingUser
 )
 
 // Slurm error numbers of a refused submission, re-exported.
@@ -50,7 +55,9 @@ const (
 	ErrnoInvalidPartition      = model.ErrnoInvalidPartition
 	ErrnoTooManyCPUs           = model.ErrnoTooManyCPUs
 	ErrnoInvalidNodeCount      = model.ErrnoInvalidNodeCount
+	ErrnoNotTopPriority        = model.ErrnoNotTopPriority
 	ErrnoNodeConfigUnavailable = model.ErrnoNodeConfigUnavailable
+	ErrnoNodesBusy             = model.ErrnoNodesBusy
 	ErrnoPartConfigUnavailable = model.ErrnoPartConfigUnavailable
 	ErrnoInvalidAccount        = model.ErrnoInvalidAccount
 	ErrnoAccountingPolicy      = model.ErrnoAccountingPolicy
@@ -231,6 +238,16 @@ func (c *Client) SubmitJob(ctx context.Context, j JobSubmit) (uint32, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	return c.backend.SubmitJob(ctx, j)
+}
+
+// AllocateNow asks for an allocation (no script) that Slurm grants inside
+// the request or refuses at once with an *APIError (ErrSlurm: e.g. 2016,
+// nodes busy): salloc --immediate. A granted allocation holds its resources
+// until it is cancelled or reaches its time limit.
+func (c *Client) AllocateNow(ctx context.Context, j JobSubmit) (uint32, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	return c.backend.AllocateNow(ctx, j)
 }
 
 // UpdateJob changes a job.

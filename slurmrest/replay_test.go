@@ -188,6 +188,12 @@ func TestReplayJobs(t *testing.T) {
 	}
 	if got, err := c.GetJob(ctx, 1); err != nil || got.ID != 1 {
 		t.Errorf("GetJob(1) = %+v, %v", got, err)
+	} else if idx, err := got.GPUIndexes(got.Nodes); err != nil || len(idx) != 8 || idx[0] != 0 || idx[7] != 7 {
+		// slurmrestd's gres_detail, paired with job_resources' node.
+		t.Errorf("GetJob(1).GPUIndexes(%s) = %v, %v; GresDetail %v", got.Nodes, idx, err, got.GresDetail)
+	}
+	if got, err := c.GetJob(ctx, 1); err != nil || got.ID != 1 {
+		t.Errorf("GetJob(1) = %+v, %v", got, err)
 	}
 	if _, err := c.GetJob(ctx, 999999); !errors.Is(err, ErrNotFound) {
 		t.Errorf("GetJob(999999) = %v, want ErrNotFound", err)
@@ -266,6 +272,7 @@ func TestEndpointLabel(t *testing.T) {
 		{"GET", "/slurm/v0.0.42/nodes/", "GET /nodes"},
 		{"GET", "/slurm/v0.0.42/node/gpu-17", "GET /node/{name}"},
 		{"POST", "/slurm/v0.0.42/job/submit", "POST /job/submit"},
+		{"POST", "/slurm/v0.0.42/job/allocate", "POST /job/allocate"},
 		{"DELETE", "/slurm/v0.0.42/job/12345", "DELETE /job/{id}"},
 		{"GET", "/slurm/v0.0.42/jobs/state/", "GET /jobs/state"},
 	} {
@@ -290,4 +297,31 @@ func TestReplayNodesKnownChangedListsInFull(t *testing.T) {
 	if len(rp.seen) != 2 {
 		t.Errorf("%d requests, want 2 full listings and no delta", len(rp.seen))
 	}
+}
+
+// An allocation Slurm grants inside the request, and one it refuses at once
+// because every node is busy: the refusal is a typed Slurm answer (2016),
+// not a transport error, so the scheduler knows nothing was granted.
+func TestReplayAllocateNow(t *testing.T) {
+	ctx := context.Background()
+	j := JobSubmit{Name: "onepool/ns/p", Comment: "onepool:pod=ns/p;uid=u1", Partition: "main", Nodes: "1", Tasks: 1, TresPerNode: "gres/gpu:2"}
+	c, rp := newReplay(t, map[string]string{"POST /job/allocate": "allocate.200.json"})
+	id, err := c.AllocateNow(ctx, j)
+	if err != nil || id != 1298 {
+		t.Fatalf("AllocateNow = %d, %v; recorded job 1298", id, err)
+	}
+	if body := rp.bodies[0]; !strings.Contains(body, `"immediate":true`) || strings.Contains(body, `"script"`) {
+		t.Errorf("allocation request %s: want immediate and no script", body)
+	}
+	if _, err := c.AllocateNow(ctx, JobSubmit{Name: "x", Script: "#!/bin/sh\n"}); err == nil {
+		t.Error("AllocateNow took a script")
+	}
+
+	c, _ = newReplay(t, map[string]string{"POST /job/allocate": "allocate_busy.500.json"})
+	_, err = c.AllocateNow(ctx, j)
+	var ae *APIError
+	if !errors.As(err, &ae) || !errors.Is(err, ErrSlurm) || !ae.HasErrno(2016) || ae.StatusCode != 500 {
+		t.Fatalf("AllocateNow on busy nodes = %v; want an APIError with Slurm error 2016", err)
+	}
+	noToken(t, err)
 }

@@ -65,7 +65,7 @@ func endpointLabel(method, path string) string {
 	switch {
 	case len(parts) >= 2 && parts[0] == "node":
 		parts = []string{"node", "{name}"}
-	case len(parts) >= 2 && parts[0] == "job" && parts[1] != "submit":
+	case len(parts) >= 2 && parts[0] == "job" && parts[1] != "submit" && parts[1] != "allocate":
 		parts = []string{"job", "{id}"}
 	}
 	return method + " /" + strings.Join(parts, "/")

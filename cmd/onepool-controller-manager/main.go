@@ -1,5 +1,6 @@
-// Command onepool-controller-manager runs onepool's controllers (today: the
-// syncer and the NodeSet controller) with leader election, health probes and Prometheus metrics.
+// Command onepool-controller-manager runs onepool's controllers (the syncer,
+// the NodeSet and topology controllers) with leader election, health probes
+// and Prometheus metrics, and serves the GPU webhook (gpuwebhook).
 package main
 
 import (
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -27,11 +29,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/onepool/onepool/gpuwebhook"
 	"github.com/onepool/onepool/nodeset"
 	"github.com/onepool/onepool/nodeset/api/v1alpha1"
 	"github.com/onepool/onepool/slurmrest"
 	"github.com/onepool/onepool/syncer"
+	"github.com/onepool/onepool/topology"
 )
 
 type config struct {
@@ -52,6 +57,8 @@ type config struct {
 	kubeBurst       int
 	syncer          syncer.Options
 	nodeset         nodeset.Options
+	topology        topology.Options
+	webhook         webhook.Options
 	log             zap.Options
 }
 
@@ -80,8 +87,29 @@ func parseFlags(args []string) (config, error) {
 	c.log.BindFlags(fs)
 	fs.IntVar(&c.nodeset.Workers, "nodeset-workers", 16, "pod creations and deletions one NodeSet reconcile runs at once")
 	fs.DurationVar(&c.nodeset.Recheck, "nodeset-recheck", 10*time.Second, "how soon a NodeSet that waits (jobs running, slurmd registering) is looked at again")
+	var topoLevels, topoConfigMap string
+	fs.StringVar(&topoLevels, "topology-levels", "", "Node label keys, top of the network tree first (e.g. example.com/spine,example.com/leaf): keep Slurm's topology.conf from them; empty: off")
+	fs.StringVar(&topoConfigMap, "topology-configmap", "", "namespace/name of the ConfigMap that holds topology.conf (the slurm chart's <release>-topology)")
+	fs.DurationVar(&c.topology.Resync, "topology-resync", 5*time.Minute, "write topology.conf again this often even without a change")
+	fs.IntVar(&c.webhook.Port, "webhook-port", 0, "serve the GPU webhook (nvidia.com/gpu → onepool's GPU claim) on this port; 0: off")
+	fs.StringVar(&c.webhook.Host, "webhook-host", "", "address the webhook listens on (empty: all)")
+	fs.StringVar(&c.webhook.CertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory with the webhook's tls.crt and tls.key (re-read when they change)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if c.webhook.Port < 0 || c.webhook.Port > 65535 {
+		return c, fmt.Errorf("--webhook-port %d out of range", c.webhook.Port)
+	}
+	if topoLevels != "" {
+		c.topology.Levels = strings.Split(topoLevels, ",")
+		cm, err := topology.ParseConfigMap(topoConfigMap)
+		if err != nil {
+			return c, err
+		}
+		c.topology.ConfigMap = cm
+		if err := c.topology.Validate(); err != nil {
+			return c, err
+		}
 	}
 	if c.slurmURL == "" || c.slurmTokenFile == "" {
 		return c, errors.New("--slurmrest-url and --slurmrest-token-file are required")
@@ -131,7 +159,7 @@ func run(ctx context.Context, c config) error {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(rc, ctrl.Options{
+	opts := ctrl.Options{
 		Scheme:                        scheme,
 		Metrics:                       metricsserver.Options{BindAddress: c.metricsAddr},
 		HealthProbeBindAddress:        c.probeAddr,
@@ -146,9 +174,20 @@ func run(ctx context.Context, c config) error {
 			// Only slurmd pods: the informer never holds the cluster's other pods.
 			&corev1.Pod{}: {Label: labels.SelectorFromSet(syncer.SlurmdPodSelector())},
 		}},
-	})
+	}
+	if c.webhook.Port > 0 {
+		opts.WebhookServer = webhook.NewServer(c.webhook)
+	}
+	mgr, err := ctrl.NewManager(rc, opts)
 	if err != nil {
 		return err
+	}
+	if c.webhook.Port > 0 {
+		// Every replica serves it (no leader needed): the API server calls any.
+		mgr.GetWebhookServer().Register(gpuwebhook.Path, &webhook.Admission{Handler: gpuwebhook.NewHandler(scheme)})
+		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+			return err
+		}
 	}
 	sc, err := slurmrest.New(slurmrest.Config{URL: c.slurmURL, TokenFile: c.slurmTokenFile, Timeout: c.slurmTimeout, Registerer: crmetrics.Registry})
 	if err != nil {
@@ -167,6 +206,11 @@ func run(ctx context.Context, c config) error {
 	}
 	if _, err := syncer.Setup(mgr, syncer.CachedSlurm{Cache: sCache, Client: sc}, sCache, crmetrics.Registry, c.syncer); err != nil {
 		return err
+	}
+	if len(c.topology.Levels) > 0 {
+		if _, err := topology.Setup(mgr, sCache, sCache, c.topology); err != nil {
+			return err
+		}
 	}
 	dc, err := discovery.NewDiscoveryClientForConfig(rc)
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -32,6 +33,33 @@ func TestParseFlagsLogLevel(t *testing.T) {
 			require.NotNil(t, c.log.Level)
 			assert.True(t, c.log.Level.Enabled(tc.want))
 			assert.False(t, c.log.Level.Enabled(tc.want-1))
+		})
+	}
+}
+
+// The topology flags: off by default; levels need a namespace/name ConfigMap.
+func TestParseFlagsTopology(t *testing.T) {
+	base := []string{"--slurmrest-url=http://slurm:6820", "--slurmrest-token-file=/t"}
+	for _, tc := range []struct {
+		args    []string
+		levels  []string
+		wantErr string
+	}{
+		{nil, nil, ""},
+		{[]string{"--topology-levels=a/spine,a/leaf", "--topology-configmap=slurm/slurm-topology"}, []string{"a/spine", "a/leaf"}, ""},
+		{[]string{"--topology-levels=a/spine"}, nil, "want namespace/name"},
+		{[]string{"--topology-levels=a/spine,a/spine", "--topology-configmap=slurm/t"}, nil, "empty or repeated"},
+		{[]string{"--topology-levels=a/spine,", "--topology-configmap=slurm/t"}, nil, "empty or repeated"},
+	} {
+		t.Run(fmt.Sprint(tc.args), func(t *testing.T) {
+			c, err := parseFlags(append(base, tc.args...))
+			if tc.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.levels, c.topology.Levels)
 		})
 	}
 }

@@ -29,6 +29,8 @@ commands:
            (arguments after -- go to slurmd)
   detect   print what run would register, without starting slurmd
   health   Slurm HealthCheckProgram: check the GPUs, drain the node when one is unhealthy
+  release-wait
+           slurmd Epilog: hold a onepool placeholder's node until onepool says its pods are gone
 
 'onepool-node-agent <command> -h' lists a command's flags; each also reads the env var named there.
 `
@@ -52,6 +54,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		code, err = cmdDetect(args[1:], stdout, stderr)
 	case "health":
 		code, err = cmdHealth(args[1:], logger, stdout, stderr)
+	case "release-wait":
+		code, err = cmdReleaseWait(args[1:], logger, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -110,6 +114,18 @@ func (e *envFlags) Int(p *int, name, env string, def int, usage string) {
 		}
 	}
 	e.fs.IntVar(p, name, def, e.help(env, usage))
+}
+
+func (e *envFlags) Bool(p *bool, name, env string, def bool, usage string) {
+	if v, ok := os.LookupEnv(env); ok && env != "" && strings.TrimSpace(v) != "" {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			e.errs[name] = fmt.Errorf("%s=%q: %w", env, v, err)
+		} else {
+			def = b
+		}
+	}
+	e.fs.BoolVar(p, name, def, e.help(env, usage))
 }
 
 func (e *envFlags) Duration(p *time.Duration, name, env string, def time.Duration, usage string) {
@@ -174,6 +190,8 @@ func cmdRun(args []string, logger *log.Logger, stderr io.Writer) (int, error) {
 	f.String(&cfg.SlurmConfDir, "slurm-conf-dir", agent.EnvSlurmConfDir, agent.DefaultSlurmConfDir, "the cluster's Slurm config dir (slurm.conf)")
 	f.String(&cfg.ConfDir, "conf-dir", agent.EnvConfDir, "", "where gres.conf is written; when not the slurm conf dir, it gets links to that dir's other files (default: --slurm-conf-dir)")
 	f.String(&cfg.StateDir, "state-dir", agent.EnvStateDir, agent.DefaultStateDir, "where XIDs are recorded for the health check")
+	var df draFlags
+	addDRAFlags(f, &df)
 	if err := f.parse(args); err != nil {
 		return 2, err
 	}
@@ -185,6 +203,13 @@ func cmdRun(args []string, logger *log.Logger, stderr io.Writer) (int, error) {
 	cfg.SlurmdArgs = f.fs.Args()
 	cfg.Log = logger
 	cfg.ReapAll = os.Getpid() == 1
+	if df.enabled {
+		serve, err := df.serve(cfg.NodeName, logger)
+		if err != nil {
+			return 2, err
+		}
+		cfg.Serve = serve
+	}
 
 	// Signals go to slurmd, not to a context: slurmd decides how to stop,
 	// and the agent exits when it has.

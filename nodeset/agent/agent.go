@@ -82,6 +82,10 @@ type RunConfig struct {
 	// ReapAll: reap every child, as a container's PID 1 must.
 	ReapAll bool
 	Log     *log.Logger
+	// Serve, when set, runs beside slurmd with the GPUs found (the DRA
+	// driver) until ctx ends; the agent waits for it before exiting. Its
+	// error is logged: slurmd keeps serving Slurm without it.
+	Serve func(ctx context.Context, gpus []GPU) error
 }
 
 // nodeNameRE is a DNS name (RFC 1123 labels, dots allowed, as Kubernetes node
@@ -313,7 +317,7 @@ func Run(ctx context.Context, cfg RunConfig, lib Library) (int, error) {
 	}
 	gresConf := GresConf(gpus)
 	gresPath := filepath.Join(cfg.ConfDir, gresConfName)
-	if err := writeFileAtomic(gresPath, []byte(gresConf), 0o644); err != nil {
+	if err := WriteFileAtomic(gresPath, []byte(gresConf), 0o644); err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(strings.TrimSpace(gresConf), "\n") {
@@ -325,6 +329,15 @@ func Run(ctx context.Context, cfg RunConfig, lib Library) (int, error) {
 	logger.Printf("registering %s as a dynamic node: Gres=%s", cfg.NodeName, nc.Gres)
 	logger.Printf("--conf %q", conf)
 
+	if cfg.Serve != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := cfg.Serve(watchCtx, gpus); err != nil {
+				logger.Printf("ERROR: %v", err)
+			}
+		}()
+	}
 	if len(devs) > 0 {
 		wg.Add(1)
 		go func() {

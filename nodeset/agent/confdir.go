@@ -8,9 +8,9 @@ import (
 
 const gresConfName = "gres.conf"
 
-// writeFileAtomic writes through a temp file and rename, so slurmd (or a
+// WriteFileAtomic writes through a temp file and rename, so slurmd (or a
 // health check) never reads a half-written file.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)

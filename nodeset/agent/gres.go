@@ -67,6 +67,18 @@ func GroupByType(gpus []GPU) []TypeGroup {
 	return groups
 }
 
+// GresOrder is the node's GPUs in the order gres.conf lists them, which is
+// the order Slurm numbers them in: GresOrder(gpus)[i] is GRES index i, the
+// index `scontrol show job -d` prints as IDX and Slurm's CUDA_VISIBLE_DEVICES
+// counts from. The agent's ResourceSlice publishes the same numbers.
+func GresOrder(gpus []GPU) []GPU {
+	var out []GPU
+	for _, g := range GroupByType(gpus) {
+		out = append(out, g.GPUs...)
+	}
+	return out
+}
+
 // GresString is the value of Gres= for the node: "gpu:<type>:<count>[,...]",
 // empty without GPUs.
 func GresString(gpus []GPU) string {

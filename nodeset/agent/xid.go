@@ -44,7 +44,7 @@ func ResetXIDState(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("XID state: %w", err)
 	}
-	return writeFileAtomic(filepath.Join(dir, xidFileName), nil, 0o644)
+	return WriteFileAtomic(filepath.Join(dir, xidFileName), nil, 0o644)
 }
 
 // AppendXID adds one record. O_APPEND writes of one short line are atomic,

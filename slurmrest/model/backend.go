@@ -22,6 +22,7 @@ type Backend interface {
 	GetJob(ctx context.Context, id uint32) (*Job, error)
 	JobStates(ctx context.Context, ids []uint32) ([]JobStateEntry, error)
 	SubmitJob(ctx context.Context, j JobSubmit) (uint32, error)
+	AllocateNow(ctx context.Context, j JobSubmit) (uint32, error)
 	UpdateJob(ctx context.Context, id uint32, u JobUpdate) error
 	CancelJob(ctx context.Context, id uint32, signal string) error
 	ListPartitions(ctx context.Context) ([]Partition, error)

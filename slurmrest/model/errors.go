@@ -46,8 +46,10 @@ const (
 	ErrnoInvalidPartition      = 2000 // ESLURM_INVALID_PARTITION_NAME
 	ErrnoTooManyCPUs           = 2005 // ESLURM_TOO_MANY_REQUESTED_CPUS
 	ErrnoInvalidNodeCount      = 2006 // ESLURM_INVALID_NODE_COUNT
+	ErrnoNotTopPriority        = 2013 // ESLURM_NOT_TOP_PRIORITY: an immediate allocation would pass a higher-priority job
 	ErrnoNodeConfigUnavailable = 2014 // ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE: no node can ever run it
 	ErrnoPartConfigUnavailable = 2015 // ESLURM_REQUESTED_PART_CONFIG_UNAVAILABLE
+	ErrnoNodesBusy             = 2016 // ESLURM_NODES_BUSY: an immediate allocation finds no free resources
 	ErrnoInvalidAccount        = 2045 // ESLURM_INVALID_ACCOUNT
 	ErrnoAccountingPolicy      = 2050 // ESLURM_ACCOUNTING_POLICY: a limit of the association or QOS
 	ErrnoInvalidTimeLimit      = 2051 // ESLURM_INVALID_TIME_LIMIT

@@ -3,6 +3,7 @@
 package model
 
 import (
+	"maps"
 	"slices"
 	"time"
 )
@@ -127,22 +128,29 @@ func (s JobState) Finished() bool {
 
 // Job is one Slurm job.
 type Job struct {
-	ID          uint32
-	Name        string
-	User        string
-	Account     string
-	Partition   string
-	QOS         string
-	State       JobState
-	Reason      string // why it pends, or why it ended
-	Nodes       string // allocated nodes as a hostlist ("gpu-[0-1]")
-	Comment     string
-	Priority    uint32
-	SubmitTime  time.Time
-	StartTime   time.Time
-	EndTime     time.Time
+	ID         uint32
+	Name       string
+	User       string
+	Account    string
+	Partition  string
+	QOS        string
+	State      JobState
+	Reason     string // why it pends, or why it ended
+	Nodes      string // allocated nodes as a hostlist ("gpu-[0-1]")
+	Comment    string
+	Priority   uint32
+	SubmitTime time.Time
+	StartTime  time.Time
+	EndTime    time.Time
+	// PreemptTime is when Slurm began preempting the job (zero: it has
+	// not). The job stays RUNNING through its GraceTime; EndTime is then
+	// the deadline.
+	PreemptTime time.Time
 	TresPerNode string
 	ExitCode    int32
+	// GresDetail is Slurm's GRES detail per allocated node, as `scontrol
+	// show job -d` prints it: "gpu:h100:2(IDX:0-1)". Read it with GPUIndexes.
+	GresDetail map[string]string
 }
 
 // Equal compares two jobs field by field.
@@ -153,8 +161,8 @@ func (j *Job) Equal(o *Job) bool {
 	return j.ID == o.ID && j.Name == o.Name && j.User == o.User && j.Account == o.Account &&
 		j.Partition == o.Partition && j.QOS == o.QOS && slices.Equal(j.State, o.State) && j.Reason == o.Reason &&
 		j.Nodes == o.Nodes && j.Comment == o.Comment && j.Priority == o.Priority &&
-		j.SubmitTime.Equal(o.SubmitTime) && j.StartTime.Equal(o.StartTime) && j.EndTime.Equal(o.EndTime) &&
-		j.TresPerNode == o.TresPerNode && j.ExitCode == o.ExitCode
+		j.SubmitTime.Equal(o.SubmitTime) && j.StartTime.Equal(o.StartTime) && j.EndTime.Equal(o.EndTime) && j.PreemptTime.Equal(o.PreemptTime) &&
+		j.TresPerNode == o.TresPerNode && j.ExitCode == o.ExitCode && maps.Equal(j.GresDetail, o.GresDetail)
 }
 
 // JobStateEntry is one line of the light /jobs/state listing.
@@ -214,7 +222,21 @@ type JobSubmit struct {
 	// NoRequeue keeps Slurm from requeueing the job after a node failure or
 	// preemption: it ends instead.
 	NoRequeue bool
+	// Sharing is how the job shares its nodes with other jobs.
+	Sharing JobSharing
 }
+
+// JobSharing is a job's node sharing, as sbatch --exclusive sets it.
+type JobSharing string
+
+const (
+	// SharingDefault: the partition's (nodes shared at GRES/CPU granularity).
+	SharingDefault JobSharing = ""
+	// SharingExclusive: whole nodes (--exclusive).
+	SharingExclusive JobSharing = "exclusive"
+	// SharingUser: nodes shared only with the same user's jobs (--exclusive=user).
+	SharingUser JobSharing = "user"
+)
 
 // JobUpdate changes a job; nil fields stay as they are.
 type JobUpdate struct {

@@ -10,8 +10,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -51,6 +52,7 @@ func TestBenchScheduler(t *testing.T) {
 	cleanupSchedBench(t, kc, sc)
 	t.Cleanup(func() { cleanupSchedBench(t, kc, sc) })
 	w := watchSchedPods(t, kc)
+	benchIdleRequests(t)
 
 	// One pod at a time on an idle cluster.
 	var lat []time.Duration
@@ -101,35 +103,25 @@ func TestBenchScheduler(t *testing.T) {
 	}
 	report("job_end_to_pod_evicted_p50_ms", percentileMS(ev, 0.50), "ms")
 	report("job_end_to_pod_evicted_p99_ms", percentileMS(ev, 0.99), "ms")
+	cleanupSchedBench(t, kc, sc)
+
+	benchPreemption(t, kc, sc, w, len(l.NodeNames()))
 }
 
-func createGPUPod(t *testing.T, kc kubernetes.Interface, name string) {
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: schedNS},
-		Spec: corev1.PodSpec{
-			SchedulerName: keys.SchedulerName,
-			Containers: []corev1.Container{{Name: "infer", Image: "onepool/infer:lab", Resources: corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
-				Limits:   corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")},
-			}}},
-		},
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := kc.CoreV1().Pods(schedNS).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-		t.Errorf("create %s: %v", name, err)
-	}
-}
+func createGPUPod(t *testing.T, kc kubernetes.Interface, name string) { createPod(t, kc, name, 1) }
 
-// schedWatcher records when each pod was first seen bound and gone.
+// schedWatcher records when each pod was first seen bound, terminating
+// (a deletionTimestamp, or gone) and gone.
 type schedWatcher struct {
-	mu    sync.Mutex
-	bound map[string]time.Time
-	gone  map[string]time.Time
+	mu          sync.Mutex
+	bound       map[string]time.Time
+	terminating map[string]time.Time
+	gone        map[string]time.Time
+	jobID       map[string]string // the pod's slurm.onepool.dev/job-id, last seen
 }
 
 func watchSchedPods(t *testing.T, kc kubernetes.Interface) *schedWatcher {
-	w := &schedWatcher{bound: map[string]time.Time{}, gone: map[string]time.Time{}}
+	w := &schedWatcher{bound: map[string]time.Time{}, terminating: map[string]time.Time{}, gone: map[string]time.Time{}, jobID: map[string]string{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	// An informer re-lists and re-watches when the API server ends a
@@ -145,6 +137,12 @@ func watchSchedPods(t *testing.T, kc kubernetes.Interface) *schedWatcher {
 		if _, ok := w.bound[p.Name]; !ok && p.Spec.NodeName != "" {
 			w.bound[p.Name] = now
 		}
+		if _, ok := w.terminating[p.Name]; !ok && p.DeletionTimestamp != nil {
+			w.terminating[p.Name] = now
+		}
+		if id := p.Annotations[keys.AnnotationJobID]; id != "" {
+			w.jobID[p.Name] = id
+		}
 		w.mu.Unlock()
 	}
 	_, err := f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -158,6 +156,9 @@ func watchSchedPods(t *testing.T, kc kubernetes.Interface) *schedWatcher {
 				now := time.Now()
 				w.mu.Lock()
 				w.gone[p.Name] = now
+				if _, ok := w.terminating[p.Name]; !ok {
+					w.terminating[p.Name] = now
+				}
 				w.mu.Unlock()
 			}
 		},
@@ -190,6 +191,32 @@ func (w *schedWatcher) waitBound(t *testing.T, name string, timeout time.Duratio
 	return w.wait(t, w.bound, name, "bound", timeout)
 }
 
+// waitTerminatingAny waits until one of names not seen terminating before
+// the call is, and returns it and when.
+func (w *schedWatcher) waitTerminatingAny(t *testing.T, names []string, timeout time.Duration) (string, time.Time) {
+	t.Helper()
+	w.mu.Lock()
+	before := map[string]bool{}
+	for n := range w.terminating {
+		before[n] = true
+	}
+	w.mu.Unlock()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		w.mu.Lock()
+		for _, n := range names {
+			if at, ok := w.terminating[n]; ok && !before[n] {
+				w.mu.Unlock()
+				return n, at
+			}
+		}
+		w.mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("none of %d pods began terminating within %s", len(names), timeout)
+	return "", time.Time{}
+}
+
 func (w *schedWatcher) waitGone(t *testing.T, name string, timeout time.Duration) time.Time {
 	return w.wait(t, w.gone, name, "gone", timeout)
 }
@@ -197,10 +224,27 @@ func (w *schedWatcher) waitGone(t *testing.T, name string, timeout time.Duration
 // cleanupSchedBench deletes the bench's pods and waits until Slurm runs
 // none of their placeholder jobs.
 func cleanupSchedBench(t *testing.T, kc kubernetes.Interface, sc *slurmrest.Client) {
+	// kwok nodes publish no DRA devices: the device-plugin way (also on a
+	// namespace an older bench made without the label).
 	ctx := context.Background()
-	_, _ = kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: schedNS}}, metav1.CreateOptions{})
+	_, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: schedNS,
+		Labels: map[string]string{lab.LabelGPUClaims: lab.GPUClaimsDisabled}}}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, lab.LabelGPUClaims, lab.GPUClaimsDisabled)
+		_, err = kc.CoreV1().Namespaces().Patch(ctx, schedNS, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	}
+	if err != nil {
+		t.Fatalf("bench namespace %s: %v", schedNS, err)
+	}
+	cleanupBenchPods(t, kc, sc, schedNS)
+}
+
+// cleanupBenchPods deletes a namespace's pods and waits until they are
+// gone and Slurm runs none of their placeholder jobs.
+func cleanupBenchPods(t *testing.T, kc kubernetes.Interface, sc *slurmrest.Client, ns string) {
+	ctx := context.Background()
 	zero := int64(0)
-	if err := kc.CoreV1().Pods(schedNS).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
+	if err := kc.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(3 * time.Minute)
@@ -209,17 +253,17 @@ func cleanupSchedBench(t *testing.T, kc kubernetes.Interface, sc *slurmrest.Clie
 		active := 0
 		if err == nil {
 			for _, j := range l.Jobs {
-				if strings.HasPrefix(j.Comment, "onepool:pod="+schedNS+"/") && (!j.State.Finished() || j.State.Has("COMPLETING")) {
+				if strings.HasPrefix(j.Comment, "onepool:pod="+ns+"/") && (!j.State.Finished() || j.State.Has("COMPLETING")) {
 					active++
 				}
 			}
 		}
-		pods, perr := kc.CoreV1().Pods(schedNS).List(ctx, metav1.ListOptions{})
+		pods, perr := kc.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err == nil && perr == nil && active == 0 && len(pods.Items) == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("bench cleanup: %d placeholder jobs active, pods left %v (%v %v)", active, len(pods.Items), err, perr)
+			t.Fatalf("bench cleanup of %s: %d placeholder jobs active, pods left %v (%v %v)", ns, active, len(pods.Items), err, perr)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

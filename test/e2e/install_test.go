@@ -87,8 +87,13 @@ func (c *chartInstall) pods(deploy string) []corev1.Pod {
 // available and Ready, and no old pod is left.
 func (c *chartInstall) waitRolledOut(timeout time.Duration) {
 	c.t.Helper()
+	deadline := time.Now().Add(timeout)
 	eventually(c.t, timeout, "the chart's Deployments rolled out", func() (bool, string) {
-		return lab.ChartRolledOut(context.Background(), c.kc)
+		done, state := lab.ChartRolledOut(context.Background(), c.kc)
+		if !done && time.Now().After(deadline) {
+			state += lab.ChartPodLogs(context.Background(), c.kc)
+		}
+		return done, state
 	})
 }
 

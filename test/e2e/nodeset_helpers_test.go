@@ -36,7 +36,8 @@ type nodeSetEnv struct {
 	l     *lab.Lab
 	c     client.Client
 	name  string
-	label string // the Node label the NodeSet selects
+	label string          // the Node label the NodeSet selects
+	env   []corev1.EnvVar // more env for the slurmd container
 }
 
 func newNodeSetEnv(t *testing.T, name string) *nodeSetEnv {
@@ -70,11 +71,11 @@ func (e *nodeSetEnv) nodeSet(maxUnavailable int) *v1alpha1.NodeSet {
 					Name:    "slurmd",
 					Image:   "onepool/node-agent:lab",
 					Command: []string{"/usr/local/bin/onepool-node-agent", "run"},
-					Env: []corev1.EnvVar{
+					Env: append([]corev1.EnvVar{
 						{Name: "ONEPOOL_SLURM_CPUS", Value: "16"},
 						{Name: "ONEPOOL_SLURM_REAL_MEMORY_MB", Value: "64000"},
 						{Name: "ONEPOOL_EXPECTED_GPUS", Value: "8"},
-					},
+					}, e.env...),
 				}}},
 			},
 			Slurm:          v1alpha1.SlurmNodeSpec{Features: []string{dynFeature}, Partitions: []string{dynPartition}},
@@ -186,9 +187,15 @@ var jobIDRe = regexp.MustCompile(`Submitted batch job (\d+)`)
 // sbatch starts a sleeping job with one GPU on node and waits until it runs.
 func (e *nodeSetEnv) sbatch(node string) string {
 	e.t.Helper()
+	return e.sbatchGres(node, 1)
+}
+
+// sbatchGres starts a sleeping job with n GPUs on node and waits until it runs.
+func (e *nodeSetEnv) sbatchGres(node string, n int) string {
+	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
-	out, err := e.l.Slurm(ctx, "sbatch", "-p", dynPartition, "-w", node, "--gres=gpu:1", "-J", "e2e-"+e.name, "-o", "/dev/null", "--wrap", "sleep 600")
+	out, err := e.l.Slurm(ctx, "sbatch", "-p", dynPartition, "-w", node, fmt.Sprintf("--gres=gpu:%d", n), "-J", "e2e-"+e.name, "-o", "/dev/null", "--wrap", "sleep 600")
 	m := jobIDRe.FindStringSubmatch(string(out))
 	if err != nil || m == nil {
 		e.t.Fatalf("sbatch on %s: %v %s", node, err, out)

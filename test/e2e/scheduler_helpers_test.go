@@ -30,7 +30,18 @@ type schedEnv struct {
 	ns string
 }
 
+// newSchedEnv is a namespace for pods on the lab's kwok GPU nodes, which
+// publish no DRA devices: it keeps the device-plugin way (labelled out of
+// the GPU webhook), and pods ask nvidia.com/gpu as they are.
 func newSchedEnv(t *testing.T) *schedEnv {
+	return newSchedEnvLabels(t, map[string]string{lab.LabelGPUClaims: lab.GPUClaimsDisabled})
+}
+
+// newGPUClaimsEnv is a namespace whose onepool pods go through the GPU
+// webhook (their GPUs come from Slurm through DRA).
+func newGPUClaimsEnv(t *testing.T) *schedEnv { return newSchedEnvLabels(t, nil) }
+
+func newSchedEnvLabels(t *testing.T, labels map[string]string) *schedEnv {
 	t.Helper()
 	l := lab.Shared(t)
 	kc, err := l.KubeClient()
@@ -38,7 +49,7 @@ func newSchedEnv(t *testing.T) *schedEnv {
 		t.Fatal(err)
 	}
 	e := &schedEnv{t: t, l: l, kc: kc, sc: slurmClient(t, l), ns: uniqueName("sched")}
-	if _, err := kc.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}, metav1.CreateOptions{}); err != nil {
+	if _, err := kc.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns, Labels: labels}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.cleanup)
@@ -176,10 +187,18 @@ func (e *schedEnv) activeJobs(name string) []slurmrest.Job {
 	return out
 }
 
-// onlyJob returns the one placeholder job of a pod, failing on none or more.
+// refusedAllocation says whether j is Slurm's record of an immediate
+// allocation it refused for now (FAILED at once: started and ended when
+// submitted): the scheduler then queued a batch placeholder.
+func refusedAllocation(j slurmrest.Job) bool {
+	return j.State.Base() == slurmrest.JobFailed && !j.EndTime.After(j.StartTime)
+}
+
+// onlyJob returns the one placeholder job of a pod, failing on none or
+// more; a record of an immediate allocation Slurm refused does not count.
 func (e *schedEnv) onlyJob(name string) slurmrest.Job {
 	e.t.Helper()
-	js := e.jobs(name)
+	js := slices.DeleteFunc(e.jobs(name), refusedAllocation)
 	if len(js) != 1 {
 		e.t.Fatalf("pod %s: want exactly 1 placeholder job, Slurm lists %d: %v", name, len(js), jobIDs(js))
 	}

@@ -48,31 +48,49 @@ func (e *schedEnv) jobNow(id uint32) *slurmrest.Job {
 	return j
 }
 
+// A high-QOS Slurm job needs the GPUs a placeholder holds: as soon as Slurm
+// begins preempting the placeholder (preempt_time set, the job still
+// RUNNING through GraceTime), its pod is evicted, with an event saying so;
+// once the pod is gone the GPUs go to the high job, before Slurm's
+// deadline. The other pods stay.
 func TestSchedulerHighQOSJobPreemptsPlaceholder(t *testing.T) {
 	e := newSchedEnv(t)
 	on := e.fillWithPods("normal")
+	jobOf := map[string]uint32{}
+	for name := range on {
+		jobOf[name] = e.onlyJob(name).ID
+	}
 	high := e.submitQOS(uniqueName("high"), "high")
-	var node string
-	// Slurm ends a preempted job once the normal QOS's GraceTime (30 s) has
-	// passed, at its next time-limit sweep (every 30 s); the placeholder then
-	// holds the GPUs until its pod is gone.
-	eventually(t, 120*time.Second, "the high-QOS job runs", func() (bool, string) {
-		j := e.jobNow(high)
-		node = j.Nodes
+	victim := ""
+	eventually(t, 60*time.Second, "a placeholder pod is evicted", func() (bool, string) {
+		for name := range on {
+			if p, err := e.get(name); err != nil || p.DeletionTimestamp != nil {
+				victim = name
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("high job: %v", e.jobNow(high).State)
+	})
+	if ok, seen := e.hasEvent(victim, keys.EventJobPreempted, "Slurm began preempting job"); !ok {
+		t.Errorf("%s: no %s event; events: %s", victim, keys.EventJobPreempted, seen)
+	}
+	placeholder := e.jobNow(jobOf[victim])
+	if placeholder.PreemptTime.IsZero() {
+		t.Fatalf("%s was evicted but Slurm did not preempt its job %d (%v %s)", victim, placeholder.ID, placeholder.State, placeholder.Reason)
+	}
+	var j *slurmrest.Job
+	eventually(t, 60*time.Second, "the high-QOS job runs", func() (bool, string) {
+		j = e.jobNow(high)
 		return j.State.Base() == slurmrest.JobRunning, fmt.Sprintf("%v %s", j.State, j.Reason)
 	})
-	victim := ""
-	for name, n := range on {
-		if n == node {
-			victim = name
-		}
+	if j.Nodes != on[victim] {
+		t.Errorf("the high job runs on %s; the evicted pod was on %s", j.Nodes, on[victim])
 	}
-	if victim == "" {
-		t.Fatalf("the high job runs on %s, where no placeholder pod was", node)
-	}
-	e.waitGone(victim, 30*time.Second)
-	if ok, seen := e.hasEvent(victim, keys.EventJobEnded, "PREEMPTED"); !ok {
-		t.Errorf("%s: no %s event saying PREEMPTED; events: %s", victim, keys.EventJobEnded, seen)
+	// Slurm's deadline: preempt_time + the normal QOS's GraceTime (EndTime
+	// says so only until onepool cancels the job).
+	if deadline := placeholder.PreemptTime.Add(qosGrace); !j.StartTime.Before(deadline) {
+		t.Errorf("the high job started at %s, not before the placeholder's deadline %s: the GPUs were not given back once the pod was gone",
+			j.StartTime, deadline)
 	}
 	for name := range on {
 		if name == victim {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +67,9 @@ func TestSchedulerFullNodesLeaveNextPodPendingWithSlurmsReason(t *testing.T) {
 	e.create(e.pod("next", 8, nil))
 	msg := e.waitPendingWith("next", "PENDING (Resources)", 30*time.Second)
 	job := e.onlyJob("next")
+	if refused := slices.DeleteFunc(e.jobs("next"), func(j slurmrest.Job) bool { return !refusedAllocation(j) }); len(refused) > 1 {
+		t.Errorf("Slurm refused %d immediate allocations for one pod (%v); want at most one, then the queue", len(refused), jobIDs(refused))
+	}
 	if !strings.Contains(msg, fmt.Sprintf("job %d", job.ID)) {
 		t.Errorf("pending message %q does not name job %d", msg, job.ID)
 	}

@@ -3,7 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	osexec "os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -157,17 +160,56 @@ func TestSlurmChartOnTheRealNode(t *testing.T) {
 		assert.Greater(t, atoi(t, next), atoi(t, held), "job ids go on from the saved state")
 		s.sh("login", fmt.Sprintf("scancel %s %s", held, next))
 	})
+
+	t.Run("helm upgrade with a changed value reaches the daemons and keeps the keys", func(t *testing.T) {
+		secrets := func() map[string]string {
+			out := map[string]string{}
+			for _, name := range []string{lab.SlurmRelease + "-munge", lab.SlurmRelease + "-jwt", lab.SlurmRelease + "-db"} {
+				sec, err := kc.CoreV1().Secrets(lab.SlurmNamespace).Get(ctx, name, metav1.GetOptions{})
+				require.NoError(t, err)
+				out[name] = fmt.Sprint(sec.Data)
+			}
+			return out
+		}
+		before := secrets()
+		held := s.asUser(lab.JailUser, "cd /tmp && sbatch --parsable --hold --wrap true")
+		upCtx, cancel := context.WithTimeout(ctx, 6*time.Minute)
+		defer cancel()
+		out, err := l.InstallSlurmChart(upCtx, "--wait", "--timeout", "5m", "--set", "slurmctld.debug=verbose")
+		require.NoError(t, err, "%s", out)
+		assert.Equal(t, before, secrets(), "munge, JWT and database keys kept on upgrade")
+		var conf string
+		require.Eventually(t, func() bool {
+			out, _ := l.SlurmChartExec(ctx, "login", "scontrol", "show", "config")
+			conf = string(out)
+			return regexp.MustCompile(`SlurmctldDebug\s+= verbose`).MatchString(conf)
+		}, 3*time.Minute, 2*time.Second, "SlurmctldDebug after the upgrade: %s", conf)
+		assert.Equal(t, "PENDING", s.sh("login", "squeue -h -j "+held+" -o %T"), "the queue survives the rolling restart")
+		s.sh("login", "scancel "+held)
+	})
 }
+
+// Node labels of the lab's topology (top first).
+const (
+	labelSpine = "topology.example.com/spine"
+	labelLeaf  = "topology.example.com/leaf"
+)
 
 // onepool installed against the slurm chart's Slurm: the onepool chart's
 // pods reach slurmrestd through its Service with a token minted by that
 // slurmctld; a onepool pod is placed through that Slurm on the node of its
-// job, and `kubectl cordon` of the real node drains its Slurm node.
+// job, and `kubectl cordon` of the real node drains its Slurm node. Both
+// charts run with topology/tree from Node labels: the node without labels
+// is in switch "unlabeled" (and runs jobs), and once labelled Slurm shows
+// it under its leaf.
 func TestSlurmChartWithOnepoolOnTheRealNode(t *testing.T) {
 	s := newSlurmChart(t)
 	l := s.l
 	ctx := context.Background()
-	out, err := l.InstallSlurmChart(ctx, "--wait", "--timeout", "5m")
+	// onepool's release epilog in the chart's slurmd: the onepool chart's
+	// scheduler then asks Slurm for allocations granted at once.
+	releaseURL := "http://" + lab.ChartRelease + "-scheduler-release." + lab.SystemNamespace + ".svc:10270"
+	out, err := l.InstallSlurmChart(ctx, "--wait", "--timeout", "5m", "--set", "topology.enabled=true", "--set", "onepoolRelease.url="+releaseURL)
 	require.NoError(t, err, "%s", out)
 	c := newChartInstall(t) // registered after the slurm chart: goes first
 	e := newSchedEnv(t)
@@ -190,9 +232,28 @@ func TestSlurmChartWithOnepoolOnTheRealNode(t *testing.T) {
 		"--set", "slurm.tokenSecret.name="+secret,
 		// Placeholder jobs run in the chart's slurmd pods: they reach the
 		// release Service by its cluster name.
-		"--set", "scheduler.release.url=")
+		"--set", "scheduler.release.url=", "--set", "scheduler.immediateAllocation=true",
+		"--set", "topology.levels={"+labelSpine+","+labelLeaf+"}", "--set", "topology.configMap.namespace="+lab.SlurmNamespace)
 	require.NoError(t, err, "%s", out)
 	c.waitRolledOut(3 * time.Minute)
+	t.Cleanup(func() { quietKubectl(l, "label", "node", lab.RealNodeName, labelSpine+"-", labelLeaf+"-") })
+	topologyConf := func() string {
+		cm, err := c.kc.CoreV1().ConfigMaps(lab.SlurmNamespace).Get(ctx, lab.SlurmRelease+"-topology", metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		return cm.Data["topology.conf"]
+	}
+	eventually(t, time.Minute, "the unlabelled node is in switch unlabeled", func() (bool, string) {
+		conf := topologyConf()
+		return strings.Contains(conf, "SwitchName=unlabeled Nodes="+lab.SlurmChartNode+"\n"), conf
+	})
+	// Slurm 24.11 gives no job to a node in no switch: the file must reach
+	// slurmctld (the kubelet's ConfigMap sync, then the sidecar's reconfigure).
+	eventually(t, 3*time.Minute, "slurmctld has the node in switch unlabeled", func() (bool, string) {
+		out, _ := l.SlurmChartExec(ctx, "login", "scontrol", "show", "topology")
+		return strings.Contains(string(out), "SwitchName=unlabeled") && strings.Contains(string(out), "Nodes="+lab.SlurmChartNode), string(out)
+	})
 
 	p := e.pod("through-slurm-chart", 0, nil)
 	p.Spec.Containers[0].Image = lab.PauseImage
@@ -202,12 +263,36 @@ func TestSlurmChartWithOnepoolOnTheRealNode(t *testing.T) {
 	assert.Equal(t, lab.SlurmChartNode, node)
 	jobs := s.sh("login", "squeue -h -o '%i %T %N %k'")
 	assert.Contains(t, jobs, "RUNNING "+lab.SlurmChartNode, "the pod's placeholder job runs in the chart's Slurm: %s", jobs)
+	if ok, seen := e.hasEvent(p.Name, keys.EventJobSubmitted, "at once"); !ok {
+		t.Errorf("the pod's job was not an allocation granted at once; events: %s", seen)
+	}
+	assert.Contains(t, s.sh("login", "scontrol show config"), "/etc/slurm/epilog.onepool.d/*", "the chart's slurm.conf runs onepool's release epilog")
 	eventually(t, 2*time.Minute, "the pod runs on the real node", func() (bool, string) {
 		got, err := e.get(p.Name)
 		if err != nil {
 			return false, err.Error()
 		}
 		return got.Status.Phase == corev1.PodRunning, string(got.Status.Phase)
+	})
+
+	// Topology from labels: the ConfigMap, then Slurm's own view.
+	evs, err := c.kc.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "reason=TopologyLabelMissing,involvedObject.name=" + lab.RealNodeName})
+	require.NoError(t, err)
+	assert.NotEmpty(t, evs.Items, "a Warning event on the Node says it has no topology labels")
+	adminKubectl(t, l, "label", "--overwrite", "node", lab.RealNodeName, labelSpine+"=spine-1", labelLeaf+"=leaf-1")
+	eventually(t, time.Minute, "topology.conf follows the labels", func() (bool, string) {
+		conf := topologyConf()
+		return strings.Contains(conf, "SwitchName=leaf-1 Nodes="+lab.SlurmChartNode+"\n") &&
+			strings.Contains(conf, "SwitchName=spine-1 Switches=leaf-1\n"), conf
+	})
+	eventually(t, 3*time.Minute, "slurmctld reconfigured: scontrol show topology has the leaf", func() (bool, string) {
+		out, _ := l.SlurmChartExec(ctx, "login", "scontrol", "show", "topology")
+		return strings.Contains(string(out), "SwitchName=leaf-1") && strings.Contains(string(out), "Nodes="+lab.SlurmChartNode), string(out)
+	})
+	job := s.asUser(lab.JailUser, "cd /tmp && sbatch --parsable --wrap true")
+	eventually(t, time.Minute, "a job runs on the labelled node", func() (bool, string) {
+		st := s.sacctState(job)
+		return strings.HasPrefix(st, "COMPLETED"), st
 	})
 
 	adminKubectl(t, l, "annotate", "--overwrite", "node", lab.RealNodeName, keys.AnnotationCordonReason+"=slurm chart e2e")
@@ -253,4 +338,30 @@ func atoi(t *testing.T, s string) int {
 	_, err := fmt.Sscan(s, &n)
 	require.NoError(t, err, "%q", s)
 	return n
+}
+
+// A prolog that exits non-zero: Slurm drains the node with its own reason
+// and requeues the job held; nothing is lost.
+func TestSlurmChartFailingPrologDrainsWithSlurmsReason(t *testing.T) {
+	s := newSlurmChart(t)
+	values := filepath.Join(t.TempDir(), "prolog.yaml")
+	require.NoError(t, os.WriteFile(values, []byte(`prolog:
+  scripts:
+    check-gpus: |
+      #!/bin/sh
+      echo "no GPU driver" >&2
+      exit 1
+`), 0o644))
+	out, err := s.l.InstallSlurmChart(context.Background(), "--wait", "--timeout", "5m", "-f", values)
+	require.NoError(t, err, "%s", out)
+	job := s.asUser(lab.JailUser, "cd /tmp && sbatch --parsable --wrap true")
+	var sinfo string
+	eventually(t, time.Minute, "slurmd drains the node: Prolog error", func() (bool, string) {
+		sinfo = s.sh("login", "sinfo -h -N -n "+lab.SlurmChartNode+" -o '%T|%E'")
+		return strings.HasPrefix(sinfo, "drain") && strings.HasSuffix(sinfo, "|Prolog error"), sinfo
+	})
+	eventually(t, time.Minute, "the job is requeued and held, not lost", func() (bool, string) {
+		st := s.sh("login", "squeue -h -j "+job+" -o '%T|%r'")
+		return st == "PENDING|launch failed requeued held", st
+	})
 }

@@ -67,6 +67,8 @@ func TestSlurmChartRejectsBadValues(t *testing.T) {
 		{[]string{"--set", "clusterName=My Cluster"}, "/clusterName"},
 		{[]string{"--set", "login.users[0].name=alice,login.users[0].uid=0"}, "/login/users/0/uid"},
 		{[]string{"--set", "jail.root=relative/path"}, "/jail/root"},
+		{[]string{"--set", "onepoolRelease.url=onepool-scheduler-release:10270"}, "/onepoolRelease/url"},
+		{[]string{"--set", "onepoolRelease.url=http://a:1", "--set", "onepoolRelease.timeout=soon"}, "/onepoolRelease/timeout"},
 		{[]string{"--set", "partition=gpu"}, "additional properties 'partition' not allowed"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
@@ -75,4 +77,24 @@ func TestSlurmChartRejectsBadValues(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
+}
+
+// With onepoolRelease.url, slurmd runs onepool's release epilog as an
+// Epilog of its own (admin epilogs stay as they are), mounted from a
+// ConfigMap, executable; without it there is none.
+func TestSlurmChartRendersOnepoolsReleaseEpilog(t *testing.T) {
+	l := lab.Shared(t)
+	const url = "http://onepool-scheduler-release.onepool-system.svc:10270"
+	out, err := slurmTemplate(t, l, "--set", "onepoolRelease.url="+url, "--set", "epilog.scripts.site=#!/bin/sh\ntrue")
+	require.NoError(t, err, "%s", out)
+	r := string(out)
+	assert.Contains(t, r, "Epilog=/etc/slurm/epilog.d/*")
+	assert.Contains(t, r, "Epilog=/etc/slurm/epilog.onepool.d/*")
+	assert.Contains(t, r, `exec /usr/local/bin/onepool-node-agent release-wait --release-url "`+url+`" --timeout 90s`)
+	assert.Contains(t, r, "mountPath: /etc/slurm/epilog.onepool.d")
+	assert.Contains(t, r, "name: slurm-onepool-epilog\n          defaultMode: 0755")
+
+	out, err = slurmTemplate(t, l)
+	require.NoError(t, err, "%s", out)
+	assert.NotContains(t, string(out), "epilog.onepool.d")
 }

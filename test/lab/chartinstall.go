@@ -258,3 +258,45 @@ func (l *Lab) ContainerMemory(ctx context.Context, namespace, pod string) (worki
 	}
 	return 0, 0, fmt.Errorf("kubelet summary: no pod %s/%s", namespace, pod)
 }
+
+// ChartPodLogs is the end of the logs of the chart's pods that are not
+// Ready or have restarted (the previous container's too): what an admin
+// would read with `kubectl logs --previous` when a rollout hangs.
+func ChartPodLogs(ctx context.Context, kc kubernetes.Interface) string {
+	var b strings.Builder
+	tail := int64(12)
+	for _, name := range ChartDeployments {
+		pods, err := ChartPods(ctx, kc, name)
+		if err != nil {
+			fmt.Fprintf(&b, "\n%s: %v", name, err)
+			continue
+		}
+		for _, p := range pods {
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.Ready && cs.RestartCount == 0 {
+					continue
+				}
+				for _, prev := range []bool{true, false} {
+					if prev && cs.RestartCount == 0 {
+						continue
+					}
+					lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+					out, err := kc.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{
+						Container: cs.Name, Previous: prev, TailLines: &tail}).DoRaw(lctx)
+					cancel()
+					if err != nil {
+						out = []byte(err.Error())
+					}
+					if cs.LastTerminationState.Terminated != nil && prev {
+						t := cs.LastTerminationState.Terminated
+						fmt.Fprintf(&b, "\n--- %s/%s previous (exit %d, %s):", p.Name, cs.Name, t.ExitCode, t.Reason)
+					} else {
+						fmt.Fprintf(&b, "\n--- %s/%s previous=%v:", p.Name, cs.Name, prev)
+					}
+					fmt.Fprintf(&b, "\n%s", strings.TrimSpace(string(out)))
+				}
+			}
+		}
+	}
+	return b.String()
+}

@@ -37,6 +37,8 @@ func chartLabSettings() []string {
 		"controllerManager.leaderElection.retryPeriod=500ms",
 		"scheduler.leaderElection.leaseDuration=8s", "scheduler.leaderElection.renewDeadline=6s",
 		"scheduler.leaderElection.retryPeriod=500ms",
+		// The lab's slurmd run onepool's release epilog.
+		"scheduler.immediateAllocation=true",
 	} {
 		args = append(args, "--set", kv)
 	}
@@ -47,10 +49,12 @@ func chartLabSettings() []string {
 // processes, or (ChartMode) nothing here and the chart after the node.
 func (l *Lab) componentSteps() []step {
 	if ChartMode() {
-		return nil
+		return []step{{"no lab webhook", l.unregisterGPUWebhook}}
 	}
 	return []step{
+		{"webhook cert", l.ensureWebhookCert},
 		{"controller-mgr", l.StartControllerManager},
+		{"gpu webhook", l.registerGPUWebhook},
 		{"lab kubelet", l.StartKubelet},
 		{"scheduler", l.StartScheduler},
 	}
@@ -105,7 +109,7 @@ func (l *Lab) awaitChart(ctx context.Context) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the chart's components are not up after 3 min: %s", state)
+			return fmt.Errorf("the chart's components are not up after 3 min: %s%s", state, ChartPodLogs(ctx, kc))
 		}
 		select {
 		case <-ctx.Done():

@@ -28,6 +28,9 @@ const (
 
 	// AgentPath is where `lab up` installs .lab/bin/onepool-node-agent in the chroot.
 	AgentPath = "/usr/local/bin/onepool-node-agent"
+	// ChrootKubeconfig is the lab's kubeconfig inside the chroot, for the
+	// node agent's DRA driver in slurmd pods of the process kubelet.
+	ChrootKubeconfig = "/etc/onepool/kubeconfig"
 )
 
 // DynNodeNames are the dynamic nodes: dyn-0 ... dyn-(DynNodes-1).
@@ -92,6 +95,20 @@ func (l *Lab) prepareDynNodes(ctx context.Context) error {
 		return err
 	}
 	return l.deleteDynRecords(ctx)
+}
+
+// installChrootKubeconfig puts the lab's kubeconfig in the chroot for the
+// node agents the process kubelet runs (their DRA driver).
+func (l *Lab) installChrootKubeconfig(context.Context) error {
+	kc, err := os.ReadFile(l.Kubeconfig())
+	if err != nil {
+		return err
+	}
+	dst := filepath.Join(l.RootFS(), ChrootKubeconfig)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(dst, kc, 0o600)
 }
 
 // installAgent copies the node agent into the chroot when it was built and

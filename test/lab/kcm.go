@@ -23,10 +23,11 @@ const (
 // ReplicaSets and pods go with it; a NodeSet's pods after its finalizer),
 // StatefulSets, the binding of PVCs to the real node's volumes (and their
 // protection finalizers, which only these controllers remove), and
-// the namespace controller (a deleted namespace empties and goes).
+// the namespace controller (a deleted namespace empties and goes), and the
+// resource claim controller (a GPU claim whose pod is gone is released).
 // Not yet: the node lifecycle (kwok Nodes), disruption (the NodeSet tests
 // publish PDB status themselves), job.
-var LabControllers = "namespace,serviceaccount,root-ca-cert-publisher,deployment,replicaset,statefulset,endpointslice,garbagecollector,persistentvolume-binder,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller"
+var LabControllers = "namespace,serviceaccount,root-ca-cert-publisher,deployment,replicaset,statefulset,endpointslice,garbagecollector,persistentvolume-binder,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller,resourceclaim-controller"
 
 func (l *Lab) kubeControllerManager() daemon {
 	p := l.pki()

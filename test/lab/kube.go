@@ -19,6 +19,7 @@ func (l *Lab) kubeSteps() []step {
 	return []step{
 		{"check tools", l.checkTools},
 		{"kubernetes pki", l.ensurePKI},
+		{"chroot kubeconfig", l.installChrootKubeconfig},
 		{"etcd", l.startEtcd},
 		{"kube-apiserver", l.startAPIServer},
 		{"kube-controller-manager", l.startKubeControllerManager},

@@ -54,6 +54,13 @@ func (k *kubelet) podCommand(pod *corev1.Pod, logf func(string, ...any)) (func()
 		"ONEPOOL_GPU_INVENTORY="+FakeGPUInventory,
 		"ONEPOOL_CONF_DIR="+stateDir+"/slurm",
 		"ONEPOOL_STATE_DIR="+stateDir,
+		// The DRA driver (on when the pod sets ONEPOOL_DRA=true): no
+		// kubelet calls it here, so it does not register; tests call its
+		// socket in the chroot at <stateDir>/dra/dra.sock.
+		"KUBECONFIG="+ChrootKubeconfig,
+		"ONEPOOL_DRA_PLUGIN_DIR="+stateDir+"/dra",
+		"ONEPOOL_DRA_REGISTRAR_DIR=",
+		"ONEPOOL_CDI_DIR="+stateDir+"/cdi",
 		podMarkerEnv+"="+string(pod.UID))
 	argv := append(append([]string{}, c.Command...), c.Args...)
 	return func() (*exec.Cmd, error) {

@@ -5,6 +5,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -120,4 +121,40 @@ func kubeconfigFor(server string, caPEM []byte, user, namespace string, creds ..
 	}
 	fmt.Fprintf(&b, "contexts:\n- name: onepool-lab\n  context: {cluster: onepool-lab, user: %s%s}\ncurrent-context: onepool-lab\n", user, ns)
 	return b.String()
+}
+
+// ensureServing issues name.crt/name.key, a serving certificate for ips
+// signed by the lab CA, unless it exists.
+func (p pki) ensureServing(name string, ips ...net.IP) error {
+	if _, err := os.Stat(p.path(name + ".crt")); err == nil {
+		return nil
+	}
+	caPair, err := tls.LoadX509KeyPair(p.path("ca.crt"), p.path("ca.key"))
+	if err != nil {
+		return fmt.Errorf("lab CA: %w", err)
+	}
+	ca, err := x509.ParseCertificate(caPair.Certificate[0])
+	if err != nil {
+		return err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
+	if err != nil {
+		return err
+	}
+	now := time.Now().Add(-time.Hour)
+	tmpl := &x509.Certificate{
+		SerialNumber: serial, Subject: pkix.Name{CommonName: name},
+		NotBefore: now, NotAfter: now.Add(10 * 365 * 24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses: ips,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caPair.PrivateKey)
+	if err != nil {
+		return err
+	}
+	return p.writePair(name, der, key)
 }

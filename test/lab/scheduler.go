@@ -54,6 +54,9 @@ profiles:
     multiPoint:
       enabled:
       - name: Onepool
+      # Slurm allocates GPUs; onepool writes the claims (PreBind).
+      disabled:
+      - name: DynamicResources
     postFilter:
       disabled:
       - name: DefaultPreemption
@@ -67,6 +70,7 @@ profiles:
       staleAfter: %s
       releaseListenAddress: 127.0.0.1:%d
       releaseURL: http://127.0.0.1:%d
+      immediateAllocation: true
 `, l.SAKubeconfig(SchedulerSA), SystemNamespace, SchedulerLease, l.RESTURL(), l.TokenFile(), StaleAfter, ReleasePort+1+i, ReleasePort)
 }
 
@@ -90,7 +94,10 @@ func (l *Lab) scheduler(i int) daemon {
 		argv: []string{filepath.Join(l.BinDir(), "onepool-scheduler"),
 			"--config", l.schedulerConfigPath(i),
 			"--bind-address", "127.0.0.1", "--secure-port", fmt.Sprint(SchedulerPort + i),
-			"--cert-dir", l.path("run", schedulerName(i)+"-certs"), "--v", "2"},
+			"--cert-dir", l.path("run", schedulerName(i)+"-certs"), "--v", "2",
+			// Benchmarks read the plugin's metrics; the port listens on
+			// 127.0.0.1 only.
+			"--authorization-always-allow-paths", "/healthz,/readyz,/livez,/metrics"},
 		port: SchedulerPort + i,
 		env:  []string{"PATH=/usr/bin:/bin", "HOME=" + l.path("run")},
 	}

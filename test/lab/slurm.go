@@ -147,6 +147,16 @@ func (l *Lab) configureSlurm(ctx context.Context) error {
 		}
 		changed = changed || c
 	}
+	// The Epilog runs the node agent: both in place before any job ends.
+	if err := l.installAgent(); err != nil {
+		return err
+	}
+	if _, err := writeIfChanged(filepath.Join(root, releaseEpilogPath), releaseEpilog); err != nil {
+		return err
+	}
+	if err := os.Chmod(filepath.Join(root, releaseEpilogPath), 0o755); err != nil {
+		return err
+	}
 	acctChanged, err := l.configureAccounting(ctx, cfg)
 	if err != nil {
 		return err

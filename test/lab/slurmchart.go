@@ -52,7 +52,10 @@ func (l *Lab) InstallSlurmChart(ctx context.Context, extra ...string) ([]byte, e
 		"--set", "jail.enabled=true", "--set", "jail.hostPath=" + filepath.Join(l.RootFS(), JailRoot),
 		// The lab's rootfs is a private mount: the kubelet refuses
 		// HostToContainer under it.
-		"--set", "jail.mountPropagation=None"}
+		"--set", "jail.mountPropagation=None",
+		// The agents register their DRA driver with the lab kubelet, whose
+		// root is not /var/lib/kubelet.
+		"--set", "dra.kubeletDir=" + l.nodePath("kubelet"), "--set", "dra.cdiDir=" + l.nodePath("cdi")}
 	return l.Helm(ctx, append(args, extra...)...)
 }
 

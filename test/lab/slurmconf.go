@@ -81,6 +81,10 @@ func (c slurmConfig) slurmConf() string {
 	// start of the QOS's GraceTime. Without it (and for jobs that ask for
 	// none) the batch shell hears nothing until GraceTime has passed.
 	w("PreemptParameters=send_user_signal")
+	// onepool's release epilog holds a placeholder's node (COMPLETING)
+	// until its pods are gone: the scheduler's immediate allocations have
+	// no script to do it.
+	w("Epilog=/etc/slurm/epilog.d/*")
 	// Dynamic nodes (slurmd -Z) count against MaxNodeCount; 16 spare for tests.
 	w("MaxNodeCount=%d", len(c.Nodes)+len(c.ExtraNodes)+len(c.DynNodes)+16)
 	node := fmt.Sprintf("CPUs=%d RealMemory=%d Gres=gpu:%s:%d", NodeCPUs, NodeMemoryMB, GPUType, GPUsPerNode)
@@ -114,3 +118,16 @@ func (c slurmConfig) gresConf() string {
 }
 
 const cgroupConf = "CgroupPlugin=disabled\n"
+
+// releaseEpilog is slurmd's Epilog in the lab: onepool-node-agent
+// release-wait against the scheduler's release Service. Without the agent
+// (not built) it holds nothing rather than failing (a failing Epilog
+// drains the node).
+var releaseEpilog = fmt.Sprintf(`#!/bin/sh
+# Written by the onepool lab: hold a onepool placeholder's node until its pods are gone.
+[ -x %[1]s ] || { echo "onepool: %[1]s missing; not holding the node" >&2; exit 0; }
+exec %[1]s release-wait --release-url http://127.0.0.1:%[2]d --timeout 90s
+`, AgentPath, ReleasePort)
+
+// releaseEpilogPath is where the lab writes it in the chroot.
+const releaseEpilogPath = "etc/slurm/epilog.d/50-onepool-release"

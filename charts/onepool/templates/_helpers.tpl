@@ -36,6 +36,7 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
 {{- define "onepool.controllerManager.name" -}}{{ include "onepool.fullname" . }}-controller-manager{{- end -}}
+{{- define "onepool.gpuWebhook.name" -}}{{ include "onepool.fullname" . }}-gpu-webhook{{- end -}}
 {{- define "onepool.scheduler.name" -}}{{ include "onepool.fullname" . }}-scheduler{{- end -}}
 
 {{/* The release endpoint's URL as the Slurm nodes reach it. */}}
@@ -90,4 +91,10 @@ imagePullSecrets:
 {{- end }}
 securityContext:
   {{- toYaml .ctx.Values.podSecurityContext | nindent 2 }}
+{{- end -}}
+
+{{/* The ConfigMap the topology controller writes, namespace/name. */}}
+{{- define "onepool.topologyConfigMap" -}}
+{{- $t := .Values.topology.configMap -}}
+{{- printf "%s/%s" (required "topology.configMap.namespace is required with topology.levels" $t.namespace) $t.name -}}
 {{- end -}}

@@ -55,8 +55,16 @@ app.kubernetes.io/component: {{ .component }}
 {{/* Volumes every Slurm daemon mounts: config, munge key. */}}
 {{- define "slurm.commonVolumes" -}}
 - name: slurm-config
-  configMap:
-    name: {{ include "slurm.configName" . }}
+  projected:
+    sources:
+    - configMap:
+        name: {{ include "slurm.configName" . }}
+    {{- if .Values.topology.enabled }}
+    # topology.conf beside slurm.conf, kept by onepool's topology controller.
+    - configMap:
+        name: {{ include "slurm.topologyName" . }}
+        items: [{key: topology.conf, path: topology.conf}]
+    {{- end }}
 - name: munge-key
   secret:
     secretName: {{ include "slurm.mungeSecret" . }}
@@ -111,4 +119,9 @@ tolerations:
 affinity:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- end -}}
+
+{{/* The ConfigMap onepool's topology controller writes topology.conf to. */}}
+{{- define "slurm.topologyName" -}}
+{{- .Values.topology.configMapName | default (printf "%s-topology" (include "slurm.fullname" .)) -}}
 {{- end -}}

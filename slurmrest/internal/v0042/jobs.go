@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -17,6 +18,7 @@ const (
 	epJob       = "GET " + apiPrefix + "/job/{job_id}"
 	epJobsState = "GET " + apiPrefix + "/jobs/state/"
 	epSubmit    = "POST " + apiPrefix + "/job/submit"
+	epAllocate  = "POST " + apiPrefix + "/job/allocate"
 	epPostJob   = "POST " + apiPrefix + "/job/{job_id}"
 	epDeleteJob = "DELETE " + apiPrefix + "/job/{job_id}"
 )
@@ -134,13 +136,65 @@ func (b *Backend) SubmitJob(ctx context.Context, j model.JobSubmit) (uint32, err
 	if j.Script == "" {
 		return 0, fmt.Errorf("slurmrest: %s: a batch job needs a script", op)
 	}
+	desc, err := jobDesc(op, j)
+	if err != nil {
+		return 0, err
+	}
+	desc.Script = ptr(j.Script)
+	r, err := call(ctx, op, epSubmit, func(ctx context.Context) (*http.Response, error) {
+		return b.c.SlurmV0042PostJobSubmit(ctx, gen.V0042JobSubmitReq{Job: &desc})
+	})
+	if err != nil {
+		return 0, err
+	}
+	var resp gen.V0042OpenapiJobSubmitResponse
+	if err := decode(op, epSubmit, r, &resp); err != nil {
+		return 0, err
+	}
+	if resp.JobId == nil || *resp.JobId <= 0 {
+		return 0, badResponse(op, epSubmit, r, "the answer holds no job id")
+	}
+	return uint32(*resp.JobId), nil
+}
+
+// AllocateNow asks for an allocation without a script that Slurm grants
+// inside the request or refuses at once (salloc --immediate): Slurm
+// schedules it in the RPC when the resources are free and it would be the
+// top-priority job.
+func (b *Backend) AllocateNow(ctx context.Context, j model.JobSubmit) (uint32, error) {
+	op := "allocate job " + j.Name
+	if j.Script != "" {
+		return 0, fmt.Errorf("slurmrest: %s: an allocation runs no script", op)
+	}
+	desc, err := jobDesc(op, j)
+	if err != nil {
+		return 0, err
+	}
+	desc.Immediate = ptr(true)
+	r, err := call(ctx, op, epAllocate, func(ctx context.Context) (*http.Response, error) {
+		return b.c.SlurmV0042PostJobAllocate(ctx, gen.V0042JobAllocReq{Job: &desc})
+	})
+	if err != nil {
+		return 0, err
+	}
+	var resp gen.V0042OpenapiJobAllocResp
+	if err := decode(op, epAllocate, r, &resp); err != nil {
+		return 0, err
+	}
+	if resp.JobId == nil || *resp.JobId <= 0 {
+		return 0, badResponse(op, epAllocate, r, "the answer holds no job id")
+	}
+	return uint32(*resp.JobId), nil
+}
+
+// jobDesc is what a batch job and an allocation have in common.
+func jobDesc(op string, j model.JobSubmit) (gen.V0042JobDescMsg, error) {
 	env := j.Environment
 	if len(env) == 0 {
 		env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"} // slurmrestd refuses a job without environment
 	}
 	desc := gen.V0042JobDescMsg{
 		Name:                    ptr(j.Name),
-		Script:                  ptr(j.Script),
 		Environment:             &env,
 		CurrentWorkingDirectory: ptr(firstNonEmpty(j.WorkDir, "/tmp")),
 	}
@@ -183,20 +237,16 @@ func (b *Backend) SubmitJob(ctx context.Context, j model.JobSubmit) (uint32, err
 	if j.NoRequeue {
 		desc.Requeue = ptr(false)
 	}
-	r, err := call(ctx, op, epSubmit, func(ctx context.Context) (*http.Response, error) {
-		return b.c.SlurmV0042PostJobSubmit(ctx, gen.V0042JobSubmitReq{Job: &desc})
-	})
-	if err != nil {
-		return 0, err
+	switch j.Sharing {
+	case model.SharingDefault:
+	case model.SharingExclusive:
+		desc.Shared = &gen.V0042JobShared{"none"}
+	case model.SharingUser:
+		desc.Shared = &gen.V0042JobShared{"user"}
+	default:
+		return desc, fmt.Errorf("%s: unknown sharing %q", op, j.Sharing)
 	}
-	var resp gen.V0042OpenapiJobSubmitResponse
-	if err := decode(op, epSubmit, r, &resp); err != nil {
-		return 0, err
-	}
-	if resp.JobId == nil || *resp.JobId <= 0 {
-		return 0, badResponse(op, epSubmit, r, "the answer holds no job id")
-	}
-	return uint32(*resp.JobId), nil
+	return desc, nil
 }
 
 func minutes(d time.Duration) *gen.V0042Uint32NoValStruct {
@@ -293,14 +343,33 @@ func DecodeJobs(body []byte) ([]model.Job, time.Time, error) {
 			SubmitTime:  unixTime(j.SubmitTime),
 			StartTime:   unixTime(j.StartTime),
 			EndTime:     unixTime(j.EndTime),
+			PreemptTime: unixTime(j.PreemptTime),
 			TresPerNode: deref(j.TresPerNode),
 		}
 		if j.ExitCode != nil {
 			job.ExitCode = int32(u32(j.ExitCode.ReturnCode))
 		}
+		job.GresDetail = gresDetail(j)
 		out = append(out, job)
 	}
 	return out, unixTime(&resp.LastUpdate), nil
+}
+
+// gresDetail pairs gres_detail's entries with the allocated nodes: Slurm
+// writes one entry per node of job_resources, in that order.
+func gresDetail(j *gen.V0042JobInfo) map[string]string {
+	if j.GresDetail == nil || j.JobResources == nil || j.JobResources.Nodes == nil || j.JobResources.Nodes.Allocation == nil {
+		return nil
+	}
+	nodes := slices.SortedFunc(slices.Values(*j.JobResources.Nodes.Allocation), func(a, b gen.V0042JobResNode) int { return int(a.Index - b.Index) })
+	if len(nodes) != len(*j.GresDetail) {
+		return nil
+	}
+	out := make(map[string]string, len(nodes))
+	for i, n := range nodes {
+		out[n.Name] = (*j.GresDetail)[i]
+	}
+	return out
 }
 
 func firstNonEmpty(s ...string) string {

@@ -1,0 +1,117 @@
+// Package gpuwebhook is the mutating admission webhook that lets a pod keep
+// asking GPUs as nvidia.com/gpu: N while Slurm allocates them: it turns the
+// request of a schedulerName: onepool pod into onepool's GPU claim, which
+// the scheduler allocates from the GPUs Slurm gave the pod's job.
+package gpuwebhook
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/onepool/onepool/keys"
+)
+
+// ResourceGPU is the extended resource pods ask GPUs with.
+const ResourceGPU corev1.ResourceName = "nvidia.com/gpu"
+
+// ErrRefused: the pod cannot be placed through Slurm as it asks; the
+// message says why and is shown to whoever created the pod.
+var ErrRefused = errors.New("onepool cannot place this pod")
+
+// Mutate turns the nvidia.com/gpu requests of a onepool pod into one claim
+// (keys.PodClaimGPUs) with one request per GPU container (named after the
+// container, so each container gets its own GPUs, as with a device
+// plugin), records the count in keys.AnnotationGPUs, and names the claim
+// for the scheduler to make (the pod's name may not exist yet). It
+// reports whether it changed the pod; pods of other schedulers, pods
+// without GPUs and pods already converted are left as they are.
+func Mutate(pod *corev1.Pod) (bool, error) {
+	if pod.Spec.SchedulerName != keys.SchedulerName {
+		return false, nil
+	}
+	for _, rc := range pod.Spec.ResourceClaims {
+		if rc.Name != keys.PodClaimGPUs {
+			return false, fmt.Errorf("%w: resource claim %q: under schedulerName %s only onepool's own GPU claim is allocated (Slurm places the pod; ask GPUs as %s)", ErrRefused, rc.Name, keys.SchedulerName, ResourceGPU)
+		}
+	}
+	if len(pod.Spec.ResourceClaims) > 0 {
+		return false, nil // converted already (a reinvocation)
+	}
+	for _, c := range pod.Spec.InitContainers {
+		if gpus(c) > 0 {
+			return false, fmt.Errorf("%w: init container %q asks %s: Slurm allocates GPUs to the pod's containers only", ErrRefused, c.Name, ResourceGPU)
+		}
+	}
+	var total int64
+	var split []string
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		n := gpus(*c)
+		if n <= 0 {
+			continue
+		}
+		total += n
+		split = append(split, c.Name+"="+strconv.FormatInt(n, 10))
+		delete(c.Resources.Requests, ResourceGPU)
+		delete(c.Resources.Limits, ResourceGPU)
+		c.Resources.Claims = append(c.Resources.Claims, corev1.ResourceClaim{Name: keys.PodClaimGPUs, Request: c.Name})
+	}
+	if total == 0 {
+		return false, nil
+	}
+	name, err := claimName(pod)
+	if err != nil {
+		return false, err
+	}
+	pod.Spec.ResourceClaims = append(pod.Spec.ResourceClaims, corev1.PodResourceClaim{Name: keys.PodClaimGPUs, ResourceClaimName: &name})
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[keys.AnnotationGPUs] = strconv.FormatInt(total, 10)
+	pod.Annotations[keys.AnnotationGPURequests] = strings.Join(split, ",")
+	return true, nil
+}
+
+// gpus is a container's GPU count: its limit (what the device plugin
+// counts), else its request.
+func gpus(c corev1.Container) int64 {
+	if q, ok := c.Resources.Limits[ResourceGPU]; ok {
+		return q.Value()
+	}
+	if q, ok := c.Resources.Requests[ResourceGPU]; ok {
+		return q.Value()
+	}
+	return 0
+}
+
+// claimName is "<pod name or generateName>-gpus-<8 random>", at most 63
+// characters: unique without the pod's final name.
+func claimName(pod *corev1.Pod) (string, error) {
+	prefix := pod.Name
+	if prefix == "" {
+		prefix = pod.GenerateName
+	}
+	if len(prefix) > 49 {
+		prefix = prefix[:49]
+	}
+	for len(prefix) > 0 && (prefix[len(prefix)-1] == '-' || prefix[len(prefix)-1] == '.') {
+		prefix = prefix[:len(prefix)-1]
+	}
+	const alphabet = "bcdfghjklmnpqrstvwxz2456789" // as Kubernetes' generateName: no vowels, no look-alikes
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	if prefix == "" {
+		prefix = "pod"
+	}
+	return prefix + "-gpus-" + string(b), nil
+}

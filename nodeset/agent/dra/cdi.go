@@ -1,0 +1,109 @@
+package dra
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/onepool/onepool/nodeset/agent"
+)
+
+// CDI names: a spec per prepared claim, kind onepool.dev/gpu, one CDI device
+// per GPU named "<claim UID>-<device>" so a runtime's cached spec is never
+// mistaken for a later claim's.
+const (
+	cdiVendor  = "onepool.dev"
+	cdiClass   = "gpu"
+	cdiKind    = cdiVendor + "/" + cdiClass
+	cdiVersion = "0.5.0"
+	// DefaultCDIDir is where container runtimes look for CDI specs.
+	DefaultCDIDir = "/var/run/cdi"
+)
+
+// Env names the CDI spec sets in the container: which GPUs it was given.
+const (
+	EnvVisibleDevices = "NVIDIA_VISIBLE_DEVICES" // UUIDs, for images that use NVIDIA's container hook
+	EnvGPUDevices     = "ONEPOOL_GPU_DEVICES"    // DRA device names, e.g. gpu-3,gpu-4
+	EnvGresIndexes    = "ONEPOOL_GRES_INDEXES"   // Slurm's indices of those GPUs on the node
+)
+
+type cdiSpec struct {
+	CDIVersion     string      `json:"cdiVersion"`
+	Kind           string      `json:"kind"`
+	Devices        []cdiDevice `json:"devices"`
+	ContainerEdits cdiEdits    `json:"containerEdits"`
+}
+
+type cdiDevice struct {
+	Name           string   `json:"name"`
+	ContainerEdits cdiEdits `json:"containerEdits"`
+}
+
+type cdiEdits struct {
+	Env         []string        `json:"env,omitempty"`
+	DeviceNodes []cdiDeviceNode `json:"deviceNodes,omitempty"`
+}
+
+type cdiDeviceNode struct {
+	Path     string `json:"path"`
+	HostPath string `json:"hostPath,omitempty"`
+}
+
+// cdiDeviceID is the fully qualified CDI name the kubelet hands the runtime.
+func cdiDeviceID(claim types.UID, device string) string {
+	return cdiKind + "=" + cdiDeviceName(claim, device)
+}
+
+func cdiDeviceName(claim types.UID, device string) string { return string(claim) + "-" + device }
+
+// cdiSpecPath is the spec file of one claim.
+func cdiSpecPath(dir string, claim types.UID) string {
+	return filepath.Join(dir, cdiVendor+"-"+cdiClass+"_"+string(claim)+".json")
+}
+
+// buildCDISpec is the spec for one claim's GPUs (non-admin and admin
+// alike: an admin claim sees the devices too). controlDevices (nvidiactl,
+// nvidia-uvm, ...) go with every GPU. gpus are in GRES order.
+func buildCDISpec(claim types.UID, gpus []agent.GPU, gresIdx []int, controlDevices []string) cdiSpec {
+	spec := cdiSpec{CDIVersion: cdiVersion, Kind: cdiKind}
+	var uuids, names, idx []string
+	for i, g := range gpus {
+		name := DeviceName(g.Minor)
+		nodes := []cdiDeviceNode{{Path: g.Device}}
+		for _, c := range controlDevices {
+			nodes = append(nodes, cdiDeviceNode{Path: c})
+		}
+		spec.Devices = append(spec.Devices, cdiDevice{Name: cdiDeviceName(claim, name), ContainerEdits: cdiEdits{DeviceNodes: nodes}})
+		uuids = append(uuids, g.UUID)
+		names = append(names, name)
+		idx = append(idx, fmt.Sprint(gresIdx[i]))
+	}
+	spec.ContainerEdits.Env = []string{
+		EnvVisibleDevices + "=" + strings.Join(uuids, ","),
+		EnvGPUDevices + "=" + strings.Join(names, ","),
+		EnvGresIndexes + "=" + strings.Join(idx, ","),
+	}
+	return spec
+}
+
+func writeCDISpec(dir string, claim types.UID, spec cdiSpec) error {
+	b, err := json.MarshalIndent(spec, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("CDI spec dir: %w", err)
+	}
+	return agent.WriteFileAtomic(cdiSpecPath(dir, claim), append(b, '\n'), 0o644)
+}
+
+func removeCDISpec(dir string, claim types.UID) error {
+	if err := os.Remove(cdiSpecPath(dir, claim)); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("remove CDI spec: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,69 @@
+// Package dra is the node agent's DRA driver (keys.GPUDriverName): it
+// publishes the node's GPUs in a ResourceSlice, each with its Slurm GRES
+// index, and prepares the devices of the claims the kubelet asks for by
+// writing a CDI spec that names exactly those device nodes.
+package dra
+
+import (
+	"fmt"
+	"strconv"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/nodeset/agent"
+)
+
+// DeviceName is the DRA name of the GPU with this minor number, as the
+// NVIDIA DRA driver names it ("gpu-<minor>"). It is a name only: the GRES
+// index is the gresIndex attribute, never read from the name.
+func DeviceName(minor int) string { return "gpu-" + strconv.Itoa(minor) }
+
+// Inventory is the node's GPUs as the driver serves them.
+type Inventory struct {
+	// ByName maps DeviceName(minor) to the GPU.
+	ByName map[string]agent.GPU
+	// GresIndex maps DeviceName(minor) to the GPU's Slurm GRES index.
+	GresIndex map[string]int
+	// Devices is what the ResourceSlice publishes, in GRES order.
+	Devices []resourceapi.Device
+}
+
+// NewInventory maps the agent's GPUs to DRA devices in the order gres.conf
+// lists them (agent.GresOrder), so the gresIndex each device publishes is
+// the index Slurm gives it. Two GPUs with one minor number are an error: the
+// device names would collide.
+func NewInventory(gpus []agent.GPU) (*Inventory, error) {
+	inv := &Inventory{ByName: map[string]agent.GPU{}, GresIndex: map[string]int{}}
+	for i, g := range agent.GresOrder(gpus) {
+		name := DeviceName(g.Minor)
+		if prev, dup := inv.ByName[name]; dup {
+			return nil, fmt.Errorf("GPUs %s and %s both have minor number %d", prev.UUID, g.UUID, g.Minor)
+		}
+		inv.ByName[name] = g
+		inv.GresIndex[name] = i
+		inv.Devices = append(inv.Devices, device(name, i, g))
+	}
+	return inv, nil
+}
+
+func device(name string, gresIndex int, g agent.GPU) resourceapi.Device {
+	d := resourceapi.Device{
+		Name: name,
+		Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+			keys.GPUAttrGresIndex:   {IntValue: ptr.To(int64(gresIndex))},
+			keys.GPUAttrMinor:       {IntValue: ptr.To(int64(g.Minor))},
+			keys.GPUAttrUUID:        {StringValue: ptr.To(g.UUID)},
+			keys.GPUAttrProductName: {StringValue: ptr.To(g.Name)},
+			keys.GPUAttrGresType:    {StringValue: ptr.To(g.Type())},
+		},
+	}
+	if g.MemoryMiB > 0 {
+		d.Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
+			keys.GPUCapacityMemory: {Value: *resource.NewQuantity(int64(g.MemoryMiB)<<20, resource.BinarySI)},
+		}
+	}
+	return d
+}

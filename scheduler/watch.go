@@ -1,0 +1,116 @@
+package scheduler
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/onepool/onepool/slurmrest"
+)
+
+// startWindow: how long after submission a job is asked for its state at
+// StartPollInterval; later at WatchInterval, like every live job.
+const startWindow = 10 * time.Second
+
+// watchOwned asks slurmrestd for the state of the jobs onepool owns, in
+// one /jobs/state request per tick: jobs submitted moments ago every
+// StartPollInterval, every other live job every WatchInterval. A job whose
+// state moved is read in full and observed, so its pods bind, or are
+// evicted, without waiting for the cache's next listing. With no live
+// onepool job it asks nothing: idle clusters see only the cache's polls.
+func (c *Core) watchOwned(ctx context.Context) {
+	t := time.NewTicker(c.args.StartPollInterval.Duration)
+	defer t.Stop()
+	var lastAll time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		all := time.Since(lastAll) >= c.args.WatchInterval.Duration
+		if all {
+			lastAll = time.Now()
+		}
+		known := c.ownedJobs(all)
+		if len(known) == 0 {
+			continue
+		}
+		states, err := c.slurm.JobStates(ctx, slices.Sorted(maps.Keys(known)))
+		if err != nil {
+			c.log.V(3).Info("Asking Slurm for the state of onepool's jobs failed", "jobs", len(known), "err", err.Error())
+			continue
+		}
+		c.readJobs(ctx, movedJobs(known, states))
+	}
+}
+
+// ownedJobs are the live jobs to ask about with their last known state
+// (nil: not seen yet): those submitted within startWindow, and with all
+// every job of a placement that has not ended.
+func (c *Core) ownedJobs(all bool) map[uint32]slurmrest.JobState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[uint32]slurmrest.JobState{}
+	for id, at := range c.starting {
+		if time.Since(at) > startWindow {
+			delete(c.starting, id)
+			continue
+		}
+		out[id] = nil
+	}
+	for id, key := range c.byJob {
+		p := c.places[key]
+		if p == nil || p.jobID != id || p.ended() {
+			continue
+		}
+		if _, fast := out[id]; !all && !fast {
+			continue
+		}
+		if p.job != nil {
+			out[id] = p.job.State
+		}
+	}
+	return out
+}
+
+// movedJobs are the jobs whose state differs from what onepool knows; a
+// job not seen yet counts only once it left PENDING (its pending state
+// comes with the cache's next listing). Jobs Slurm did not list are left
+// to the cache, which tells a purge.
+func movedJobs(known map[uint32]slurmrest.JobState, states []slurmrest.JobStateEntry) []uint32 {
+	var moved []uint32
+	for _, s := range states {
+		k, ok := known[s.ID]
+		switch {
+		case !ok:
+		case k == nil && s.State.Base() != slurmrest.JobPending:
+			moved = append(moved, s.ID)
+		case k != nil && !slices.Equal(k, s.State):
+			moved = append(moved, s.ID)
+		}
+	}
+	return moved
+}
+
+// readJobs reads jobs in full, a few at a time, and observes them.
+func (c *Core) readJobs(ctx context.Context, ids []uint32) {
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(id uint32) {
+			defer func() { <-sem; wg.Done() }()
+			j, err := c.slurm.GetJob(ctx, id)
+			if err != nil {
+				c.log.V(3).Info("Reading a placeholder job whose state moved failed", "job", id, "err", err.Error())
+				return
+			}
+			c.observe(*j)
+		}(id)
+	}
+	wg.Wait()
+}

@@ -1,0 +1,108 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ErrNoGPUIndexes: Slurm's answer names no GPU indices for the job on that
+// node (no GPUs there, or an answer without GRES detail).
+var ErrNoGPUIndexes = errors.New("Slurm gave no GPU indices")
+
+// GPUIndexes is the job's GPU GRES indices on node, read from GresDetail
+// ("gpu:h100:2(IDX:0-1)", "gpu:2(IDX:0,3)", several types joined by
+// commas). The indices are Slurm's numbering of the node's GPUs (the order
+// of its gres.conf). The count before IDX must match the indices found.
+func (j *Job) GPUIndexes(node string) ([]int, error) {
+	detail, ok := j.GresDetail[node]
+	if !ok || detail == "" {
+		return nil, fmt.Errorf("job %d on %s: %w", j.ID, node, ErrNoGPUIndexes)
+	}
+	idx, err := ParseGresDetail(detail)
+	if err != nil {
+		return nil, fmt.Errorf("job %d on %s: %w", j.ID, node, err)
+	}
+	if len(idx) == 0 {
+		return nil, fmt.Errorf("job %d on %s: %q: %w", j.ID, node, detail, ErrNoGPUIndexes)
+	}
+	return idx, nil
+}
+
+// ParseGresDetail reads the gpu entries of one node's GRES detail.
+func ParseGresDetail(detail string) ([]int, error) {
+	var out []int
+	seen := map[int]bool{}
+	for _, entry := range splitOutsideParens(detail) {
+		name, rest, _ := strings.Cut(entry, ":")
+		if name != "gpu" && !strings.HasPrefix(entry, "gpu(") {
+			continue
+		}
+		open := strings.Index(entry, "(IDX:")
+		if open < 0 || !strings.HasSuffix(entry, ")") {
+			return nil, fmt.Errorf("GRES detail %q: no (IDX:...)", entry)
+		}
+		head := entry[:open]
+		list := entry[open+len("(IDX:") : len(entry)-1]
+		idx, err := parseIndexList(list)
+		if err != nil {
+			return nil, fmt.Errorf("GRES detail %q: %w", entry, err)
+		}
+		// The count is the last ':' field of the head when it is a number.
+		if i := strings.LastIndex(head, ":"); i >= 0 && rest != "" {
+			if n, err := strconv.Atoi(head[i+1:]); err == nil && n != len(idx) {
+				return nil, fmt.Errorf("GRES detail %q: count %d but %d indices", entry, n, len(idx))
+			}
+		}
+		for _, i := range idx {
+			if seen[i] {
+				return nil, fmt.Errorf("GRES detail %q: index %d twice", detail, i)
+			}
+			seen[i] = true
+			out = append(out, i)
+		}
+	}
+	return out, nil
+}
+
+// parseIndexList reads "0-1,3,5-6".
+func parseIndexList(list string) ([]int, error) {
+	var out []int
+	for _, part := range strings.Split(list, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 {
+			return nil, fmt.Errorf("bad index %q", part)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a || b-a > 1024 {
+				return nil, fmt.Errorf("bad index range %q", part)
+			}
+		}
+		for i := a; i <= b; i++ {
+			out = append(out, i)
+		}
+	}
+	return out, nil
+}
+
+func splitOutsideParens(s string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i, c := range s {
+		switch c {
+		case '(':
+			depth++
+		case ')':
+			depth--
+		case ',':
+			if depth == 0 {
+				out = append(out, s[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(out, s[start:])
+}

@@ -1,0 +1,50 @@
+package model
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseGresDetail(t *testing.T) {
+	tests := []struct {
+		detail string
+		want   []int
+		err    string
+	}{
+		{detail: "gpu:h100:2(IDX:0-1)", want: []int{0, 1}},
+		{detail: "gpu:nvidia_h100_80gb_hbm3:4(IDX:0,3,5-6)", want: []int{0, 3, 5, 6}},
+		{detail: "gpu:2(IDX:4-5)", want: []int{4, 5}},
+		{detail: "gpu:a100:1(IDX:2),gpu:h100:1(IDX:5)", want: []int{2, 5}},
+		{detail: "shard:h100:2(2/4,0/4),gpu:h100:1(IDX:1)", want: []int{1}},
+		{detail: "gpu:h100:0(IDX:N/A)", err: "bad index"},
+		{detail: "gpu:h100:3(IDX:0-1)", err: "count 3 but 2 indices"},
+		{detail: "gpu:h100:2(IDX:1,1)", err: "index 1 twice"},
+		{detail: "gpu:h100:2", err: "no (IDX"},
+		{detail: "gpu:h100:2(IDX:3-1)", err: "bad index range"},
+		{detail: "license:1", want: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.detail, func(t *testing.T) {
+			got, err := ParseGresDetail(tt.detail)
+			if tt.err != "" {
+				assert.ErrorContains(t, err, tt.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestJobGPUIndexes(t *testing.T) {
+	j := Job{ID: 7, GresDetail: map[string]string{"gpu-0": "gpu:h100:2(IDX:6-7)", "cpu-0": ""}}
+	idx, err := j.GPUIndexes("gpu-0")
+	require.NoError(t, err)
+	assert.Equal(t, []int{6, 7}, idx)
+	_, err = j.GPUIndexes("cpu-0")
+	assert.ErrorIs(t, err, ErrNoGPUIndexes)
+	_, err = j.GPUIndexes("gpu-9")
+	assert.ErrorIs(t, err, ErrNoGPUIndexes)
+}

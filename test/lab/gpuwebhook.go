@@ -1,0 +1,104 @@
+package lab
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/onepool/onepool/gpuwebhook"
+)
+
+// The GPU webhook in process mode: the controller manager serves it on
+// 127.0.0.1 with a certificate from the lab CA, and the lab registers it
+// (the chart does both in chart mode, through a Service).
+const (
+	ManagerWebhookPort = 26082
+	// LabGPUWebhook is the MutatingWebhookConfiguration of process mode.
+	LabGPUWebhook = "onepool-lab-gpu-webhook"
+	// LabelGPUClaims=GPUClaimsDisabled on a namespace keeps its pods out of
+	// the webhook (the device-plugin way; kwok nodes publish no devices).
+	LabelGPUClaims    = "onepool.dev/gpu-claims"
+	GPUClaimsDisabled = "disabled"
+)
+
+// webhookCertDir holds tls.crt and tls.key as controller-runtime reads them.
+func (l *Lab) webhookCertDir() string { return l.path("run", "webhook-certs") }
+
+// ensureWebhookCert writes the controller manager's serving certificate.
+func (l *Lab) ensureWebhookCert(context.Context) error {
+	p := l.pki()
+	if err := p.ensureServing("webhook", net.ParseIP("127.0.0.1")); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(l.webhookCertDir(), 0o700); err != nil {
+		return err
+	}
+	for src, dst := range map[string]string{"webhook.crt": "tls.crt", "webhook.key": "tls.key"} {
+		if err := copyFile(p.path(src), filepath.Join(l.webhookCertDir(), dst), 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// gpuWebhookConfig is the process mode's registration, the chart's
+// (templates/gpu-webhook.yaml) with a URL instead of a Service.
+func (l *Lab) gpuWebhookConfig() (string, error) {
+	ca, err := os.ReadFile(l.pki().path("ca.crt"))
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf(`apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata:
+  name: %s
+webhooks:
+- name: gpus.onepool.dev
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+  timeoutSeconds: 5
+  reinvocationPolicy: IfNeeded
+  clientConfig:
+    url: https://127.0.0.1:%d%s
+    caBundle: %s
+  rules:
+  - operations: [CREATE]
+    apiGroups: [""]
+    apiVersions: [v1]
+    resources: [pods]
+    scope: Namespaced
+  namespaceSelector:
+    matchExpressions:
+    - {key: %s, operator: NotIn, values: [%s]}
+  matchConditions:
+  - name: onepool-pods
+    expression: "object.spec.schedulerName == 'onepool'"
+`, LabGPUWebhook, ManagerWebhookPort, gpuwebhook.Path, base64.StdEncoding.EncodeToString(ca), LabelGPUClaims, GPUClaimsDisabled), nil
+}
+
+// registerGPUWebhook applies the process mode's registration (after the
+// controller manager serves it).
+func (l *Lab) registerGPUWebhook(ctx context.Context) error {
+	cfg, err := l.gpuWebhookConfig()
+	if err != nil {
+		return err
+	}
+	f := l.path("run", "gpu-webhook.yaml")
+	if err := os.WriteFile(f, []byte(cfg), 0o644); err != nil {
+		return err
+	}
+	return runLogged(ctx, time.Minute, filepath.Join(l.LogDir(), "kubectl.log"),
+		l.Kubectl(), "--kubeconfig", l.Kubeconfig(), "apply", "--server-side", "--force-conflicts", "-f", f)
+}
+
+// unregisterGPUWebhook removes the process mode's registration (chart
+// mode has the chart's).
+func (l *Lab) unregisterGPUWebhook(ctx context.Context) error {
+	return runLogged(ctx, time.Minute, filepath.Join(l.LogDir(), "kubectl.log"),
+		l.Kubectl(), "--kubeconfig", l.Kubeconfig(), "delete", "--ignore-not-found", "mutatingwebhookconfiguration", LabGPUWebhook)
+}
