@@ -69,6 +69,10 @@ fi
 modcache=$(go env GOMODCACHE)
 gocache=$(go env GOCACHE)
 mkdir -p "$modcache" "$gocache"
+# Every module of go.mod's graph into the host's cache first: the build
+# mounts that cache, and inside the build container `go mod download`
+# cannot fetch a missing module (the host's proxy CA is not trusted there).
+(cd "$top" && go mod download) || { echo "images: go mod download failed" >&2; exit 1; }
 for t in $targets; do
 	# An archive of this very commit is kept: a clean tree's version names
 	# its source exactly (a dirty one always rebuilds). This also keeps a
