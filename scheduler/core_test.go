@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -74,10 +75,14 @@ func (f *fakeSlurm) JobStates(context.Context, []uint32) ([]slurmrest.JobStateEn
 	return nil, nil
 }
 
-type fakeJobs struct{ stale bool }
+type fakeJobs struct {
+	stale     bool
+	refreshes atomic.Int32
+}
 
 func (f *fakeJobs) Job(uint32) (slurmrest.Job, error) { return slurmrest.Job{}, slurmrest.ErrNotFound }
 func (f *fakeJobs) Stale() bool                       { return f.stale }
+func (f *fakeJobs) RefreshJobs()                      { f.refreshes.Add(1) }
 
 type coreFixture struct {
 	core  *Core

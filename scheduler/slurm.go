@@ -22,6 +22,9 @@ type Slurm interface {
 type JobCache interface {
 	Job(id uint32) (slurmrest.Job, error)
 	Stale() bool
+	// RefreshJobs asks for a listing of changed jobs now, not at the
+	// next poll, without waiting for it.
+	RefreshJobs()
 }
 
 // rejected says whether Slurm refused a submission for what it asks

@@ -10,6 +10,12 @@ import (
 	"github.com/onepool/onepool/slurmrest"
 )
 
+// runningRefresh: while onepool owns a running job, the slurmrest cache
+// lists changed jobs this often (not only at its PollInterval), so a
+// preemption (preempt_time, which /jobs/state does not carry) reaches the
+// pod within about half a second. Idle clusters are not asked more.
+const runningRefresh = 500 * time.Millisecond
+
 // startWindow: how long after submission a job is asked for its state at
 // StartPollInterval; later at WatchInterval, like every live job.
 const startWindow = 10 * time.Second
@@ -23,7 +29,7 @@ const startWindow = 10 * time.Second
 func (c *Core) watchOwned(ctx context.Context) {
 	t := time.NewTicker(c.args.StartPollInterval.Duration)
 	defer t.Stop()
-	var lastAll time.Time
+	var lastAll, lastRefresh time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -37,6 +43,12 @@ func (c *Core) watchOwned(ctx context.Context) {
 		known := c.ownedJobs(all)
 		if len(known) == 0 {
 			continue
+		}
+		if anyRunning(known) && time.Since(lastRefresh) >= runningRefresh {
+			// A preemption shows only in the job's full record
+			// (preempt_time): have the cache list changed jobs now.
+			lastRefresh = time.Now()
+			c.jobs.RefreshJobs()
 		}
 		states, err := c.slurm.JobStates(ctx, slices.Sorted(maps.Keys(known)))
 		if err != nil {
@@ -113,4 +125,14 @@ func (c *Core) readJobs(ctx context.Context, ids []uint32) {
 		}(id)
 	}
 	wg.Wait()
+}
+
+// anyRunning says whether one of the jobs is known to run.
+func anyRunning(known map[uint32]slurmrest.JobState) bool {
+	for _, s := range known {
+		if s != nil && s.Base() == slurmrest.JobRunning {
+			return true
+		}
+	}
+	return false
 }

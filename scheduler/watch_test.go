@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -42,4 +43,43 @@ func TestOwnedJobs(t *testing.T) {
 
 	f.core.observe(f.job(7, "COMPLETED", "gpu-1"))
 	assert.Equal(t, map[uint32]slurmrest.JobState{8: nil}, f.core.ownedJobs(true), "an ended job is not asked again")
+}
+
+// While onepool owns a running job the watch has the cache list changed
+// jobs (a preemption shows only there) at most every runningRefresh; with
+// no running job it asks the cache for nothing more.
+func TestWatchRefreshesTheCacheOnlyWhileAJobRuns(t *testing.T) {
+	f := newCoreFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); f.core.watchOwned(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	time.Sleep(3 * f.core.args.WatchInterval.Duration)
+	assert.Zero(t, f.jobs.refreshes.Load(), "no onepool job: the cache is not asked")
+
+	f.core.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
+	assert.Eventually(t, func() bool { return f.jobs.refreshes.Load() >= 2 }, 10*time.Second, 10*time.Millisecond,
+		"a running job: the cache lists changed jobs again and again")
+
+	f.core.observe(f.job(7, "COMPLETED", "gpu-1"))
+	time.Sleep(runningRefresh + f.core.args.WatchInterval.Duration) // a refresh already decided may land
+	n := f.jobs.refreshes.Load()
+	time.Sleep(2 * runningRefresh)
+	assert.Equal(t, n, f.jobs.refreshes.Load(), "the job ended: no more refreshes")
+}
+
+func TestAnyRunning(t *testing.T) {
+	for _, tc := range []struct {
+		known map[uint32]slurmrest.JobState
+		want  bool
+	}{
+		{nil, false},
+		{map[uint32]slurmrest.JobState{1: nil}, false},
+		{map[uint32]slurmrest.JobState{1: {"PENDING"}, 2: nil}, false},
+		{map[uint32]slurmrest.JobState{1: {"PENDING"}, 2: {"RUNNING"}}, true},
+		{map[uint32]slurmrest.JobState{3: {"RUNNING", "COMPLETING"}}, true},
+	} {
+		assert.Equal(t, tc.want, anyRunning(tc.known), "%v", tc.known)
+	}
 }

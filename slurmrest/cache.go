@@ -75,6 +75,8 @@ type Cache struct {
 	statusFuncs  []func(stale bool)
 	synced       chan struct{}
 	syncedOnce   sync.Once
+	// refresh asks Run for a job listing before its next tick.
+	refresh chan struct{}
 
 	nodeLRU *expirable.LRU[string, Node]
 	jobLRU  *expirable.LRU[uint32, Job]
@@ -90,6 +92,7 @@ func NewCache(client *Client, cfg CacheConfig) *Cache {
 		nodes:   newView(func(n *Node) string { return n.Name }, (*Node).Equal),
 		jobs:    newView(func(j *Job) uint32 { return j.ID }, (*Job).Equal),
 		synced:  make(chan struct{}),
+		refresh: make(chan struct{}, 1),
 		nodeLRU: expirable.NewLRU[string, Node](cfg.LRUSize, nil, cfg.LRUTTL),
 		jobLRU:  expirable.NewLRU[uint32, Job](cfg.LRUSize, nil, cfg.LRUTTL),
 	}
@@ -124,13 +127,28 @@ func (c *Cache) Run(ctx context.Context) {
 	c.mu.Unlock()
 	t := time.NewTicker(c.cfg.PollInterval)
 	defer t.Stop()
+	c.poll(ctx)
 	for {
-		c.poll(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			c.poll(ctx)
+		case <-c.refresh:
+			c.pollJobs(ctx)
 		}
+	}
+}
+
+// RefreshJobs asks Run for a listing of the jobs changed since the last
+// one now, ahead of its next tick, and returns at once: for a caller that
+// must see a job's change sooner than PollInterval (the scheduler, while
+// it owns running jobs: a preemption shows only in a job's full record).
+// Listings stay one at a time; asks made while one waits count once.
+func (c *Cache) RefreshJobs() {
+	select {
+	case c.refresh <- struct{}{}:
+	default:
 	}
 }
 
@@ -151,12 +169,25 @@ func (c *Cache) poll(ctx context.Context) {
 	if nodeErr == nil {
 		c.setSynced(&c.lastNodeSync, now)
 	}
-	jobErr := pollView(ctx, c, "job", c.jobs, c.client.backend.ListJobs,
+	c.polled(ctx, errors.Join(nodeErr, c.listJobs(ctx, now)))
+}
+
+// pollJobs lists the jobs alone (RefreshJobs).
+func (c *Cache) pollJobs(ctx context.Context) {
+	c.polled(ctx, c.listJobs(ctx, time.Now()))
+}
+
+func (c *Cache) listJobs(ctx context.Context, now time.Time) error {
+	err := pollView(ctx, c, "job", c.jobs, c.client.backend.ListJobs,
 		func(l *JobList) ([]Job, time.Time) { return l.Jobs, l.LastUpdate }, c.deliverJob)
-	if jobErr == nil {
+	if err == nil {
 		c.setSynced(&c.lastJobSync, now)
 	}
-	if err := errors.Join(nodeErr, jobErr); err != nil && ctx.Err() == nil {
+	return err
+}
+
+func (c *Cache) polled(ctx context.Context, err error) {
+	if err != nil && ctx.Err() == nil {
 		c.log.V(1).Info("slurmrest cache refresh failed", "error", err.Error())
 	}
 	c.updateStatus(time.Now())
