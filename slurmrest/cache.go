@@ -164,21 +164,21 @@ func (c *Cache) WaitSynced(ctx context.Context) error {
 
 func (c *Cache) poll(ctx context.Context) {
 	now := time.Now()
-	nodeErr := pollView(ctx, c, "node", c.nodes, c.client.backend.ListNodes,
+	nodeErr := pollView(ctx, c, "node", c.nodes, true, c.client.backend.ListNodes,
 		func(l *NodeList) ([]Node, time.Time) { return l.Nodes, l.LastUpdate }, c.deliverNode)
 	if nodeErr == nil {
 		c.setSynced(&c.lastNodeSync, now)
 	}
-	c.polled(ctx, errors.Join(nodeErr, c.listJobs(ctx, now)))
+	c.polled(ctx, errors.Join(nodeErr, c.listJobs(ctx, now, true)))
 }
 
-// pollJobs lists the jobs alone (RefreshJobs).
+// pollJobs lists the jobs alone (RefreshJobs): changes, never deletions.
 func (c *Cache) pollJobs(ctx context.Context) {
-	c.polled(ctx, c.listJobs(ctx, time.Now()))
+	c.polled(ctx, c.listJobs(ctx, time.Now(), false))
 }
 
-func (c *Cache) listJobs(ctx context.Context, now time.Time) error {
-	err := pollView(ctx, c, "job", c.jobs, c.client.backend.ListJobs,
+func (c *Cache) listJobs(ctx context.Context, now time.Time, full bool) error {
+	err := pollView(ctx, c, "job", c.jobs, full, c.client.backend.ListJobs,
 		func(l *JobList) ([]Job, time.Time) { return l.Jobs, l.LastUpdate }, c.deliverJob)
 	if err == nil {
 		c.setSynced(&c.lastJobSync, now)
@@ -193,8 +193,9 @@ func (c *Cache) polled(ctx context.Context, err error) {
 	c.updateStatus(time.Now())
 }
 
-// pollView lists one kind with update_time and delivers the changes.
-func pollView[K comparable, T, L any](ctx context.Context, c *Cache, kind string, v *view[K, T],
+// pollView lists one kind with update_time and delivers the changes;
+// deletions only when full (a regular poll, not a refresh).
+func pollView[K comparable, T, L any](ctx context.Context, c *Cache, kind string, v *view[K, T], full bool,
 	list func(context.Context, time.Time) (*L, error), items func(*L) ([]T, time.Time), deliver func(event[T])) error {
 	c.mu.RLock()
 	since := v.since
@@ -210,7 +211,11 @@ func pollView[K comparable, T, L any](ctx context.Context, c *Cache, kind string
 	}
 	objs, lastUpdate := items(got)
 	c.mu.Lock()
-	evs := v.apply(objs, lastUpdate, asked)
+	apply := v.applyChanges
+	if full {
+		apply = v.apply
+	}
+	evs := apply(objs, lastUpdate, asked)
 	c.mu.Unlock()
 	for _, e := range evs {
 		c.client.metrics.cacheEvents.WithLabelValues(kind, e.typ).Inc()

@@ -32,6 +32,19 @@ func newView[K comparable, T any](key func(*T) K, equal func(a, b *T) bool) *vie
 // apply merges a full listing into the view and returns the changes, in
 // listing order then deletions.
 func (v *view[K, T]) apply(list []T, lastUpdate, now time.Time) []event[T] {
+	return v.merge(list, lastUpdate, now, true)
+}
+
+// applyChanges merges a listing like apply but counts no misses: a listing
+// taken between two regular polls (RefreshJobs) brings adds and updates
+// sooner, while a deletion still takes missesBeforeDelete regular listings
+// (PollInterval apart), so a short listing during a slurmctld restart is
+// never read as jobs gone.
+func (v *view[K, T]) applyChanges(list []T, lastUpdate, now time.Time) []event[T] {
+	return v.merge(list, lastUpdate, now, false)
+}
+
+func (v *view[K, T]) merge(list []T, lastUpdate, now time.Time, countMisses bool) []event[T] {
 	var evs []event[T]
 	seen := make(map[K]struct{}, len(list))
 	for i := range list {
@@ -49,7 +62,7 @@ func (v *view[K, T]) apply(list []T, lastUpdate, now time.Time) []event[T] {
 		v.items[k] = obj
 	}
 	for k, old := range v.items {
-		if _, ok := seen[k]; ok {
+		if _, ok := seen[k]; ok || !countMisses {
 			continue
 		}
 		v.misses[k]++

@@ -72,3 +72,39 @@ func TestNextSince(t *testing.T) {
 		}
 	}
 }
+
+// A refresh's listing (applyChanges) brings adds and updates but never
+// counts a miss: however many refreshes lack an object between two
+// regular listings, only missesBeforeDelete regular ones delete it.
+func TestViewApplyChangesNeverDeletes(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	old := now.Add(-time.Minute)
+	idle, drain := NodeState{"IDLE"}, NodeState{"IDLE", "DRAIN"}
+	a, b := Node{Name: "a", State: idle}, Node{Name: "b", State: idle}
+	aDrained := Node{Name: "a", State: drain, Reason: "x"}
+	steps := []struct {
+		name    string
+		refresh bool
+		list    []Node
+		want    []string
+	}{
+		{"regular: first listing", false, []Node{a, b}, []string{"add:a", "add:b"}},
+		{"refresh: an update comes at once", true, []Node{aDrained}, []string{"update:a"}},
+		{"refresh: b missing again", true, []Node{aDrained}, nil},
+		{"refresh: and again", true, []Node{aDrained}, nil},
+		{"regular: first miss", false, []Node{aDrained}, nil},
+		{"refresh: still no delete", true, []Node{aDrained}, nil},
+		{"regular: second miss deletes", false, []Node{aDrained}, []string{"delete:b"}},
+		{"refresh: an add comes at once", true, []Node{aDrained, b}, []string{"add:b"}},
+	}
+	v := nodeView()
+	for i, s := range steps {
+		apply := v.apply
+		if s.refresh {
+			apply = v.applyChanges
+		}
+		if got := evTypes(apply(slices.Clone(s.list), old, now)); !slices.Equal(got, s.want) {
+			t.Errorf("step %d (%s): events %v, want %v", i, s.name, got, s.want)
+		}
+	}
+}
