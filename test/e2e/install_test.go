@@ -97,6 +97,46 @@ func (c *chartInstall) waitRolledOut(timeout time.Duration) {
 	})
 }
 
+// waitStarted waits until each chart Deployment has its replicas as pods
+// whose containers all run, Ready or not: with Slurm unreachable the
+// controller manager's leader is rightly not Ready (its cache is stale a
+// few seconds after it wins the lease), so "rolled out" may never hold.
+func (c *chartInstall) waitStarted(timeout time.Duration) {
+	c.t.Helper()
+	eventually(c.t, timeout, "the chart's pods started", func() (bool, string) {
+		var states []string
+		done := true
+		for _, name := range lab.ChartDeployments {
+			d, err := c.kc.AppsV1().Deployments(lab.SystemNamespace).Get(context.Background(), name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			pods, err := lab.ChartPods(context.Background(), c.kc, name)
+			if err != nil {
+				return false, err.Error()
+			}
+			running := 0
+			for _, p := range pods {
+				if p.Status.Phase == corev1.PodRunning && allContainersRunning(p) {
+					running++
+				}
+			}
+			done = done && running == int(*d.Spec.Replicas) && len(pods) == running
+			states = append(states, name+": "+lab.PodStates(pods))
+		}
+		return done, strings.Join(states, " | ")
+	})
+}
+
+func allContainersRunning(p corev1.Pod) bool {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Running == nil {
+			return false
+		}
+	}
+	return len(p.Status.ContainerStatuses) > 0
+}
+
 // waitLeaderIsPod waits until a pod of deploy holds lease and returns it.
 func (c *chartInstall) waitLeaderIsPod(deploy, lease string, timeout time.Duration) string {
 	c.t.Helper()
@@ -284,7 +324,7 @@ func TestChartUnreachableSlurmrestd(t *testing.T) {
 	s := newSyncerEnv(t, c.l.NodeNames()[0])
 
 	c.install("--set", fmt.Sprintf("slurm.restURL=http://%s:1", lab.SlurmRESTServiceIP), "--set", "slurm.staleAfter=5s")
-	c.waitRolledOut(3 * time.Minute)
+	c.waitStarted(3 * time.Minute)
 	cm := c.waitLeaderIsPod(lab.ChartDeployments[0], lab.ChartLeases[0], time.Minute)
 	eventually(t, time.Minute, "the controller manager's leader "+cm+" not Ready", func() (bool, string) {
 		p, err := c.kc.CoreV1().Pods(lab.SystemNamespace).Get(context.Background(), cm, metav1.GetOptions{})
