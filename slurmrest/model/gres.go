@@ -45,15 +45,25 @@ func ParseGresDetail(detail string) ([]int, error) {
 		}
 		head := entry[:open]
 		list := entry[open+len("(IDX:") : len(entry)-1]
+		// The count is the last ':' field of the head when it is a number.
+		count := -1
+		if i := strings.LastIndex(head, ":"); i >= 0 && rest != "" {
+			if n, err := strconv.Atoi(head[i+1:]); err == nil {
+				count = n
+			}
+		}
+		// A job that asked untyped GPUs on a node of several types has an
+		// entry per type, those it got none of with count 0:
+		// "gpu:a100:2(IDX:0-1),gpu:h100:0(IDX:)".
+		if count == 0 && (list == "" || list == "N/A") {
+			continue
+		}
 		idx, err := parseIndexList(list)
 		if err != nil {
 			return nil, fmt.Errorf("GRES detail %q: %w", entry, err)
 		}
-		// The count is the last ':' field of the head when it is a number.
-		if i := strings.LastIndex(head, ":"); i >= 0 && rest != "" {
-			if n, err := strconv.Atoi(head[i+1:]); err == nil && n != len(idx) {
-				return nil, fmt.Errorf("GRES detail %q: count %d but %d indices", entry, n, len(idx))
-			}
+		if count >= 0 && count != len(idx) {
+			return nil, fmt.Errorf("GRES detail %q: count %d but %d indices", entry, count, len(idx))
 		}
 		for _, i := range idx {
 			if seen[i] {

@@ -18,7 +18,11 @@ func TestParseGresDetail(t *testing.T) {
 		{detail: "gpu:2(IDX:4-5)", want: []int{4, 5}},
 		{detail: "gpu:a100:1(IDX:2),gpu:h100:1(IDX:5)", want: []int{2, 5}},
 		{detail: "shard:h100:2(2/4,0/4),gpu:h100:1(IDX:1)", want: []int{1}},
-		{detail: "gpu:h100:0(IDX:N/A)", err: "bad index"},
+		// Slurm 24.11, gres/gpu:2 on a node with two types (the lab's real node).
+		{detail: "gpu:nvidia_a100-sxm4-80gb:2(IDX:0-1),gpu:nvidia_h100_80gb_hbm3:0(IDX:)", want: []int{0, 1}},
+		{detail: "gpu:a100:0(IDX:N/A),gpu:h100:1(IDX:3)", want: []int{3}},
+		{detail: "gpu:h100:2(IDX:N/A)", err: "bad index"},
+		{detail: "gpu:h100:1(IDX:)", err: "bad index"},
 		{detail: "gpu:h100:3(IDX:0-1)", err: "count 3 but 2 indices"},
 		{detail: "gpu:h100:2(IDX:1,1)", err: "index 1 twice"},
 		{detail: "gpu:h100:2", err: "no (IDX"},
