@@ -22,7 +22,7 @@ SCHEDULER_PLUGINS_VERSION := v0.35.4-devel
 # with a bare "context deadline exceeded" when its workers are starved at the
 # deadline (golang/go#75804, fixed in go1.27); seen here in `make ci-fresh` under load.
 FUZZTIME ?= 100000x
-UNIT_PKGS := ./slurmrest/... ./test/lab/... ./keys/... ./syncer/... ./scheduler/... ./nodeset/... ./topology/... ./cmd/...
+UNIT_PKGS := ./slurmrest/... ./gpuwebhook/... ./test/lab/... ./keys/... ./syncer/... ./scheduler/... ./nodeset/... ./topology/... ./cmd/...
 
 .PHONY: help up down lab-status lab-manifest ci-fresh images tools node-tools generate openapi-spec vet unit fuzz e2e e2e-node test bench bench-install bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-slurm-chart spank
 
@@ -133,8 +133,10 @@ vet: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
 
-unit: ## unit tests (replayed slurmrestd responses, no lab; the SPANK plugin's argument parser)
-	go test -count=1 $(UNIT_PKGS)
+# envtest suites (the GPU webhook behind a real kube-apiserver) use the lab's
+# kube-apiserver, etcd and helm: built, not started.
+unit: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/helm ## unit tests (replayed slurmrestd responses, envtest with the lab's apiserver, no lab; the SPANK plugin's argument parser)
+	KUBEBUILDER_ASSETS=$(abspath $(BIN)) go test -count=1 $(UNIT_PKGS)
 	$(MAKE) -C spank test
 
 # The SPANK plugin needs <slurm/spank.h> from the lab rootfs (libslurm-dev).
