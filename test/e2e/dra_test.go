@@ -36,6 +36,7 @@ type draDevice struct {
 	gresIndex int
 	minor     int
 	uuid      string
+	gresType  string
 }
 
 // nodeSlice waits for the agent's ResourceSlice of node and returns its
@@ -61,8 +62,12 @@ func nodeSlice(t *testing.T, c client.Client, node string, want int) []draDevice
 				if a[keys.GPUAttrGresIndex].IntValue == nil || a[keys.GPUAttrMinor].IntValue == nil || a[keys.GPUAttrUUID].StringValue == nil {
 					t.Fatalf("slice %s device %s lacks gresIndex/minor/uuid: %+v", s.Name, d.Name, a)
 				}
-				devs = append(devs, draDevice{name: d.Name, gresIndex: int(*a[keys.GPUAttrGresIndex].IntValue),
-					minor: int(*a[keys.GPUAttrMinor].IntValue), uuid: *a[keys.GPUAttrUUID].StringValue})
+				dev := draDevice{name: d.Name, gresIndex: int(*a[keys.GPUAttrGresIndex].IntValue),
+					minor: int(*a[keys.GPUAttrMinor].IntValue), uuid: *a[keys.GPUAttrUUID].StringValue}
+				if ty := a[keys.GPUAttrGresType].StringValue; ty != nil {
+					dev.gresType = *ty
+				}
+				devs = append(devs, dev)
 			}
 		}
 		return len(devs) == want, fmt.Sprintf("%d devices", len(devs))
@@ -79,20 +84,32 @@ func jobGresIndexes(t *testing.T, e *nodeSetEnv, id string) []int {
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 	out, err := e.l.Slurm(ctx, "scontrol", "show", "job", "-d", id)
-	m := idxRe.FindStringSubmatch(string(out))
-	if err != nil || m == nil {
+	if err != nil {
 		t.Fatalf("scontrol show job -d %s: %v\n%s", id, err, out)
 	}
+	return parseGresIndexes(t, string(out))
+}
+
+// parseGresIndexes reads the GPU indices from `scontrol show job -d`'s
+// output (GRES=gpu:h100:2(IDX:3-4)).
+func parseGresIndexes(t *testing.T, out string) []int {
+	t.Helper()
+	ms := idxRe.FindAllStringSubmatch(out, -1)
+	if ms == nil {
+		t.Fatalf("no GRES IDX in scontrol show job -d:\n%s", out)
+	}
 	var idx []int
-	for _, part := range strings.Split(m[1], ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, _ := strconv.Atoi(lo)
-		b := a
-		if isRange {
-			b, _ = strconv.Atoi(hi)
-		}
-		for i := a; i <= b; i++ {
-			idx = append(idx, i)
+	for _, m := range ms { // an entry per GPU type
+		for _, part := range strings.Split(m[1], ",") {
+			lo, hi, isRange := strings.Cut(part, "-")
+			a, _ := strconv.Atoi(lo)
+			b := a
+			if isRange {
+				b, _ = strconv.Atoi(hi)
+			}
+			for i := a; i <= b; i++ {
+				idx = append(idx, i)
+			}
 		}
 	}
 	return idx

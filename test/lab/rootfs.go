@@ -28,6 +28,10 @@ var rootfsPackages = []string{
 	"slurmdbd", "mariadb-server",
 	// The static shell of the SPANK jail's small rootfs.
 	"busybox-static",
+	// The real node's container runtime (test/lab/node.go runs these
+	// binaries on the host): trixie's containerd 1.7 injects CDI devices,
+	// bookworm's 1.6 ignores them.
+	"containerd",
 }
 
 var chrootEnv = []string{
@@ -105,8 +109,16 @@ func (l *Lab) bootstrap(ctx context.Context, root, marker string) error {
 }
 
 func (l *Lab) aptInstall(ctx context.Context, root string) error {
-	if err := mountOnce("proc", filepath.Join(root, "proc"), "proc", 0); err != nil {
-		return err
+	// apt's /proc goes when it is done: left there, it would be under the
+	// chroot's own bind mount of root (mountChroot), which would then find
+	// /proc "mounted" and run the daemons with an empty one (slurmd:
+	// "_process_cmdline: readlink failed").
+	proc := filepath.Join(root, "proc")
+	if !isMounted(proc) {
+		if err := mountOnce("proc", proc, "proc", 0); err != nil {
+			return err
+		}
+		defer func() { _ = syscall.Unmount(proc, syscall.MNT_DETACH) }()
 	}
 	if err := makeDevices(root); err != nil {
 		return err
