@@ -125,3 +125,38 @@ func TestGPUClaimsOfAGangComeFromEachPodsNode(t *testing.T) {
 	}
 	assert.NotEqual(t, byNode[nodes[0]], byNode[nodes[1]], "the nodes' indices differ (the Slurm job holds some of the first's): the test tells them apart")
 }
+
+// A pod whose GPUs must come through a claim, placed by Slurm on a node
+// whose agent publishes no devices (its DRA driver off: as a stale or
+// missing ResourceSlice would): the pod is never bound to guessed devices,
+// a Warning event says what is wrong, the job that holds the GPUs is there
+// for everyone to see (squeue), and it ends when the pod is deleted.
+func TestGPUClaimOnANodeWithoutDevicesIsNeverBound(t *testing.T) {
+	ne := newNodeSetEnv(t, "dra-none") // no ONEPOOL_DRA: no ResourceSlice
+	node := ne.l.DynNodeNames()[0]
+	e := newGPUClaimsEnv(t)
+	// An earlier agent's slice outlives it here: the lab's dynamic nodes
+	// have no kubelet to wipe it when the driver goes, as a real one does.
+	require.NoError(t, e.kc.ResourceV1().ResourceSlices().DeleteCollection(context.Background(), metav1.DeleteOptions{},
+		metav1.ListOptions{FieldSelector: "spec.nodeName=" + node + ",spec.driver=" + keys.GPUDriverName}))
+	ne.start([]string{node}, 1)
+	e.create(e.pod("orphan-gpus", 2, map[string]string{keys.AnnotationJobPartition: dynPartition}))
+	eventually(t, 60*time.Second, "a GPUClaimFailed event naming the node", func() (bool, string) {
+		return e.hasEvent("orphan-gpus", keys.EventGPUClaimFailed, "node "+node+" publishes no ResourceSlice")
+	})
+	p, err := e.get("orphan-gpus")
+	require.NoError(t, err)
+	assert.Empty(t, p.Spec.NodeName, "the pod is not bound without devices")
+	job := e.onlyJob("orphan-gpus")
+	assert.Equal(t, "RUNNING", job.State.Base(), "the job holding the GPUs is in Slurm's view")
+	claim, err := e.kc.ResourceV1().ResourceClaims(e.ns).Get(context.Background(), podClaimName(p), metav1.GetOptions{})
+	if err == nil {
+		assert.Nil(t, claim.Status.Allocation, "no allocation written from guessed devices")
+	}
+	zero := int64(0)
+	require.NoError(t, e.kc.CoreV1().Pods(e.ns).Delete(context.Background(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}))
+	eventually(t, 60*time.Second, "the job ends with its pod", func() (bool, string) {
+		js := e.activeJobs("orphan-gpus")
+		return len(js) == 0, fmt.Sprint(jobIDs(js))
+	})
+}
