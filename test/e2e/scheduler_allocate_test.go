@@ -84,3 +84,87 @@ func TestSchedulerAllocationAtOnceHoldsGPUsUntilThePodIsGone(t *testing.T) {
 	e.waitGone(p.Name, 20*time.Second)
 	waitJobRunningOn(t, e.l, next, node, 30*time.Second)
 }
+
+// Pods deleted while their first ask to Slurm may be in flight (0 to 90 ms
+// after create, when an allocation is granted in about 20 ms): whatever
+// Slurm granted for them ends at once, and no job is left running for a
+// pod that is gone.
+func TestSchedulerPodDeletedWhileItsJobIsAskedLeavesNoJob(t *testing.T) {
+	e := newSchedEnv(t)
+	ctx := context.Background()
+	zero := int64(0)
+	var names []string
+	for i, delay := range []time.Duration{0, 5, 10, 15, 20, 30, 45, 60, 90} {
+		name := fmt.Sprintf("gone-%d", i)
+		names = append(names, name)
+		e.create(e.pod(name, 2, nil))
+		time.Sleep(delay * time.Millisecond)
+		require.NoError(t, e.kc.CoreV1().Pods(e.ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}))
+	}
+	withJob := 0
+	for _, name := range names {
+		if len(e.jobs(name)) > 0 {
+			withJob++
+		}
+		eventually(t, 30*time.Second, "no live job for deleted pod "+name, func() (bool, string) {
+			js := e.activeJobs(name)
+			return len(js) == 0, fmt.Sprint(jobIDs(js))
+		})
+	}
+	t.Logf("%d of %d deleted pods had a job in Slurm; every one ended", withJob, len(names))
+}
+
+// Slurm begins preempting placeholders whose pods are already gone (the
+// scheduler was down when they were deleted): once the scheduler is back
+// it cancels them instead of waiting for Slurm's deadline, so the high
+// job gets the GPUs before that deadline, and nothing is evicted twice or
+// left running.
+func TestSchedulerPreemptionOfAJobWhosePodIsGone(t *testing.T) {
+	e := newSchedEnv(t)
+	ctx := context.Background()
+	on := e.fillWithPods("pre-gone")
+	jobOf := map[string]uint32{}
+	for name := range on {
+		jobOf[name] = e.onlyJob(name).ID
+	}
+	require.NoError(t, e.l.StopScheduler())
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			require.NoError(t, e.l.StartScheduler(context.Background()))
+		}
+	})
+	zero := int64(0)
+	for name := range on {
+		require.NoError(t, e.kc.CoreV1().Pods(e.ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}))
+	}
+	high := e.submitQOS(uniqueName("high"), "high")
+	var victim *slurmrest.Job
+	eventually(t, 60*time.Second, "Slurm begins preempting a placeholder", func() (bool, string) {
+		for _, id := range jobOf {
+			if j := e.jobNow(id); !j.PreemptTime.IsZero() {
+				victim = j
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("high job: %v %s", e.jobNow(high).State, e.jobNow(high).Reason)
+	})
+	require.Equal(t, slurmrest.JobRunning, victim.State.Base(), "the preempted placeholder runs through its GraceTime")
+	require.NoError(t, e.l.StartScheduler(ctx))
+	restarted = true
+	var j *slurmrest.Job
+	eventually(t, qosGrace, "the high-QOS job runs", func() (bool, string) {
+		j = e.jobNow(high)
+		return j.State.Base() == slurmrest.JobRunning, fmt.Sprintf("%v %s", j.State, j.Reason)
+	})
+	deadline := victim.PreemptTime.Add(qosGrace)
+	t.Logf("job %d of a gone pod: preemption began %s; the high job %d started %s (Slurm's deadline %s)",
+		victim.ID, victim.PreemptTime.Format(time.TimeOnly), high, j.StartTime.Format(time.TimeOnly), deadline.Format(time.TimeOnly))
+	assert.True(t, j.StartTime.Before(deadline), "the high job started at %s, not before the gone pod's job's deadline %s", j.StartTime, deadline)
+	for name, id := range jobOf {
+		eventually(t, 30*time.Second, "job of gone pod "+name+" ends", func() (bool, string) {
+			st := e.jobNow(id).State
+			return st.Finished() && !st.Has("COMPLETING"), fmt.Sprint(st)
+		})
+	}
+}
