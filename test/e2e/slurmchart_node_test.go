@@ -7,6 +7,8 @@ import (
 	osexec "os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/onepool/onepool/keys"
@@ -212,7 +215,9 @@ func TestSlurmChartWithOnepoolOnTheRealNode(t *testing.T) {
 	out, err := l.InstallSlurmChart(ctx, "--wait", "--timeout", "5m", "--set", "topology.enabled=true", "--set", "onepoolRelease.url="+releaseURL)
 	require.NoError(t, err, "%s", out)
 	c := newChartInstall(t) // registered after the slurm chart: goes first
-	e := newSchedEnv(t)
+	// The pod's GPUs come from Slurm through DRA: the chart's webhook
+	// turns nvidia.com/gpu into a claim.
+	e := newGPUClaimsEnv(t)
 	t.Cleanup(func() { quietKubectl(l, "uncordon", lab.RealNodeName) })
 
 	// The admin's step: a token for SlurmUser from this slurmctld, in a
@@ -255,10 +260,35 @@ func TestSlurmChartWithOnepoolOnTheRealNode(t *testing.T) {
 		return strings.Contains(string(out), "SwitchName=unlabeled") && strings.Contains(string(out), "Nodes="+lab.SlurmChartNode), string(out)
 	})
 
-	p := e.pod("through-slurm-chart", 0, nil)
-	p.Spec.Containers[0].Image = lab.PauseImage
+	// The node's four fake GPUs, as the agent in the chart's slurmd pod
+	// publishes them: two types, so GRES index and minor differ.
+	cl, err := l.Client()
+	require.NoError(t, err)
+	devs := nodeSlice(t, cl, lab.SlurmChartNode, lab.NodeFakeGPUs)
+	// A Slurm job takes an H100: the index Slurm gives it is one the
+	// agent published as an H100 (Slurm's numbering is the agent's).
+	gpuJob := s.asUser(lab.JailUser, "cd /tmp && sbatch --parsable --gres=gpu:nvidia_h100_80gb_hbm3:1 --wrap 'sleep 600'")
+	t.Cleanup(func() { _, _ = l.SlurmChartExec(context.Background(), "login", "scancel", gpuJob) })
+	var slurmIdx []int
+	eventually(t, time.Minute, "the H100 Slurm job runs", func() (bool, string) {
+		out := s.sh("login", "scontrol show job -d "+gpuJob)
+		if !strings.Contains(out, "JobState=RUNNING") {
+			return false, out
+		}
+		slurmIdx = parseGresIndexes(t, out)
+		return true, out
+	})
+	for _, i := range slurmIdx {
+		assert.Equal(t, "nvidia_h100_80gb_hbm3", devs[i].gresType, "GRES index %d Slurm gave an H100 job is published as %+v", i, devs[i])
+	}
+
+	// A onepool pod asks two GPUs the usual way; its container lists the
+	// GPU devices it can see and the GRES indices its CDI spec names.
+	p := e.pod("through-slurm-chart", 2, nil)
+	p.Spec.Containers[0].Image = "localhost/onepool/login:lab"
 	p.Spec.Containers[0].ImagePullPolicy = corev1.PullNever
-	e.create(p)
+	p.Spec.Containers[0].Command = []string{"sh", "-c", "echo devices: $(ls " + lab.NodeFakeGPUDir + "); echo gres: $" + "ONEPOOL_GRES_INDEXES; exec sleep 3600"}
+	p = e.create(p)
 	node := e.waitBound(p.Name, 2*time.Minute)
 	assert.Equal(t, lab.SlurmChartNode, node)
 	jobs := s.sh("login", "squeue -h -o '%i %T %N %k'")
@@ -274,6 +304,8 @@ func TestSlurmChartWithOnepoolOnTheRealNode(t *testing.T) {
 		}
 		return got.Status.Phase == corev1.PodRunning, string(got.Status.Phase)
 	})
+	podGPUsAreSlurms(t, s, e, p.Name, devs, slurmIdx)
+	s.sh("login", "scancel "+gpuJob) // frees its CPU for the job below
 
 	// Topology from labels: the ConfigMap, then Slurm's own view.
 	evs, err := c.kc.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "reason=TopologyLabelMissing,involvedObject.name=" + lab.RealNodeName})
@@ -309,12 +341,87 @@ func TestSlurmChartWithOnepoolOnTheRealNode(t *testing.T) {
 		return !strings.Contains(st, "drain"), st
 	})
 
+	got, err := e.get(p.Name)
+	require.NoError(t, err)
+	claimName := podClaimName(got)
+	claim, err := e.kc.ResourceV1().ResourceClaims(e.ns).Get(ctx, claimName, metav1.GetOptions{})
+	require.NoError(t, err)
+	spec := filepath.Join(l.NodeCDIDir(), "onepool.dev-gpu_"+string(claim.UID)+".json")
+	assert.FileExists(t, spec, "the agent's CDI spec for the running pod's claim")
+
 	zero := int64(0)
 	require.NoError(t, e.kc.CoreV1().Pods(e.ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}))
 	eventually(t, 90*time.Second, "the pod's placeholder job ends", func() (bool, string) {
 		out, _ := l.SlurmChartExec(ctx, "login", "squeue", "-h", "-o", "%i %T")
 		return strings.TrimSpace(string(out)) == "", string(out)
 	})
+	// The kubelet unprepares the claim (the agent drops its CDI spec) and
+	// the claim, made for the pod, goes with it.
+	eventually(t, 90*time.Second, "the claim's CDI spec is gone and the claim deleted", func() (bool, string) {
+		_, statErr := os.Stat(spec)
+		_, getErr := e.kc.ResourceV1().ResourceClaims(e.ns).Get(ctx, claimName, metav1.GetOptions{})
+		return os.IsNotExist(statErr) && apierrors.IsNotFound(getErr), fmt.Sprintf("spec: %v; claim: %v", statErr, getErr)
+	})
+}
+
+// podClaimName is the ResourceClaim of the pod's GPUs (onepool's webhook
+// names it in the pod; the scheduler made it).
+func podClaimName(p *corev1.Pod) string {
+	for _, rc := range p.Status.ResourceClaimStatuses {
+		if rc.Name == keys.PodClaimGPUs && rc.ResourceClaimName != nil {
+			return *rc.ResourceClaimName
+		}
+	}
+	for _, rc := range p.Spec.ResourceClaims {
+		if rc.Name == keys.PodClaimGPUs && rc.ResourceClaimName != nil {
+			return *rc.ResourceClaimName
+		}
+	}
+	return ""
+}
+
+// podGPUsAreSlurms checks what a user running a pod on GPUs Slurm gave
+// would check: the pod's job holds GRES indices no Slurm job holds, the
+// claim is allocated exactly the published devices of those indices, and
+// the container sees exactly those device files (the real kubelet asked
+// the agent, containerd injected its CDI spec), told their GRES indices.
+func podGPUsAreSlurms(t *testing.T, s *slurmChart, e *schedEnv, pod string, devs []draDevice, taken []int) {
+	t.Helper()
+	p, err := e.get(pod)
+	require.NoError(t, err)
+	id := p.Annotations[keys.AnnotationJobID]
+	require.NotEmpty(t, id, "pod %s has no job id", pod)
+	idx := parseGresIndexes(t, s.sh("login", "scontrol show job -d "+id))
+	for _, i := range idx {
+		assert.NotContains(t, taken, i, "GRES index %d given to the pod's job %s and to a Slurm job", i, id)
+	}
+	claim, err := e.kc.ResourceV1().ResourceClaims(e.ns).Get(context.Background(), podClaimName(p), metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, claim.Status.Allocation, "claim %s not allocated", claim.Name)
+	byName := map[string]draDevice{}
+	for _, d := range devs {
+		byName[d.name] = d
+	}
+	var gotIdx []int
+	var want []string
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		gotIdx = append(gotIdx, byName[r.Device].gresIndex)
+		want = append(want, fmt.Sprintf("nvidia%d", byName[r.Device].minor))
+	}
+	assert.Equal(t, idx, gotIdx, "the claim's devices are the GRES indices of job %s", id)
+	sort.Strings(want)
+	var logs string
+	eventually(t, time.Minute, "the container printed its devices", func() (bool, string) {
+		logs = adminKubectl(t, e.l, "logs", "-n", e.ns, pod)
+		return strings.Contains(logs, "gres:"), logs
+	})
+	t.Logf("pod %s: job %s has GRES %v (a Slurm job holds %v); the claim holds %v; the container says: %s", pod, id, idx, taken, want, strings.TrimSpace(logs))
+	assert.Contains(t, logs, "devices: "+strings.Join(want, " ")+"\n", "the container sees exactly the devices of GRES %v", idx)
+	var idxs []string
+	for _, i := range idx {
+		idxs = append(idxs, strconv.Itoa(i))
+	}
+	assert.Contains(t, logs, "gres: "+strings.Join(idxs, ",")+"\n")
 }
 
 // quietKubectl is kubectl for cleanups: errors are not the test's.

@@ -47,6 +47,11 @@ func (l *Lab) InstallChart(ctx context.Context, extra ...string) ([]byte, error)
 	if err := errors.Join(l.StopSchedulerReplica(1), l.StopSchedulerReplica(0), l.stopDaemon("onepool-controller-manager")); err != nil {
 		return nil, err
 	}
+	// The stopped controller manager served the process mode's GPU webhook:
+	// the chart registers its own.
+	if err := l.unregisterGPUWebhook(ctx); err != nil {
+		return nil, err
+	}
 	if err := l.ensureTokenSecret(ctx); err != nil {
 		return nil, err
 	}
@@ -83,6 +88,7 @@ func (l *Lab) RestoreProcesses(ctx context.Context) error {
 	return l.runSteps(ctx, []step{
 		{"chart rbac", l.ensureChartRBAC},
 		{"controller-mgr", l.StartControllerManager},
+		{"gpu webhook", l.registerGPUWebhook},
 		{"scheduler", l.StartScheduler},
 	})
 }

@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -66,6 +67,10 @@ func (l *Lab) nodePath(elem ...string) string { return l.path(append([]string{"n
 // ContainerdSocket is the lab containerd's socket (for ctr --address).
 func (l *Lab) ContainerdSocket() string { return l.nodePath("run", "containerd.sock") }
 
+// NodeCDIDir is where the node's containerd reads CDI specs (the slurm
+// chart's dra.cdiDir: the node agents write them there).
+func (l *Lab) NodeCDIDir() string { return l.nodePath("cdi") }
+
 // labID tells this lab's host-wide names (cgroup, bridge) from another lab's.
 func (l *Lab) labID() string {
 	sum := sha256.Sum256([]byte(l.cfg.Dir))
@@ -88,6 +93,7 @@ func (l *Lab) nodeSteps() []step {
 		{"node packages", l.ensureNodePackages},
 		{"node tools", l.checkNodeTools},
 		{"containerd", l.startContainerd},
+		{"fake GPUs", ensureNodeFakeGPUs},
 		{"node images", l.importNodeImages},
 		{"kubelet", l.startRealKubelet},
 		{"node ready", l.awaitNodeReady},
@@ -97,6 +103,30 @@ func (l *Lab) nodeSteps() []step {
 		{"cluster network", l.startClusterNet},
 		{"node volumes", l.ensureNodePVs},
 	}
+}
+
+// NodeFakeGPUDir holds the real node's fake GPUs: character devices with
+// NVIDIA's major 195 and minors 0..NodeFakeGPUs-1, which no driver serves.
+// It is the same path on the host and in the slurmd pod
+// (charts/slurm/ci/lab-values.yaml mounts it and lists the GPUs), so the
+// node agent's CDI specs name devices the runtime finds on the host. The
+// chroot nodes' fakes are inside the rootfs, at the same path.
+const (
+	NodeFakeGPUDir = "/var/lib/fakegpu"
+	NodeFakeGPUs   = 4
+)
+
+// ensureNodeFakeGPUs makes the real node's fake GPU device nodes.
+func ensureNodeFakeGPUs(context.Context) error {
+	if err := os.MkdirAll(NodeFakeGPUDir, 0o755); err != nil {
+		return err
+	}
+	for i := range NodeFakeGPUs {
+		if err := mknodChar(filepath.Join(NodeFakeGPUDir, "nvidia"+strconv.Itoa(i)), 195, uint32(i), 0o666); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // UpNode brings up the Kubernetes control plane (etcd, kube-apiserver) and
@@ -121,16 +151,13 @@ func (l *Lab) UpNode(ctx context.Context) error {
 
 // nodePackages are the host packages the node needs, with a file each installs.
 var nodePackages = []struct{ pkg, file string }{
-	{"containerd", "/usr/bin/containerd"},
-	{"containerd", "/usr/bin/containerd-shim-runc-v2"},
-	{"containerd", "/usr/bin/ctr"},
 	{"runc", "/usr/sbin/runc"},
 	{"containernetworking-plugins", cniBinDir + "/bridge"},
 	{"containernetworking-plugins", cniBinDir + "/host-local"},
 	{"containernetworking-plugins", cniBinDir + "/loopback"},
 }
 
-// EnsureNodePackages installs containerd, runc and the CNI plugins from the
+// EnsureNodePackages installs runc and the CNI plugins from the
 // host's Debian mirror when one is missing: the node's one step that needs
 // the network (run `lab node packages` before entering a network namespace).
 func (l *Lab) EnsureNodePackages(ctx context.Context) error {
@@ -214,7 +241,7 @@ func (l *Lab) NodeIP() (string, error) {
 
 func (l *Lab) containerdConfig() string {
 	q := func(s string) string { return fmt.Sprintf("%q", s) }
-	return `# Written by the onepool lab (test/lab/node.go) for containerd 1.6 (Debian bookworm).
+	return `# Written by the onepool lab (test/lab/node.go) for containerd 1.7 (Debian trixie).
 version = 2
 root = ` + q(l.nodePath("containerd", "root")) + `
 state = ` + q(l.nodePath("containerd", "state")) + `
@@ -242,6 +269,9 @@ state = ` + q(l.nodePath("containerd", "state")) + `
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
   enable_selinux = false
+  # Devices from DRA drivers (the node agent's CDI specs, one per claim).
+  enable_cdi = true
+  cdi_spec_dirs = [` + q(l.nodePath("cdi")) + `]
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
@@ -249,6 +279,8 @@ state = ` + q(l.nodePath("containerd", "state")) + `
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
+        # The host's runc (bookworm), not one found in PATH.
+        BinaryName = "/usr/sbin/runc"
         # runc's state, not /run/containerd/runc.
         Root = ` + q(l.nodePath("run", "runc")) + `
   [plugins."io.containerd.grpc.v1.cri".cni]
@@ -284,16 +316,20 @@ func (l *Lab) cniConfig() string {
 func (l *Lab) containerdDaemon() daemon {
 	return daemon{
 		name: containerdDaemon,
-		argv: []string{"/usr/bin/containerd", "--config", l.nodePath("containerd.toml"), "--log-level", "info"},
-		env:  []string{"PATH=" + nodePATH, "HOME=" + l.nodePath("run"), "TMPDIR=" + l.nodePath("tmp")},
+		argv: []string{l.nodePath("bin", "containerd"), "--config", l.nodePath("containerd.toml"), "--log-level", "info"},
+		// The shim is found in PATH: the 1.7 one first.
+		env: []string{"PATH=" + l.nodePath("bin") + ":" + nodePATH, "HOME=" + l.nodePath("run"), "TMPDIR=" + l.nodePath("tmp")},
 	}
 }
 
 func (l *Lab) startContainerd(ctx context.Context) error {
-	for _, d := range []string{"run", "tmp", "cni/net.d", "cni/ipam", "containerd"} {
+	for _, d := range []string{"run", "tmp", "cni/net.d", "cni/ipam", "containerd", "cdi"} {
 		if err := os.MkdirAll(l.nodePath(d), 0o755); err != nil {
 			return err
 		}
+	}
+	if err := l.linkContainerd(); err != nil {
+		return err
 	}
 	changed, err := writeIfChanged(l.nodePath("containerd.toml"), l.containerdConfig())
 	if err != nil {
@@ -313,12 +349,39 @@ func (l *Lab) startContainerd(ctx context.Context) error {
 	})
 }
 
+// containerdBinaries are trixie's containerd 1.7 in the lab rootfs, run on
+// the host (they need glibc 2.34, bookworm has 2.36).
+var containerdBinaries = []string{"containerd", "containerd-shim-runc-v2", "ctr"}
+
+// linkContainerd links the rootfs's containerd binaries into the node's bin
+// directory (the daemon's PATH starts there).
+func (l *Lab) linkContainerd() error {
+	if err := os.MkdirAll(l.nodePath("bin"), 0o755); err != nil {
+		return err
+	}
+	for _, b := range containerdBinaries {
+		src := filepath.Join(l.RootFS(), "usr", "bin", b)
+		if _, err := os.Stat(src); err != nil {
+			return fmt.Errorf("containerd 1.7 is not in the lab rootfs (%w): run `lab rootfs` where the Debian mirror is reachable", err)
+		}
+		dst := l.nodePath("bin", b)
+		if cur, err := os.Readlink(dst); err == nil && cur == src {
+			continue
+		}
+		_ = os.Remove(dst)
+		if err := os.Symlink(src, dst); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ctr runs containerd's ctr against the lab's containerd, in its k8s.io
 // namespace (the CRI's), with a deadline from ctx (at most 5 min).
 func (l *Lab) ctr(ctx context.Context, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "/usr/bin/ctr", append([]string{"--address", l.ContainerdSocket(), "--namespace", "k8s.io"}, args...)...)
+	cmd := exec.CommandContext(ctx, l.nodePath("bin", "ctr"), append([]string{"--address", l.ContainerdSocket(), "--namespace", "k8s.io"}, args...)...)
 	cmd.Env = []string{"PATH=" + nodePATH, "TMPDIR=" + l.nodePath("tmp")}
 	cmd.WaitDelay = 5 * time.Second
 	var stderr strings.Builder

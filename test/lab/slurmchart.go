@@ -55,7 +55,7 @@ func (l *Lab) InstallSlurmChart(ctx context.Context, extra ...string) ([]byte, e
 		"--set", "jail.mountPropagation=None",
 		// The agents register their DRA driver with the lab kubelet, whose
 		// root is not /var/lib/kubelet.
-		"--set", "dra.kubeletDir=" + l.nodePath("kubelet"), "--set", "dra.cdiDir=" + l.nodePath("cdi")}
+		"--set", "dra.kubeletDir=" + l.nodePath("kubelet"), "--set", "dra.cdiDir=" + l.NodeCDIDir()}
 	return l.Helm(ctx, append(args, extra...)...)
 }
 
