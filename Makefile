@@ -9,6 +9,9 @@ LAB_EXTRA_NODES ?= 0
 export ONEPOOL_LAB_DIR := $(LAB_DIR)
 export ONEPOOL_LAB_NODES := $(LAB_NODES)
 export ONEPOOL_LAB_EXTRA_NODES := $(LAB_EXTRA_NODES)
+# The Slurm release the lab runs: 24.11 (Debian trixie) or 26.05 (sid).
+SLURM ?= 24.11
+export ONEPOOL_LAB_SLURM := $(SLURM)
 # Lab tests bring the lab up when make runs them; a bare `go test ./...`
 # skips them unless a lab already runs.
 export ONEPOOL_E2E := 1
@@ -118,6 +121,7 @@ $(BIN)/lab: $(shell find test/lab -name '*.go' -not -name '*_test.go') $(wildcar
 
 generate: $(BIN)/controller-gen ## regenerate everything generated (slurmrestd client, NodeSet CRD and deepcopy)
 	go tool oapi-codegen -config openapi/oapi-codegen-v0.0.42.yaml openapi/slurm-v0.0.42.json
+	go tool oapi-codegen -config openapi/oapi-codegen-v0.0.44.yaml openapi/slurm-v0.0.44.json
 	$(BIN)/controller-gen object paths=./nodeset/api/... \
 	  crd:generateEmbeddedObjectMeta=true paths=./nodeset/api/... output:crd:artifacts:config=config/crd/bases
 	cp config/crd/bases/*.yaml charts/onepool/crds/
@@ -125,9 +129,11 @@ generate: $(BIN)/controller-gen ## regenerate everything generated (slurmrestd c
 $(BIN)/controller-gen: test/tools/controller-gen/go.mod test/tools/controller-gen/go.sum
 	cd test/tools/controller-gen && go build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
 
-openapi-spec: ## refresh openapi/ from the lab's slurmrestd (needs the rootfs)
+# The REST API each release's spec is taken from: v0.0.42 from 24.11, v0.0.44 from 26.05.
+REST_API = $(if $(filter 26.05,$(SLURM)),v0.0.44,v0.0.42)
+openapi-spec: ## refresh openapi/ from the lab's slurmrestd: v0.0.42 (SLURM=24.11) or v0.0.44 (SLURM=26.05)
 	$(BIN)/lab up --slurm-only
-	$(BIN)/lab slurm-exec -- slurmrestd -s openapi/slurmctld -d v0.0.42 --generate-openapi-spec > openapi/slurm-v0.0.42.json
+	$(BIN)/lab slurm-exec -- slurmrestd -s openapi/slurmctld -d $(REST_API) --generate-openapi-spec > openapi/slurm-$(REST_API).json
 
 vet: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

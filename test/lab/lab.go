@@ -62,6 +62,8 @@ type Config struct {
 	// list: their slurmd runs from a slurmd pod through the lab kubelet and
 	// registers itself (slurmd -Z), as the NodeSet controller's pods do.
 	DynNodes int
+	// Slurm is the Slurm release (ONEPOOL_LAB_SLURM; default 24.11).
+	Slurm SlurmVersion
 	// Log receives one line per step.
 	Log io.Writer
 }
@@ -99,6 +101,11 @@ func ConfigFromEnv() (Config, error) {
 		}
 		*v.dst = n
 	}
+	rel, err := ReleaseNamed(os.Getenv(EnvSlurm))
+	if err != nil {
+		return c, err
+	}
+	c.Slurm = rel
 	if c.Nodes < 1 {
 		return c, errors.New("ONEPOOL_LAB_NODES: the lab needs at least one GPU node")
 	}
@@ -139,6 +146,9 @@ func New(cfg Config) (*Lab, error) {
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
 	}
+	if cfg.Slurm.Name == "" {
+		cfg.Slurm = slurmReleases[0]
+	}
 	return &Lab{cfg: cfg}, nil
 }
 
@@ -150,7 +160,7 @@ func (l *Lab) path(elem ...string) string {
 }
 
 // Paths other code and tests use.
-func (l *Lab) RootFS() string     { return l.path("rootfs") }
+func (l *Lab) RootFS() string     { return l.path(l.cfg.Slurm.dir()) }
 func (l *Lab) BinDir() string     { return l.path("bin") }
 func (l *Lab) LogDir() string     { return l.path("logs") }
 func (l *Lab) Kubeconfig() string { return l.path("run", "kubeconfig") }
@@ -260,9 +270,13 @@ func (l *Lab) Down(ctx context.Context) error {
 		errs = append(errs, l.stopDaemon("slurmd-"+n))
 	}
 	errs = append(errs, l.stopDaemon("slurmctld"), l.stopDaemon("slurmdbd"), l.stopDaemon("mariadbd"), l.stopDaemon("munged"))
-	// Job steps, stray slurmd of an old config, anything else left inside the chroot.
-	errs = append(errs, killChrooted(l.RootFS()))
-	errs = append(errs, unmountUnder(l.RootFS()))
+	// Job steps, stray slurmd of an old config, anything else left inside
+	// the chroot: of every release's rootfs, whichever ran.
+	for _, r := range slurmReleases {
+		root := l.path(r.dir())
+		errs = append(errs, killChrooted(root), unmountUnder(root))
+	}
+	_ = os.Remove(l.releaseMarker())
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}

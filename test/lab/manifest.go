@@ -2,7 +2,6 @@ package lab
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"io"
@@ -21,13 +20,6 @@ import (
 // every package of the rootfs it built (.lab/rootfs.manifest) and compares
 // it with the manifest last proven by a passing `make test`
 // (test/lab/rootfs-trixie.manifest, compiled into the lab binary).
-
-// provenManifest is test/lab/rootfs-<suite>.manifest as committed.
-//
-//go:embed rootfs-trixie.manifest
-var provenManifest string
-
-const provenManifestFile = "rootfs-" + debianSuite + ".manifest"
 
 // keyPackages are the packages `lab status` names.
 var keyPackages = []string{"slurmctld", "slurmrestd", "slurmdbd", "munge", "mariadb-server", "libmariadb3", "libc6"}
@@ -102,7 +94,7 @@ func diffManifest(proven, built manifest) []manifestChange {
 }
 
 // ManifestFile is the list of packages the lab's rootfs was built from.
-func (l *Lab) ManifestFile() string { return l.path("rootfs.manifest") }
+func (l *Lab) ManifestFile() string { return l.path(l.cfg.Slurm.dir() + ".manifest") }
 
 // readRootFSPackages asks dpkg in the rootfs what is installed.
 func (l *Lab) readRootFSPackages(ctx context.Context) (manifest, error) {
@@ -133,7 +125,7 @@ func (l *Lab) writeManifest(ctx context.Context) error {
 	}
 	header := fmt.Sprintf("Debian %s packages of the lab's Slurm rootfs (%s), built %s.\n"+
 		"Written by the lab; compared on every `lab up` with test/lab/%s.",
-		debianSuite, l.RootFS(), time.Now().UTC().Format(time.RFC3339), provenManifestFile)
+		l.cfg.Slurm.Suite, l.RootFS(), time.Now().UTC().Format(time.RFC3339), l.cfg.Slurm.ProvenManifestFile())
 	tmp := l.ManifestFile() + ".tmp"
 	if err := os.WriteFile(tmp, []byte(m.format(header)), 0o644); err != nil {
 		return err
@@ -167,9 +159,9 @@ func (l *Lab) manifestDrift(ctx context.Context) ([]manifestChange, error) {
 	if err != nil {
 		return nil, err
 	}
-	proven, err := parseManifest(provenManifest)
+	proven, err := parseManifest(l.cfg.Slurm.proven)
 	if err != nil {
-		return nil, fmt.Errorf("test/lab/%s: %w", provenManifestFile, err)
+		return nil, fmt.Errorf("test/lab/%s: %w", l.cfg.Slurm.ProvenManifestFile(), err)
 	}
 	return diffManifest(proven, built), nil
 }
@@ -185,7 +177,7 @@ func (l *Lab) reportDrift(ctx context.Context) error {
 	if len(changes) == 0 {
 		return nil
 	}
-	fmt.Fprintf(l.cfg.Log, "lab: the Slurm rootfs differs from the packages last proven (test/lab/%s) in %d:\n", provenManifestFile, len(changes))
+	fmt.Fprintf(l.cfg.Log, "lab: the Slurm rootfs differs from the packages last proven (test/lab/%s) in %d:\n", l.cfg.Slurm.ProvenManifestFile(), len(changes))
 	const show = 40
 	for i, c := range changes {
 		if i == show {
@@ -214,17 +206,17 @@ func (l *Lab) ManifestStatus(ctx context.Context, w io.Writer) error {
 			}
 		}
 	}
-	fmt.Fprintf(w, "slurm rootfs     debian %s, %d packages (%s)\n", debianSuite, len(built), l.ManifestFile())
+	fmt.Fprintf(w, "slurm rootfs     Slurm %s, debian %s, %d packages (%s)\n", l.cfg.Slurm.Name, l.cfg.Slurm.Suite, len(built), l.ManifestFile())
 	fmt.Fprintf(w, "                 %s\n", strings.Join(key, ", "))
 	changes, err := l.manifestDrift(ctx)
 	if err != nil {
 		return err
 	}
 	if len(changes) == 0 {
-		fmt.Fprintf(w, "                 matches test/lab/%s (last proven)\n", provenManifestFile)
+		fmt.Fprintf(w, "                 matches test/lab/%s (last proven)\n", l.cfg.Slurm.ProvenManifestFile())
 		return nil
 	}
-	fmt.Fprintf(w, "                 differs from test/lab/%s (last proven) in %d packages:\n", provenManifestFile, len(changes))
+	fmt.Fprintf(w, "                 differs from test/lab/%s (last proven) in %d packages:\n", l.cfg.Slurm.ProvenManifestFile(), len(changes))
 	for _, c := range changes {
 		fmt.Fprintf(w, "                   %s\n", c)
 	}
@@ -243,9 +235,9 @@ func (l *Lab) AcceptManifest(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dst := filepath.Join(top, "test", "lab", provenManifestFile)
+	dst := filepath.Join(top, "test", "lab", l.cfg.Slurm.ProvenManifestFile())
 	header := fmt.Sprintf("Debian %s packages of the lab's Slurm rootfs last proven by `make test`.\n"+
 		"`lab up` prints how a newly built rootfs differs from this list; after a passing\n"+
-		"`make test` on a new rootfs, `lab manifest --accept` rewrites it.", debianSuite)
+		"`make test` on a new rootfs, `lab manifest --accept` rewrites it.", l.cfg.Slurm.Suite)
 	return dst, os.WriteFile(dst, []byte(built.format(header)), 0o644)
 }

@@ -8,13 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 )
 
 const (
-	debianSuite  = "trixie"
 	debianMirror = "http://deb.debian.org/debian"
 	rootfsMarker = ".onepool-rootfs"
 )
@@ -87,9 +87,9 @@ func (l *Lab) bootstrap(ctx context.Context, root, marker string) error {
 	if err := ensureHostDebootstrap(ctx, l.LogDir()); err != nil {
 		return err
 	}
-	fmt.Fprintf(l.cfg.Log, "lab: debootstrap %s into %s (about a minute)\n", debianSuite, tmp)
+	fmt.Fprintf(l.cfg.Log, "lab: debootstrap %s (Slurm %s) into %s (about a minute)\n", l.cfg.Slurm.Suite, l.cfg.Slurm.Name, tmp)
 	logPath := filepath.Join(l.LogDir(), "debootstrap.log")
-	if err := runLogged(ctx, 15*time.Minute, logPath, "debootstrap", "--variant=minbase", debianSuite, tmp, debianMirror); err != nil {
+	if err := runLogged(ctx, 15*time.Minute, logPath, "debootstrap", "--variant=minbase", l.cfg.Slurm.Suite, tmp, debianMirror); err != nil {
 		return err
 	}
 	fmt.Fprintln(l.cfg.Log, "lab: apt-get install in the chroot (about a minute)")
@@ -131,8 +131,9 @@ func (l *Lab) aptInstall(ctx context.Context, root string) error {
 		_ = os.WriteFile(filepath.Join(root, "etc/resolv.conf"), b, 0o644)
 	}
 	logPath := filepath.Join(l.LogDir(), "apt.log")
-	args := append([]string{"apt-get", "install", "-y", "--no-install-recommends"}, rootfsPackages...)
-	for _, argv := range [][]string{{"apt-get", "update"}, args} {
+	apt := append([]string{"apt-get"}, l.cfg.Slurm.aptOptions...)
+	install := append(slices.Concat(apt, []string{"install", "-y", "--no-install-recommends"}), rootfsPackages...)
+	for _, argv := range [][]string{append(slices.Clone(apt), "update"), install} {
 		if err := runLoggedIn(ctx, 15*time.Minute, logPath, root, argv...); err != nil {
 			return err
 		}

@@ -18,10 +18,12 @@ import (
 
 func (l *Lab) slurmSteps() []step {
 	return []step{
+		{"slurm release", l.checkRelease},
 		{"slurm rootfs", l.ensureRootFS},
 		{"slurm config", l.configureSlurm},
 		{"slurm jail", l.ensureJail},
 		{"slurm daemons", l.startSlurm},
+		{"slurm release noted", l.recordRelease},
 		{"slurm token", l.ensureToken},
 		{"dyn nodes", l.prepareDynNodes},
 	}
