@@ -150,8 +150,8 @@ spank: ## build the SPANK jail plugin (spank/onepool_jail.so) against the lab's 
 	$(MAKE) -C spank SLURM_INCLUDE=$(LAB_DIR)/rootfs/usr/include
 
 fuzz: ## the decoders' fuzz targets, briefly
-	go test -run '^$$' -fuzz FuzzDecodeNodes -fuzztime $(FUZZTIME) ./slurmrest/internal/v0042/
-	go test -run '^$$' -fuzz FuzzDecodeJobs -fuzztime $(FUZZTIME) ./slurmrest/internal/v0042/
+	go test -run '^$$' -fuzz FuzzDecodeNodes -fuzztime $(FUZZTIME) ./slurmrest/internal/rest/
+	go test -run '^$$' -fuzz FuzzDecodeJobs -fuzztime $(FUZZTIME) ./slurmrest/internal/rest/
 
 e2e: tools ## e2e tests on the real lab (brings it up or reuses it)
 	$(BIN)/lab up

@@ -7,12 +7,15 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
+
+	"github.com/onepool/onepool/slurmrest"
 )
 
 // ArgsAPIVersion and ArgsKind identify this version of the plugin's args in
@@ -30,6 +33,9 @@ type Args struct {
 	SlurmrestURL string `json:"slurmrestURL"`
 	// TokenFile holds the slurmrestd JWT; it is re-read when it changes. Required.
 	TokenFile string `json:"tokenFile"`
+	// SlurmrestAPIVersion forces slurmrestd's REST API version (one of
+	// slurmrest.APIVersions); empty: the newest both sides speak.
+	SlurmrestAPIVersion string `json:"slurmrestAPIVersion,omitempty"`
 	// RequestTimeout bounds every slurmrestd request (10s).
 	RequestTimeout metav1.Duration `json:"requestTimeout,omitempty"`
 	// PollInterval of the Slurm cache (1s).
@@ -126,6 +132,9 @@ func (a *Args) Validate() error {
 	}
 	if a.TokenFile == "" {
 		errs = append(errs, field.Required(p.Child("tokenFile"), "the slurmrestd token file"))
+	}
+	if v := a.SlurmrestAPIVersion; v != "" && !slices.Contains(slurmrest.APIVersions, v) {
+		errs = append(errs, field.NotSupported(p.Child("slurmrestAPIVersion"), v, slurmrest.APIVersions))
 	}
 	for name, d := range map[string]metav1.Duration{"requestTimeout": a.RequestTimeout, "pollInterval": a.PollInterval,
 		"staleAfter": a.StaleAfter, "startPollInterval": a.StartPollInterval, "watchInterval": a.WatchInterval} {

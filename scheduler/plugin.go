@@ -53,7 +53,7 @@ func newPlugin(ctx context.Context, obj runtime.Object, h fwk.Handle, leader Lea
 	log := klog.FromContext(ctx).WithName("onepool")
 	// kube-scheduler's own registry, served on its /metrics.
 	reg := legacyregistry.Registerer()
-	client, err := slurmrest.New(slurmrest.Config{URL: args.SlurmrestURL, TokenFile: args.TokenFile, Timeout: args.RequestTimeout.Duration,
+	client, err := slurmrest.New(slurmrest.Config{URL: args.SlurmrestURL, TokenFile: args.TokenFile, APIVersion: args.SlurmrestAPIVersion, Timeout: args.RequestTimeout.Duration,
 		Registerer: reg})
 	if err != nil {
 		return nil, fmt.Errorf("onepool: %w", err)

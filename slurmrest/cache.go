@@ -127,6 +127,14 @@ func (c *Cache) Run(ctx context.Context) {
 	c.mu.Unlock()
 	t := time.NewTicker(c.cfg.PollInterval)
 	defer t.Stop()
+	// Which REST API both sides speak: said once at start. Without one in
+	// common (ErrUnsupportedVersion) every poll fails and the cache never
+	// becomes fresh: readiness stays false and nothing is decided.
+	if v, err := c.client.APIVersion(ctx); err != nil {
+		c.log.Error(err, "slurmrestd: no REST API version yet")
+	} else {
+		c.log.Info("slurmrestd REST API", "version", v)
+	}
 	c.poll(ctx)
 	for {
 		select {

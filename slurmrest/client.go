@@ -13,7 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/onepool/onepool/slurmrest/internal/v0042"
+	"github.com/onepool/onepool/slurmrest/internal/rest"
 	"github.com/onepool/onepool/slurmrest/model"
 )
 
@@ -78,7 +78,12 @@ var (
 	ErrSlurm           = model.ErrSlurm
 	ErrStale           = model.ErrStale
 	ErrNoToken         = model.ErrNoToken
+	// ErrUnsupportedVersion: slurmrestd serves no API version onepool speaks.
+	ErrUnsupportedVersion = model.ErrUnsupportedVersion
 )
+
+// APIVersions are the slurmrestd API versions onepool speaks, newest first.
+var APIVersions = rest.Versions
 
 // Config says how to reach slurmrestd.
 type Config struct {
@@ -89,6 +94,10 @@ type Config struct {
 	// User, when set, is sent as X-SLURM-USER-NAME (an admin token acting
 	// as another user).
 	User string
+	// APIVersion forces a REST API version (one of APIVersions); empty,
+	// the client speaks the newest slurmrestd serves, asked before its
+	// first request.
+	APIVersion string
 	// Timeout bounds every request (10 s).
 	Timeout time.Duration
 	// JobStatesBatch is how many job ids go in one /jobs/state request (500).
@@ -101,7 +110,7 @@ type Config struct {
 
 // Client calls slurmrestd. It is safe for concurrent use.
 type Client struct {
-	backend model.Backend
+	backend *rest.Backend
 	metrics *metrics
 	timeout time.Duration
 	batch   int
@@ -136,7 +145,7 @@ func New(cfg Config) (*Client, error) {
 		// A redirect would carry the token elsewhere.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	b, err := v0042.New(u.String(), hc)
+	b, err := rest.New(u.String(), cfg.APIVersion, hc)
 	if err != nil {
 		return nil, err
 	}
@@ -145,6 +154,15 @@ func New(cfg Config) (*Client, error) {
 
 func (c *Client) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, c.timeout)
+}
+
+// APIVersion returns the REST API version the client speaks, asking
+// slurmrestd first when none was forced and none asked yet. An error
+// wrapping ErrUnsupportedVersion names what slurmrestd offers.
+func (c *Client) APIVersion(ctx context.Context) (string, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	return c.backend.Negotiate(ctx)
 }
 
 // Ping checks that slurmrestd answers and reaches slurmctld.

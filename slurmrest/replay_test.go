@@ -16,19 +16,22 @@ import (
 )
 
 // The answers replayed here were recorded from the lab's real slurmrestd
-// (Slurm 24.11.5) with curl; see internal/v0042/testdata.
-const recorded = "internal/v0042/testdata"
+// with curl: Slurm 24.11.5 for v0.0.42, 26.05.5 for v0.0.44; see
+// internal/rest/testdata/<version>.
+func recorded(version string) string { return filepath.Join("internal", "rest", "testdata", version) }
 
 const testToken = "replay-secret-token-value"
 
-// replay serves recorded answers. Each route maps "METHOD /path?query" (the
-// part after /slurm/v0.0.42) to a recorded file named NAME.STATUS.json.
+// replay serves recorded answers of one API version. Each route maps
+// "METHOD /path?query" (the part after /slurm/<version>) to a recorded
+// file named NAME.STATUS.json.
 type replay struct {
-	t      *testing.T
-	routes map[string]string
-	mu     sync.Mutex
-	seen   []*http.Request
-	bodies []string
+	t       *testing.T
+	version string
+	routes  map[string]string
+	mu      sync.Mutex
+	seen    []*http.Request
+	bodies  []string
 }
 
 func (rp *replay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -40,7 +43,7 @@ func (rp *replay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("X-SLURM-USER-TOKEN") != testToken {
 		rp.t.Errorf("%s %s: token header %q", r.Method, r.URL, r.Header.Get("X-SLURM-USER-TOKEN"))
 	}
-	key := r.Method + " " + strings.TrimPrefix(r.URL.Path, "/slurm/v0.0.42")
+	key := r.Method + " " + strings.TrimPrefix(r.URL.Path, "/slurm/"+rp.version)
 	if r.URL.RawQuery != "" {
 		key += "?" + r.URL.RawQuery
 	}
@@ -55,7 +58,7 @@ func (rp *replay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		rp.t.Fatalf("recording %s: no status in name", file)
 	}
-	data, err := os.ReadFile(filepath.Join(recorded, file))
+	data, err := os.ReadFile(filepath.Join(recorded(rp.version), file))
 	if err != nil && status != http.StatusNotModified {
 		rp.t.Fatal(err)
 	}
@@ -64,16 +67,22 @@ func (rp *replay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(data)
 }
 
+// newReplay replays v0.0.42 (Slurm 24.11) answers to a client that speaks it.
 func newReplay(t *testing.T, routes map[string]string) (*Client, *replay) {
 	t.Helper()
-	rp := &replay{t: t, routes: routes}
+	return newReplayVersion(t, "v0.0.42", routes)
+}
+
+func newReplayVersion(t *testing.T, version string, routes map[string]string) (*Client, *replay) {
+	t.Helper()
+	rp := &replay{t: t, version: version, routes: routes}
 	srv := httptest.NewServer(rp)
 	t.Cleanup(srv.Close)
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tokenFile, []byte(testToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(Config{URL: srv.URL, TokenFile: tokenFile, Timeout: 5 * time.Second})
+	c, err := New(Config{URL: srv.URL, TokenFile: tokenFile, Timeout: 5 * time.Second, APIVersion: version})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,6 +44,7 @@ type config struct {
 	slurmURL        string
 	slurmTokenFile  string
 	slurmTimeout    time.Duration
+	slurmAPIVersion string
 	pollInterval    time.Duration
 	staleAfter      time.Duration
 	metricsAddr     string
@@ -71,6 +72,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.slurmURL, "slurmrest-url", "", "slurmrestd URL, e.g. http://slurmrestd:6820 (required)")
 	fs.StringVar(&c.slurmTokenFile, "slurmrest-token-file", "", "file holding the slurmrestd JWT; re-read when it changes (required)")
 	fs.DurationVar(&c.slurmTimeout, "slurmrest-timeout", 10*time.Second, "deadline of each slurmrestd request")
+	fs.StringVar(&c.slurmAPIVersion, "slurmrest-api-version", "", "REST API version to speak ("+strings.Join(slurmrest.APIVersions, ", ")+"); empty: the newest slurmrestd serves")
 	fs.DurationVar(&c.pollInterval, "slurm-poll-interval", time.Second, "how often the Slurm cache polls for changes")
 	fs.DurationVar(&c.staleAfter, "slurm-stale-after", 30*time.Second, "after this long without a good refresh Slurm's state counts as unknown")
 	fs.StringVar(&c.metricsAddr, "metrics-bind-address", ":8080", "address of /metrics; 0 turns it off")
@@ -189,7 +191,7 @@ func run(ctx context.Context, c config) error {
 			return err
 		}
 	}
-	sc, err := slurmrest.New(slurmrest.Config{URL: c.slurmURL, TokenFile: c.slurmTokenFile, Timeout: c.slurmTimeout, Registerer: crmetrics.Registry})
+	sc, err := slurmrest.New(slurmrest.Config{URL: c.slurmURL, TokenFile: c.slurmTokenFile, APIVersion: c.slurmAPIVersion, Timeout: c.slurmTimeout, Registerer: crmetrics.Registry})
 	if err != nil {
 		return err
 	}

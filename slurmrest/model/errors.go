@@ -17,7 +17,8 @@ var (
 	// ErrNotFound: no such node or job.
 	ErrNotFound = errors.New("slurmrest: not found")
 	// ErrAlreadyInState: the object is already in the asked state (2028 on
-	// resuming a node that is not drained); callers treat it as done.
+	// 24.11, 2180 on 26.05, for resuming a node that is not drained);
+	// callers treat it as done.
 	ErrAlreadyInState = errors.New("slurmrest: already in that state")
 	// ErrUnreachable: slurmrestd did not answer (refused, reset, deadline).
 	ErrUnreachable = errors.New("slurmrest: unreachable")
@@ -30,6 +31,9 @@ var (
 	// ErrStale: the cache has not refreshed within its bound; the answer is
 	// unknown, not empty.
 	ErrStale = errors.New("slurmrest: cache is stale")
+	// ErrUnsupportedVersion: slurmrestd serves no REST API version onepool
+	// speaks (the error names both lists).
+	ErrUnsupportedVersion = errors.New("slurmrest: no REST API version in common")
 )
 
 // Slurm error numbers onepool recognises (slurm/slurm_errno.h; the same
@@ -40,7 +44,11 @@ const (
 	ErrnoInvalidJobID    = 2017
 	ErrnoInvalidNodeName = 2018
 	ErrnoInvalidNodeSt   = 2028
-	ErrnoAlreadyDone     = 2021 // job already finished
+	// ErrnoNodeStTransition (ESLURM_INVALID_NODE_STATE_TRANSITION, new in
+	// 26.05) is 26.05's answer, with HTTP 422, to resuming a node that is
+	// not drained, where 24.11 answers 2028.
+	ErrnoNodeStTransition = 2180
+	ErrnoAlreadyDone      = 2021 // job already finished
 
 	// Why Slurm refuses a job submission.
 	ErrnoInvalidPartition      = 2000 // ESLURM_INVALID_PARTITION_NAME
@@ -127,7 +135,7 @@ func Classify(status int, errs []SlurmError) error {
 		return ErrUnauthenticated
 	case status == 403 || has(ErrnoAccessDenied):
 		return ErrForbidden
-	case has(ErrnoInvalidNodeSt):
+	case has(ErrnoInvalidNodeSt) || has(ErrnoNodeStTransition):
 		return ErrAlreadyInState
 	case status == 404 || has(ErrnoInvalidJobID) || has(ErrnoInvalidNodeName):
 		return ErrNotFound

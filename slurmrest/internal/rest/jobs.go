@@ -1,40 +1,38 @@
-package v0042
+package rest
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"time"
 
-	gen "github.com/onepool/onepool/slurmrest/internal/gen/v0042"
 	"github.com/onepool/onepool/slurmrest/model"
 )
 
+// Paths after /slurm/<version>.
 const (
-	epJobs      = "GET " + apiPrefix + "/jobs/"
-	epJob       = "GET " + apiPrefix + "/job/{job_id}"
-	epJobsState = "GET " + apiPrefix + "/jobs/state/"
-	epSubmit    = "POST " + apiPrefix + "/job/submit"
-	epAllocate  = "POST " + apiPrefix + "/job/allocate"
-	epPostJob   = "POST " + apiPrefix + "/job/{job_id}"
-	epDeleteJob = "DELETE " + apiPrefix + "/job/{job_id}"
+	pathJobs      = "/jobs/"
+	pathJob       = "/job/{job_id}"
+	pathJobsState = "/jobs/state/"
+	pathSubmit    = "/job/submit"
+	pathAllocate  = "/job/allocate"
 )
 
 // ListJobs lists jobs. With since set, an unchanged job table gives HTTP 200
 // with no jobs and last_update 0: that is "no change", returned as nil.
 func (b *Backend) ListJobs(ctx context.Context, since time.Time) (*model.JobList, error) {
-	r, err := call(ctx, "list jobs", epJobs, func(ctx context.Context) (*http.Response, error) {
-		return b.c.SlurmV0042GetJobs(ctx, &gen.SlurmV0042GetJobsParams{UpdateTime: updateTime(since)})
-	})
+	r, err := b.call(ctx, request{op: "list jobs", method: http.MethodGet, path: pathJobs, query: sinceQuery(since)})
 	if err != nil {
 		return nil, err
 	}
 	jobs, last, err := DecodeJobs(r.body)
 	if err != nil {
-		return nil, badResponse("list jobs", epJobs, r, "%w", err)
+		return nil, badResponse("list jobs", b.endpoint(http.MethodGet, pathJobs), r, "%w", err)
 	}
 	if !since.IsZero() && len(jobs) == 0 && last.IsZero() {
 		return nil, nil
@@ -45,22 +43,21 @@ func (b *Backend) ListJobs(ctx context.Context, since time.Time) (*model.JobList
 // GetJob reads one job; 404 with Slurm error 2017 is ErrNotFound.
 func (b *Backend) GetJob(ctx context.Context, id uint32) (*model.Job, error) {
 	op := fmt.Sprintf("get job %d", id)
-	r, err := call(ctx, op, epJob, func(ctx context.Context) (*http.Response, error) {
-		return b.c.SlurmV0042GetJob(ctx, strconv.FormatUint(uint64(id), 10), nil)
-	})
+	ep := b.endpoint(http.MethodGet, pathJob)
+	r, err := b.call(ctx, request{op: op, method: http.MethodGet, path: pathJob, args: []string{jobArg(id)}})
 	if err != nil {
 		return nil, err
 	}
 	jobs, _, err := DecodeJobs(r.body)
 	if err != nil {
-		return nil, badResponse(op, epJob, r, "%w", err)
+		return nil, badResponse(op, ep, r, "%w", err)
 	}
 	for i := range jobs {
 		if jobs[i].ID == id {
 			return &jobs[i], nil
 		}
 	}
-	return nil, &model.APIError{Op: op, Endpoint: epJob, StatusCode: r.status, Kind: model.ErrNotFound,
+	return nil, &model.APIError{Op: op, Endpoint: ep, StatusCode: r.status, Kind: model.ErrNotFound,
 		Err: fmt.Errorf("the answer holds no job %d", id)}
 }
 
@@ -80,22 +77,17 @@ func (b *Backend) JobStates(ctx context.Context, ids []uint32) ([]model.JobState
 		return nil, nil
 	}
 	op := fmt.Sprintf("job states of %d jobs", len(ids))
-	r, err := call(ctx, op, epJobsState, func(ctx context.Context) (*http.Response, error) {
-		return b.c.SlurmV0042GetJobsState(ctx, nil, func(_ context.Context, req *http.Request) error {
-			q := req.URL.Query()
-			for _, id := range ids {
-				q.Add("job_id", strconv.FormatUint(uint64(id), 10))
-			}
-			req.URL.RawQuery = q.Encode()
-			return nil
-		})
-	})
+	q := url.Values{}
+	for _, id := range ids {
+		q.Add("job_id", jobArg(id))
+	}
+	r, err := b.call(ctx, request{op: op, method: http.MethodGet, path: pathJobsState, query: q})
 	if err != nil {
 		return nil, err
 	}
 	out, err := DecodeJobStates(r.body)
 	if err != nil {
-		return nil, badResponse(op, epJobsState, r, "%w", err)
+		return nil, badResponse(op, b.endpoint(http.MethodGet, pathJobsState), r, "%w", err)
 	}
 	return out, nil
 }
@@ -117,6 +109,8 @@ func DecodeJobStates(body []byte) ([]model.JobStateEntry, error) {
 	return out, nil
 }
 
+func jobArg(id uint32) string { return strconv.FormatUint(uint64(id), 10) }
+
 // jobIDFromJSON accepts an id sent as a number or as a string of digits.
 func jobIDFromJSON(raw json.RawMessage) (uint32, error) {
 	var s string
@@ -136,25 +130,12 @@ func (b *Backend) SubmitJob(ctx context.Context, j model.JobSubmit) (uint32, err
 	if j.Script == "" {
 		return 0, fmt.Errorf("slurmrest: %s: a batch job needs a script", op)
 	}
-	desc, err := jobDesc(op, j)
+	desc, err := newJobDesc(op, j)
 	if err != nil {
 		return 0, err
 	}
 	desc.Script = ptr(j.Script)
-	r, err := call(ctx, op, epSubmit, func(ctx context.Context) (*http.Response, error) {
-		return b.c.SlurmV0042PostJobSubmit(ctx, gen.V0042JobSubmitReq{Job: &desc})
-	})
-	if err != nil {
-		return 0, err
-	}
-	var resp gen.V0042OpenapiJobSubmitResponse
-	if err := decode(op, epSubmit, r, &resp); err != nil {
-		return 0, err
-	}
-	if resp.JobId == nil || *resp.JobId <= 0 {
-		return 0, badResponse(op, epSubmit, r, "the answer holds no job id")
-	}
-	return uint32(*resp.JobId), nil
+	return b.postJob(ctx, op, pathSubmit, desc)
 }
 
 // AllocateNow asks for an allocation without a script that Slurm grants
@@ -166,34 +147,39 @@ func (b *Backend) AllocateNow(ctx context.Context, j model.JobSubmit) (uint32, e
 	if j.Script != "" {
 		return 0, fmt.Errorf("slurmrest: %s: an allocation runs no script", op)
 	}
-	desc, err := jobDesc(op, j)
+	desc, err := newJobDesc(op, j)
 	if err != nil {
 		return 0, err
 	}
 	desc.Immediate = ptr(true)
-	r, err := call(ctx, op, epAllocate, func(ctx context.Context) (*http.Response, error) {
-		return b.c.SlurmV0042PostJobAllocate(ctx, gen.V0042JobAllocReq{Job: &desc})
-	})
+	return b.postJob(ctx, op, pathAllocate, desc)
+}
+
+// postJob sends a submission or an allocation request and reads the id
+// of the job Slurm made.
+func (b *Backend) postJob(ctx context.Context, op, path string, desc jobDesc) (uint32, error) {
+	r, err := b.call(ctx, request{op: op, method: http.MethodPost, path: path, body: jobReq{Job: &desc}})
 	if err != nil {
 		return 0, err
 	}
-	var resp gen.V0042OpenapiJobAllocResp
-	if err := decode(op, epAllocate, r, &resp); err != nil {
+	ep := b.endpoint(http.MethodPost, path)
+	var resp jobIDResp
+	if err := decode(op, ep, r, &resp); err != nil {
 		return 0, err
 	}
-	if resp.JobId == nil || *resp.JobId <= 0 {
-		return 0, badResponse(op, epAllocate, r, "the answer holds no job id")
+	if resp.JobId == nil || *resp.JobId <= 0 || *resp.JobId > math.MaxUint32 {
+		return 0, badResponse(op, ep, r, "the answer holds no job id")
 	}
 	return uint32(*resp.JobId), nil
 }
 
 // jobDesc is what a batch job and an allocation have in common.
-func jobDesc(op string, j model.JobSubmit) (gen.V0042JobDescMsg, error) {
+func newJobDesc(op string, j model.JobSubmit) (jobDesc, error) {
 	env := j.Environment
 	if len(env) == 0 {
 		env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"} // slurmrestd refuses a job without environment
 	}
-	desc := gen.V0042JobDescMsg{
+	desc := jobDesc{
 		Name:                    ptr(j.Name),
 		Environment:             &env,
 		CurrentWorkingDirectory: ptr(firstNonEmpty(j.WorkDir, "/tmp")),
@@ -220,7 +206,7 @@ func jobDesc(op string, j model.JobSubmit) (gen.V0042JobDescMsg, error) {
 		desc.Hold = ptr(true)
 	}
 	if j.Priority > 0 {
-		desc.Priority = &gen.V0042Uint32NoValStruct{Set: ptr(true), Number: ptr(int32(j.Priority))}
+		desc.Priority = number(int64(j.Priority))
 	}
 	if j.QOS != "" {
 		desc.Qos = ptr(j.QOS)
@@ -232,7 +218,7 @@ func jobDesc(op string, j model.JobSubmit) (gen.V0042JobDescMsg, error) {
 		desc.CpusPerTask = ptr(int32(j.CPUsPerTask))
 	}
 	if j.MemoryPerNodeMB > 0 {
-		desc.MemoryPerNode = &gen.V0042Uint64NoValStruct{Set: ptr(true), Number: ptr(j.MemoryPerNodeMB)}
+		desc.MemoryPerNode = number(j.MemoryPerNodeMB)
 	}
 	if j.NoRequeue {
 		desc.Requeue = ptr(false)
@@ -240,44 +226,40 @@ func jobDesc(op string, j model.JobSubmit) (gen.V0042JobDescMsg, error) {
 	switch j.Sharing {
 	case model.SharingDefault:
 	case model.SharingExclusive:
-		desc.Shared = &gen.V0042JobShared{"none"}
+		desc.Shared = &[]string{"none"}
 	case model.SharingUser:
-		desc.Shared = &gen.V0042JobShared{"user"}
+		desc.Shared = &[]string{"user"}
 	default:
 		return desc, fmt.Errorf("%s: unknown sharing %q", op, j.Sharing)
 	}
 	return desc, nil
 }
 
-func minutes(d time.Duration) *gen.V0042Uint32NoValStruct {
-	m := int32((d + time.Minute - 1) / time.Minute)
-	return &gen.V0042Uint32NoValStruct{Set: ptr(true), Number: &m}
-}
+func minutes(d time.Duration) *noVal32 { return number(int64((d + time.Minute - 1) / time.Minute)) }
 
 // UpdateJob changes a job. Errors for the job itself come in results[].
 func (b *Backend) UpdateJob(ctx context.Context, id uint32, u model.JobUpdate) error {
 	op := fmt.Sprintf("update job %d", id)
-	desc := gen.V0042JobDescMsg{Comment: u.Comment, Hold: u.Hold}
+	desc := jobDesc{Comment: u.Comment, Hold: u.Hold}
 	if u.Priority != nil {
-		desc.Priority = &gen.V0042Uint32NoValStruct{Set: ptr(true), Number: ptr(int32(*u.Priority))}
+		desc.Priority = number(int64(*u.Priority))
 	}
 	if u.TimeLimit != nil {
 		desc.TimeLimit = minutes(*u.TimeLimit)
 	}
-	r, err := call(ctx, op, epPostJob, func(ctx context.Context) (*http.Response, error) {
-		return b.c.SlurmV0042PostJob(ctx, strconv.FormatUint(uint64(id), 10), desc)
-	})
+	ep := b.endpoint(http.MethodPost, pathJob)
+	r, err := b.call(ctx, request{op: op, method: http.MethodPost, path: pathJob, args: []string{jobArg(id)}, body: desc})
 	if err != nil {
 		return err
 	}
-	var resp gen.V0042OpenapiJobPostResponse
-	if err := decode(op, epPostJob, r, &resp); err != nil {
+	var resp jobPostResp
+	if err := decode(op, ep, r, &resp); err != nil {
 		return err
 	}
 	for _, res := range deref(resp.Results) {
 		if code := deref(res.ErrorCode); code != 0 {
 			errs := []model.SlurmError{{Errno: int(code), Error: deref(res.Error)}}
-			return &model.APIError{Op: op, Endpoint: epPostJob, StatusCode: r.status, Errors: errs, Kind: model.Classify(r.status, errs)}
+			return &model.APIError{Op: op, Endpoint: ep, StatusCode: r.status, Errors: errs, Kind: model.Classify(r.status, errs)}
 		}
 	}
 	return nil
@@ -287,19 +269,18 @@ func (b *Backend) UpdateJob(ctx context.Context, id uint32, u model.JobUpdate) e
 // the job come in status[].error with HTTP 200: 2017 is ErrNotFound.
 func (b *Backend) CancelJob(ctx context.Context, id uint32, signal string) error {
 	op := fmt.Sprintf("cancel job %d", id)
-	var params *gen.SlurmV0042DeleteJobParams
+	var q url.Values
 	if signal != "" {
 		op = fmt.Sprintf("signal job %d with %s", id, signal)
-		params = &gen.SlurmV0042DeleteJobParams{Signal: ptr(signal)}
+		q = url.Values{"signal": {signal}}
 	}
-	r, err := call(ctx, op, epDeleteJob, func(ctx context.Context) (*http.Response, error) {
-		return b.c.SlurmV0042DeleteJob(ctx, strconv.FormatUint(uint64(id), 10), params)
-	})
+	ep := b.endpoint(http.MethodDelete, pathJob)
+	r, err := b.call(ctx, request{op: op, method: http.MethodDelete, path: pathJob, args: []string{jobArg(id)}, query: q})
 	if err != nil {
 		return err
 	}
-	var resp gen.V0042OpenapiKillJobResp
-	if err := decode(op, epDeleteJob, r, &resp); err != nil {
+	var resp killJobResp
+	if err := decode(op, ep, r, &resp); err != nil {
 		return err
 	}
 	for _, st := range resp.Status {
@@ -311,21 +292,21 @@ func (b *Backend) CancelJob(ctx context.Context, id uint32, signal string) error
 			return nil // the job ended already: what cancel wanted
 		}
 		errs := []model.SlurmError{{Errno: code, Error: deref(st.Error.String), Description: deref(st.Error.Message)}}
-		return &model.APIError{Op: op, Endpoint: epDeleteJob, StatusCode: r.status, Errors: errs, Kind: model.Classify(r.status, errs)}
+		return &model.APIError{Op: op, Endpoint: ep, StatusCode: r.status, Errors: errs, Kind: model.Classify(r.status, errs)}
 	}
 	return nil
 }
 
 // DecodeJobs reads a /jobs/ or /job/X answer into model jobs.
 func DecodeJobs(body []byte) ([]model.Job, time.Time, error) {
-	var resp gen.V0042OpenapiJobInfoResp
+	var resp jobsResp
 	if err := json.Unmarshal(body, &resp); err != nil {
 		return nil, time.Time{}, err
 	}
 	out := make([]model.Job, 0, len(resp.Jobs))
 	for i := range resp.Jobs {
 		j := &resp.Jobs[i]
-		if deref(j.JobId) <= 0 {
+		if deref(j.JobId) <= 0 || deref(j.JobId) > math.MaxUint32 {
 			return nil, time.Time{}, fmt.Errorf("job %d of %d has no id", i, len(resp.Jobs))
 		}
 		job := model.Job{
@@ -357,11 +338,11 @@ func DecodeJobs(body []byte) ([]model.Job, time.Time, error) {
 
 // gresDetail pairs gres_detail's entries with the allocated nodes: Slurm
 // writes one entry per node of job_resources, in that order.
-func gresDetail(j *gen.V0042JobInfo) map[string]string {
+func gresDetail(j *wireJob) map[string]string {
 	if j.GresDetail == nil || j.JobResources == nil || j.JobResources.Nodes == nil || j.JobResources.Nodes.Allocation == nil {
 		return nil
 	}
-	nodes := slices.SortedFunc(slices.Values(*j.JobResources.Nodes.Allocation), func(a, b gen.V0042JobResNode) int { return int(a.Index - b.Index) })
+	nodes := slices.SortedFunc(slices.Values(*j.JobResources.Nodes.Allocation), func(a, b wireJobResNode) int { return int(a.Index - b.Index) })
 	if len(nodes) != len(*j.GresDetail) {
 		return nil
 	}

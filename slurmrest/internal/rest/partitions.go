@@ -1,25 +1,23 @@
-package v0042
+package rest
 
 import (
 	"context"
 	"net/http"
 
-	gen "github.com/onepool/onepool/slurmrest/internal/gen/v0042"
 	"github.com/onepool/onepool/slurmrest/model"
 )
 
-const epPartitions = "GET " + apiPrefix + "/partitions/"
+const pathPartitions = "/partitions/"
 
 // ListPartitions lists the partitions.
 func (b *Backend) ListPartitions(ctx context.Context) ([]model.Partition, error) {
-	r, err := call(ctx, "list partitions", epPartitions, func(ctx context.Context) (*http.Response, error) {
-		return b.c.SlurmV0042GetPartitions(ctx, nil)
-	})
+	const op = "list partitions"
+	r, err := b.call(ctx, request{op: op, method: http.MethodGet, path: pathPartitions})
 	if err != nil {
 		return nil, err
 	}
-	var resp gen.V0042OpenapiPartitionResp
-	if err := decode("list partitions", epPartitions, r, &resp); err != nil {
+	var resp partitionsResp
+	if err := decode(op, b.endpoint(http.MethodGet, pathPartitions), r, &resp); err != nil {
 		return nil, err
 	}
 	out := make([]model.Partition, 0, len(resp.Partitions))

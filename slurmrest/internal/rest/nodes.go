@@ -1,4 +1,4 @@
-package v0042
+package rest
 
 import (
 	"context"
@@ -9,24 +9,19 @@ import (
 	"strings"
 	"time"
 
-	gen "github.com/onepool/onepool/slurmrest/internal/gen/v0042"
 	"github.com/onepool/onepool/slurmrest/model"
 )
 
+// Paths after /slurm/<version>.
 const (
-	epNodes    = "GET " + apiPrefix + "/nodes/"
-	epNode     = "GET " + apiPrefix + "/node/{node_name}"
-	epPostNode = "POST " + apiPrefix + "/node/{node_name}"
-	epPostNods = "POST " + apiPrefix + "/nodes/"
-	epDelNode  = "DELETE " + apiPrefix + "/node/{node_name}"
-	epPing     = "GET " + apiPrefix + "/ping/"
+	pathNodes = "/nodes/"
+	pathNode  = "/node/{node_name}"
+	pathPing  = "/ping/"
 )
 
 // Ping asks slurmrestd to ping slurmctld.
 func (b *Backend) Ping(ctx context.Context) error {
-	_, err := call(ctx, "ping", epPing, func(ctx context.Context) (*http.Response, error) {
-		return b.c.SlurmV0042GetPing(ctx)
-	})
+	_, err := b.call(ctx, request{op: "ping", method: http.MethodGet, path: pathPing})
 	return err
 }
 
@@ -53,7 +48,7 @@ func (b *Backend) ListNodes(ctx context.Context, since time.Time) (*model.NodeLi
 	}
 	nodes, last, err := DecodeNodes(r.body)
 	if err != nil {
-		return nil, badResponse("list nodes", epNodes, r, "%w", err)
+		return nil, badResponse("list nodes", b.endpoint(http.MethodGet, pathNodes), r, "%w", err)
 	}
 	b.mu.Lock()
 	if last.After(b.nodesSeen) {
@@ -64,9 +59,7 @@ func (b *Backend) ListNodes(ctx context.Context, since time.Time) (*model.NodeLi
 }
 
 func (b *Backend) getNodes(ctx context.Context, since time.Time) (*response, error) {
-	return call(ctx, "list nodes", epNodes, func(ctx context.Context) (*http.Response, error) {
-		return b.c.SlurmV0042GetNodes(ctx, &gen.SlurmV0042GetNodesParams{UpdateTime: updateTime(since)})
-	})
+	return b.call(ctx, request{op: "list nodes", method: http.MethodGet, path: pathNodes, query: sinceQuery(since)})
 }
 
 func isPartitionQueryBug(err error) bool {
@@ -87,9 +80,7 @@ func isPartitionQueryBug(err error) bool {
 // ErrNotFound, not an empty success.
 func (b *Backend) GetNode(ctx context.Context, name string) (*model.Node, error) {
 	op := "get node " + name
-	r, err := call(ctx, op, epNode, func(ctx context.Context) (*http.Response, error) {
-		return b.c.SlurmV0042GetNode(ctx, name, nil)
-	})
+	r, err := b.call(ctx, request{op: op, method: http.MethodGet, path: pathNode, args: []string{name}})
 	var ae *model.APIError
 	if errors.As(err, &ae) && ae.StatusCode == http.StatusOK && len(ae.Errors) > 0 &&
 		strings.HasPrefix(ae.Errors[0].Description, "Failure to query node") {
@@ -101,31 +92,27 @@ func (b *Backend) GetNode(ctx context.Context, name string) (*model.Node, error)
 	}
 	nodes, _, err := DecodeNodes(r.body)
 	if err != nil {
-		return nil, badResponse(op, epNode, r, "%w", err)
+		return nil, badResponse(op, b.endpoint(http.MethodGet, pathNode), r, "%w", err)
 	}
 	for i := range nodes {
 		if nodes[i].Name == name {
 			return &nodes[i], nil
 		}
 	}
-	return nil, &model.APIError{Op: op, Endpoint: epNode, StatusCode: r.status, Kind: model.ErrNotFound,
+	return nil, &model.APIError{Op: op, Endpoint: b.endpoint(http.MethodGet, pathNode), StatusCode: r.status, Kind: model.ErrNotFound,
 		Err: fmt.Errorf("the answer holds no node %s", name)}
 }
 
 // UpdateNode changes one node (drain, resume, comment).
 func (b *Backend) UpdateNode(ctx context.Context, name string, u model.NodeUpdate) error {
 	op := fmt.Sprintf("update node %s to %s", name, strings.Join(u.State, ","))
-	_, err := call(ctx, op, epPostNode, func(ctx context.Context) (*http.Response, error) {
-		return b.c.SlurmV0042PostNode(ctx, name, updateMsg(u))
-	})
+	_, err := b.call(ctx, request{op: op, method: http.MethodPost, path: pathNode, args: []string{name}, body: updateMsg(u)})
 	return err
 }
 
 // DeleteNode removes a node record; Slurm refuses while jobs run there.
 func (b *Backend) DeleteNode(ctx context.Context, name string) error {
-	_, err := call(ctx, "delete node "+name, epDelNode, func(ctx context.Context) (*http.Response, error) {
-		return b.c.SlurmV0042DeleteNode(ctx, name)
-	})
+	_, err := b.call(ctx, request{op: "delete node " + name, method: http.MethodDelete, path: pathNode, args: []string{name}})
 	return err
 }
 
@@ -135,18 +122,16 @@ func (b *Backend) UpdateNodes(ctx context.Context, names []string, u model.NodeU
 		return nil
 	}
 	msg := updateMsg(u)
-	msg.Name = ptr(gen.V0042HostlistString(names))
+	msg.Name = ptr(names)
 	op := fmt.Sprintf("update %d nodes to %s", len(names), strings.Join(u.State, ","))
-	_, err := call(ctx, op, epPostNods, func(ctx context.Context) (*http.Response, error) {
-		return b.c.SlurmV0042PostNodes(ctx, msg)
-	})
+	_, err := b.call(ctx, request{op: op, method: http.MethodPost, path: pathNodes, body: msg})
 	return err
 }
 
-func updateMsg(u model.NodeUpdate) gen.V0042UpdateNodeMsg {
-	msg := gen.V0042UpdateNodeMsg{Comment: u.Comment}
+func updateMsg(u model.NodeUpdate) updateNodeMsg {
+	msg := updateNodeMsg{Comment: u.Comment}
 	if len(u.State) > 0 {
-		msg.State = ptr(gen.V0042NodeStates(u.State))
+		msg.State = ptr(u.State)
 	}
 	if u.Reason != "" {
 		msg.Reason = ptr(u.Reason)
@@ -156,7 +141,7 @@ func updateMsg(u model.NodeUpdate) gen.V0042UpdateNodeMsg {
 
 // DecodeNodes reads a /nodes/ or /node/X answer into model nodes.
 func DecodeNodes(body []byte) ([]model.Node, time.Time, error) {
-	var resp gen.V0042OpenapiNodesResp
+	var resp nodesResp
 	if err := json.Unmarshal(body, &resp); err != nil {
 		return nil, time.Time{}, err
 	}
