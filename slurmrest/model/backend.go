@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// Backend is one slurmrestd API version. Each adapter (v0.0.42, later
-// v0.0.44) implements it; nothing above it sees generated types.
+// Backend is what onepool asks of slurmrestd, in any API version: the
+// adapter (internal/rest) implements it; nothing above it sees a version.
 type Backend interface {
 	Ping(ctx context.Context) error
 	// ListNodes returns all nodes, or nil and no error when nothing changed

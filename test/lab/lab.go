@@ -39,7 +39,6 @@ const (
 	SlurmdPortBase   = 26900
 	DynSlurmdPort0   = 26950 // dyn-i's slurmd listens on DynSlurmdPort0+i
 	KwokMetricsPort  = 26247
-	slurmAPIVersion  = "v0.0.42"
 	defaultNodes     = 4
 	maxLabNodes      = 64
 	maxExtraNodes    = 20000

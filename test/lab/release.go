@@ -21,6 +21,8 @@ type SlurmVersion struct {
 	Suite string // the Debian suite debootstrap builds
 	// Dir is the rootfs folder in the lab dir (its manifest is Dir+".manifest").
 	Dir string
+	// RESTAPI is the newest slurmrestd API version of the release.
+	RESTAPI string
 	// proven is test/lab/rootfs-<suite>.manifest as committed.
 	proven string
 	// aptOptions go to every apt-get in the chroot.
@@ -35,11 +37,11 @@ var provenSid string
 
 // slurmReleases: the first is the default.
 var slurmReleases = []SlurmVersion{
-	{Name: "24.11", Suite: "trixie", Dir: "rootfs", proven: provenTrixie},
+	{Name: "24.11", Suite: "trixie", Dir: "rootfs", RESTAPI: "v0.0.42", proven: provenTrixie},
 	// Debian sid (forky's Slurm, 26.05). This mirror serves sid's
 	// InRelease past its Valid-Until at times (17 days once): apt would
 	// refuse the whole suite.
-	{Name: "26.05", Suite: "sid", Dir: "rootfs-26.05", proven: provenSid,
+	{Name: "26.05", Suite: "sid", Dir: "rootfs-26.05", RESTAPI: "v0.0.44", proven: provenSid,
 		aptOptions: []string{"-o", "Acquire::Check-Valid-Until=false"}},
 }
 
@@ -64,6 +66,14 @@ func (r SlurmVersion) dir() string {
 		return slurmReleases[0].Dir
 	}
 	return r.Dir
+}
+
+// restAPI is the release's REST API version (the default's for a zero value).
+func (r SlurmVersion) restAPI() string {
+	if r.RESTAPI == "" {
+		return slurmReleases[0].RESTAPI
+	}
+	return r.RESTAPI
 }
 
 // ProvenManifestFile is the release's manifest in test/lab.

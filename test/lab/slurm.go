@@ -301,7 +301,7 @@ func (l *Lab) startSlurm(ctx context.Context) error {
 		return err
 	}
 	return l.awaitDaemon(ctx, rest, 30*time.Second, filepath.Join(l.LogDir(), "slurmrestd.out"), func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.RESTURL()+"/slurm/"+slurmAPIVersion+"/ping/", nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.RESTURL()+"/slurm/"+l.cfg.Slurm.restAPI()+"/ping/", nil)
 		if err != nil {
 			return err
 		}
