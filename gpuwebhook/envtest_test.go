@@ -68,8 +68,15 @@ func TestWebhookThroughTheAPIServer(t *testing.T) {
 			MutatingWebhooks: []*admissionregv1.MutatingWebhookConfiguration{chartWebhook(t, filepath.Join(assets, "helm"))},
 		},
 	}
+	// The apiserver's own words, for a start that fails.
+	var apiserverLog bytes.Buffer
+	apiserver := env.ControlPlane.GetAPIServer()
+	apiserver.Out, apiserver.Err = &apiserverLog, &apiserverLog
+	// A network namespace with no default route (make ci-fresh) leaves the
+	// apiserver no address to advertise of its own choosing.
+	apiserver.Configure().Set("advertise-address", "127.0.0.1")
 	cfg, err := env.Start()
-	require.NoError(t, err)
+	require.NoError(t, err, "kube-apiserver said:\n%s", lastLines(apiserverLog.String(), 20))
 	t.Cleanup(func() { _ = env.Stop() })
 
 	wo := env.WebhookInstallOptions
@@ -135,4 +142,9 @@ func TestWebhookThroughTheAPIServer(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `resource claim "nic"`)
 	assert.Contains(t, err.Error(), "denied the request")
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
