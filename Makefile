@@ -27,7 +27,7 @@ SCHEDULER_PLUGINS_VERSION := v0.35.4-devel
 FUZZTIME ?= 100000x
 UNIT_PKGS := ./slurmrest/... ./gpuwebhook/... ./test/lab/... ./keys/... ./syncer/... ./scheduler/... ./nodeset/... ./topology/... ./cmd/...
 
-.PHONY: help up down lab-status lab-manifest ci-fresh images tools node-tools generate openapi-spec vet unit fuzz e2e e2e-node test bench bench-install bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-slurm-chart spank
+.PHONY: help up down lab-status lab-manifest ci-fresh images tools node-tools generate openapi-spec vet unit fuzz e2e e2e-node test bench bench-install bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-slurm-chart bench-gpu spank
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -174,7 +174,7 @@ e2e-node: tools node-tools images ## e2e of the chart installed with helm on the
 
 test: vet unit fuzz e2e e2e-node ## everything CI runs
 
-bench: bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-install bench-slurm-chart ## every benchmark; BENCH lines
+bench: bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-gpu bench-install bench-slurm-chart ## every benchmark; BENCH lines
 
 bench-slurmrest: tools ## slurmrest cache at 1,000 Slurm nodes and 200 jobs; scontrol reconfigure to answer with every node
 	ONEPOOL_LAB_EXTRA_NODES=1000 $(BIN)/lab up
@@ -199,6 +199,10 @@ bench-install: tools node-tools images ## helm install to first pod bound, sched
 bench-slurm-chart: tools node-tools images ## charts/slurm on the real node: helm install to every NodeSet node idle, slurmctld pod deleted to ready with its queue
 	ONEPOOL_LAB_REAL_KUBELET=1 $(BIN)/lab up
 	ONEPOOL_BENCH=1 ONEPOOL_LAB_REAL_KUBELET=1 go test -count=1 -timeout 20m -run '^TestBenchSlurmChart$$' -v ./test/bench/ | tee $(LAB_DIR)/bench-slurm-chart.log | grep '^BENCH' || (tail -40 $(LAB_DIR)/bench-slurm-chart.log; exit 1)
+
+bench-gpu: tools ## GPU claims: placement with a claim minus without (one-GPU pods on 4 dynamic nodes with the agent's DRA driver), the agent's prepare p99
+	$(BIN)/lab up
+	ONEPOOL_BENCH=1 go test -count=1 -timeout 20m -run '^TestBenchGPU$$' -v ./test/bench/ | tee $(LAB_DIR)/bench-gpu.log | grep '^BENCH' || (tail -40 $(LAB_DIR)/bench-gpu.log; exit 1)
 
 bench-spank: tools ## `srun hostname` with the jail plugin minus without (median)
 	$(BIN)/lab up

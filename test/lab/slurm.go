@@ -421,7 +421,11 @@ func (l *Lab) MintToken(ctx context.Context, user string, lifespan time.Duration
 func (l *Lab) ensureToken(ctx context.Context) error {
 	st, err := os.Stat(l.TokenFile())
 	key, kerr := os.Stat(filepath.Join(l.RootFS(), "etc/slurm/jwt_hs256.key"))
-	if err == nil && kerr == nil && time.Since(st.ModTime()) < tokenLifetime-tokenRenewBefore && st.ModTime().After(key.ModTime()) {
+	// Each release's rootfs has its own JWT key: a token minted by the
+	// other one is refused (HTTP 511) whatever its age.
+	minted, _ := os.ReadFile(l.TokenFile() + ".release")
+	if err == nil && kerr == nil && time.Since(st.ModTime()) < tokenLifetime-tokenRenewBefore && st.ModTime().After(key.ModTime()) &&
+		strings.TrimSpace(string(minted)) == l.Release().Name {
 		return nil
 	}
 	tok, err := l.MintToken(ctx, "slurm", tokenLifetime)
@@ -435,5 +439,8 @@ func (l *Lab) ensureToken(ctx context.Context) error {
 	if err := os.WriteFile(tmp, []byte(tok+"\n"), 0o600); err != nil {
 		return err
 	}
-	return os.Rename(tmp, l.TokenFile())
+	if err := os.Rename(tmp, l.TokenFile()); err != nil {
+		return err
+	}
+	return os.WriteFile(l.TokenFile()+".release", []byte(l.Release().Name+"\n"), 0o644)
 }
