@@ -12,6 +12,8 @@ export ONEPOOL_LAB_EXTRA_NODES := $(LAB_EXTRA_NODES)
 # The Slurm release the lab runs: 24.11 (Debian trixie) or 26.05 (sid).
 SLURM ?= 24.11
 export ONEPOOL_LAB_SLURM := $(SLURM)
+# The release's rootfs (test/lab/release.go names them).
+ROOTFS := $(LAB_DIR)/$(if $(filter 26.05,$(SLURM)),rootfs-26.05,rootfs)
 # Lab tests bring the lab up when make runs them; a bare `go test ./...`
 # skips them unless a lab already runs.
 export ONEPOOL_E2E := 1
@@ -145,9 +147,10 @@ unit: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/helm ## unit tests (replayed slur
 	KUBEBUILDER_ASSETS=$(abspath $(BIN)) go test -count=1 $(UNIT_PKGS)
 	$(MAKE) -C spank test
 
-# The SPANK plugin needs <slurm/spank.h> from the lab rootfs (libslurm-dev).
+# The SPANK plugin needs <slurm/spank.h> from the lab rootfs (libslurm-dev):
+# built again each time, against the headers of the release the lab runs.
 spank: ## build the SPANK jail plugin (spank/onepool_jail.so) against the lab's Slurm headers
-	$(MAKE) -C spank SLURM_INCLUDE=$(LAB_DIR)/rootfs/usr/include
+	$(MAKE) -B -C spank SLURM_INCLUDE=$(ROOTFS)/usr/include
 
 fuzz: ## the decoders' fuzz targets, briefly
 	go test -run '^$$' -fuzz FuzzDecodeNodes -fuzztime $(FUZZTIME) ./slurmrest/internal/rest/

@@ -45,7 +45,7 @@ func (l *Lab) clusterNetDaemons() []struct {
 } {
 	lab := filepath.Join(l.BinDir(), "lab")
 	// They read the lab's kubeconfig: its dir, whatever the working directory.
-	env := []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "ONEPOOL_LAB_DIR=" + l.cfg.Dir}
+	env := []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "ONEPOOL_LAB_DIR=" + l.cfg.Dir, EnvSlurm + "=" + l.Release().Name}
 	return []struct {
 		d    daemon
 		addr string

@@ -38,7 +38,7 @@ func (l *Lab) kubeletDaemon() daemon {
 	return daemon{
 		name: kubeletName,
 		argv: []string{filepath.Join(l.BinDir(), "lab"), "kubelet"},
-		env:  []string{"PATH=/usr/bin:/bin", "HOME=" + l.path("run"), "ONEPOOL_LAB_DIR=" + l.cfg.Dir},
+		env:  []string{"PATH=/usr/bin:/bin", "HOME=" + l.path("run"), "ONEPOOL_LAB_DIR=" + l.cfg.Dir, EnvSlurm + "=" + l.Release().Name},
 	}
 }
 

@@ -118,7 +118,7 @@ func (l *Lab) schedulerService() daemon {
 		port: ReleasePort,
 		// It reads EndpointSlices with the lab's kubeconfig: the lab's own dir,
 		// whatever the working directory.
-		env: []string{"PATH=/usr/bin:/bin", "ONEPOOL_LAB_DIR=" + l.cfg.Dir},
+		env: []string{"PATH=/usr/bin:/bin", "ONEPOOL_LAB_DIR=" + l.cfg.Dir, EnvSlurm + "=" + l.Release().Name},
 	}
 }
 
