@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -188,4 +190,36 @@ func TestCoreGatesAPodWhileItsFirstAskIsInFlight(t *testing.T) {
 	msg, gated = g.core.Gate(g.pod)
 	assert.False(t, gated, "after a failed ask the pod's status must say why")
 	assert.Contains(t, msg, "cannot submit the placeholder job to Slurm (retrying)")
+}
+
+// A pod deleted while its allocation is in flight, then seen once more by
+// a scheduling cycle that still held it (the framework's queue and
+// onepool's informer handler run apart): the late cycle must not make it
+// a member again, or the granted job would be kept for a pod that is gone
+// (found in chart mode: job RUNNING minutes after its pod was deleted).
+func TestCoreCancelsAGrantedJobOfAPodDeletedWhileAsked(t *testing.T) {
+	f := newCoreFixture(t)
+	f.core.args.ImmediateAllocation = true
+	ctx := context.Background()
+	granted := f.job(55, slurmrest.JobRunning, "gpu-1")
+	f.slurm.jobs = map[uint32]*slurmrest.Job{55: &granted}
+	f.slurm.allocate = func(slurmrest.JobSubmit) (uint32, error) {
+		// Slurm grants it while the pod is deleted and reported gone.
+		require.NoError(t, f.kube.CoreV1().Pods("ns").Delete(ctx, "p", metav1.DeleteOptions{}))
+		f.core.podDeleted(f.pod)
+		return 55, nil
+	}
+	require.NoError(t, f.submitOnce(t))
+
+	// The late cycle: PreEnqueue and PreFilter with the old object.
+	msg, gated := f.core.Gate(f.pod)
+	assert.False(t, gated)
+	assert.Contains(t, msg, "deleted")
+	assert.Empty(t, f.core.Place(f.pod).Node, "a deleted pod was placed")
+	// An update the informer delivered late changes nothing either.
+	f.core.podChanged(f.pod, f.pod)
+
+	_, err := f.core.reconcile(ctx, ownerOf(f.pod).key())
+	require.NoError(t, err)
+	assert.Equal(t, []uint32{55}, f.slurm.cancelled, "the granted job of a deleted pod is cancelled")
 }

@@ -46,9 +46,13 @@ type Core struct {
 	leader   Leadership
 	metrics  *metrics
 
-	mu       sync.Mutex
-	synced   bool
-	pods     map[types.UID]*corev1.Pod // onepool's pods that have not finished
+	mu     sync.Mutex
+	synced bool
+	pods   map[types.UID]*corev1.Pod // onepool's pods that have not finished
+	// deleted: pods the informer reported deleted, so a scheduling cycle
+	// that still holds one (the framework's handlers run apart from
+	// ours) never brings it back as a member.
+	deleted  map[types.UID]time.Time
 	places   map[string]*placement
 	byJob    map[uint32]string
 	starting map[uint32]time.Time // submitted jobs polled until they start
@@ -106,6 +110,7 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 		nodes: cfg.Nodes, slices: cfg.Slices, claims: cfg.Claims, recorder: cfg.Recorder, activate: cfg.Activate,
 		script:    func(o owner) string { return placeholderScript(o, host, port) },
 		pods:      map[types.UID]*corev1.Pod{},
+		deleted:   map[types.UID]time.Time{},
 		places:    map[string]*placement{},
 		byJob:     map[uint32]string{},
 		starting:  map[uint32]time.Time{},
@@ -138,7 +143,14 @@ func (c *Core) Place(pod *corev1.Pod) Decision {
 	o := ownerOf(pod)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.trackLocked(pod)
+	if _, gone := c.deleted[pod.UID]; gone {
+		return Decision{Message: "the pod was deleted"}
+	}
+	if _, known := c.pods[pod.UID]; !known {
+		// A cycle may see a pod before the informer tells onepool of it;
+		// after that the informer's copy is the newer one.
+		c.trackLocked(pod)
+	}
 	if !c.synced {
 		return Decision{Message: "onepool is reading Slurm's jobs; nothing is submitted until it knows them"}
 	}
@@ -373,6 +385,10 @@ func (c *Core) forget(j slurmrest.Job) {
 func (c *Core) podChanged(old, pod *corev1.Pod) {
 	o := ownerOf(pod)
 	c.mu.Lock()
+	if _, gone := c.deleted[pod.UID]; gone {
+		c.mu.Unlock()
+		return
+	}
 	c.trackLocked(pod)
 	if p := c.places[o.key()]; p != nil && old != nil && old.Spec.NodeName == "" && pod.Spec.NodeName != "" && !p.submitted.IsZero() {
 		c.metrics.submitToBound.Observe(time.Since(p.submitted).Seconds())
@@ -393,6 +409,7 @@ func (c *Core) podChanged(old, pod *corev1.Pod) {
 func (c *Core) podDeleted(pod *corev1.Pod) {
 	c.mu.Lock()
 	delete(c.pods, pod.UID)
+	c.deleted[pod.UID] = time.Now()
 	delete(c.invalid, pod.UID)
 	delete(c.evicting, pod.UID)
 	c.mu.Unlock()

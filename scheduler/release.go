@@ -125,4 +125,9 @@ func (c *Core) pruneReleased() {
 			delete(c.released, id)
 		}
 	}
+	for uid, at := range c.deleted {
+		if time.Since(at) > releasedFor {
+			delete(c.deleted, uid)
+		}
+	}
 }

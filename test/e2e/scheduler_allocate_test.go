@@ -90,12 +90,6 @@ func TestSchedulerAllocationAtOnceHoldsGPUsUntilThePodIsGone(t *testing.T) {
 // Slurm granted for them ends at once, and no job is left running for a
 // pod that is gone.
 func TestSchedulerPodDeletedWhileItsJobIsAskedLeavesNoJob(t *testing.T) {
-	if lab.ChartMode() {
-		// make ci-fresh of eff3876: with the chart's two scheduler replicas,
-		// job 150 of a pod deleted at once stayed RUNNING (not understood
-		// yet; issue 16). Process mode passes.
-		t.Skip("known leak with the chart's scheduler replicas: a pod deleted at once left its job RUNNING (issue 16, open)")
-	}
 	e := newSchedEnv(t)
 	ctx := context.Background()
 	zero := int64(0)
@@ -135,9 +129,6 @@ func TestSchedulerPodDeletedWhileItsJobIsAskedLeavesNoJob(t *testing.T) {
 // job gets the GPUs before that deadline, and nothing is evicted twice or
 // left running.
 func TestSchedulerPreemptionOfAJobWhosePodIsGone(t *testing.T) {
-	if lab.ChartMode() {
-		t.Skip("not yet run against the chart's scheduler replicas (its one chart-mode run failed on a job the test before leaked; issue 16)")
-	}
 	e := newSchedEnv(t)
 	ctx := context.Background()
 	on := e.fillWithPods("pre-gone")
