@@ -58,8 +58,10 @@ func newPlugin(ctx context.Context, obj runtime.Object, h fwk.Handle, leader Lea
 	if err != nil {
 		return nil, fmt.Errorf("onepool: %w", err)
 	}
+	// The scheduler reads Slurm's jobs; nodes it takes from Kubernetes.
 	jobs := slurmrest.NewCache(client, slurmrest.CacheConfig{
-		PollInterval: args.PollInterval.Duration, StaleAfter: args.StaleAfter.Duration, Logger: log.WithName("slurm-cache"),
+		PollInterval: args.PollInterval.Duration, StaleAfter: args.StaleAfter.Duration, Watch: slurmrest.WatchJobs,
+		Logger: log.WithName("slurm-cache"),
 	})
 	dyn, err := dynamic.NewForConfig(h.KubeConfig())
 	if err != nil {

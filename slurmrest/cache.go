@@ -22,7 +22,25 @@ type CacheConfig struct {
 	LRUSize int
 	LRUTTL  time.Duration
 	Logger  logr.Logger
+	// Watch is what the cache lists: WatchNodes, WatchJobs or both (zero:
+	// both). A component lists only what it reads: on Slurm 24.11 a job
+	// delta answers every job as soon as one changed, which costs
+	// slurmrestd more than everything else onepool asks. Reads of a kind
+	// not watched answer ErrNotWatched.
+	Watch Watch
 }
+
+// Watch names the kinds a Cache lists.
+type Watch uint8
+
+const (
+	// WatchNodes lists nodes.
+	WatchNodes Watch = 1 << iota
+	// WatchJobs lists jobs.
+	WatchJobs
+	// WatchAll lists both.
+	WatchAll = WatchNodes | WatchJobs
+)
 
 func (c *CacheConfig) defaults() {
 	if c.PollInterval <= 0 {
@@ -36,6 +54,9 @@ func (c *CacheConfig) defaults() {
 	}
 	if c.LRUTTL <= 0 {
 		c.LRUTTL = 5 * time.Second
+	}
+	if c.Watch&WatchAll == 0 {
+		c.Watch = WatchAll
 	}
 }
 
@@ -172,16 +193,25 @@ func (c *Cache) WaitSynced(ctx context.Context) error {
 
 func (c *Cache) poll(ctx context.Context) {
 	now := time.Now()
-	nodeErr := pollView(ctx, c, "node", c.nodes, true, c.client.backend.ListNodes,
-		func(l *NodeList) ([]Node, time.Time) { return l.Nodes, l.LastUpdate }, c.deliverNode)
-	if nodeErr == nil {
-		c.setSynced(&c.lastNodeSync, now)
+	var nodeErr, jobErr error
+	if c.cfg.Watch&WatchNodes != 0 {
+		nodeErr = pollView(ctx, c, "node", c.nodes, true, c.client.backend.ListNodes,
+			func(l *NodeList) ([]Node, time.Time) { return l.Nodes, l.LastUpdate }, c.deliverNode)
+		if nodeErr == nil {
+			c.setSynced(&c.lastNodeSync, now)
+		}
 	}
-	c.polled(ctx, errors.Join(nodeErr, c.listJobs(ctx, now, true)))
+	if c.cfg.Watch&WatchJobs != 0 {
+		jobErr = c.listJobs(ctx, now, true)
+	}
+	c.polled(ctx, errors.Join(nodeErr, jobErr))
 }
 
 // pollJobs lists the jobs alone (RefreshJobs): changes, never deletions.
 func (c *Cache) pollJobs(ctx context.Context) {
+	if c.cfg.Watch&WatchJobs == 0 {
+		return
+	}
 	c.polled(ctx, c.listJobs(ctx, time.Now(), false))
 }
 
@@ -278,22 +308,34 @@ func jobID(a, b *Job) uint32 {
 func (c *Cache) setSynced(last *time.Time, at time.Time) {
 	c.mu.Lock()
 	*last = at
-	both := c.nodes.synced && c.jobs.synced
+	all := (c.cfg.Watch&WatchNodes == 0 || c.nodes.synced) && (c.cfg.Watch&WatchJobs == 0 || c.jobs.synced)
 	c.mu.Unlock()
-	if both {
+	if all {
 		c.syncedOnce.Do(func() { close(c.synced) })
 	}
 }
 
-// updateStatus turns the cache stale when either kind has not refreshed for
-// StaleAfter (counting from Run before the first sync), and fresh again once
-// both have.
+// oldestSyncLocked is the time of the oldest last good refresh of a
+// watched kind; zero when one never succeeded. Callers hold c.mu.
+func (c *Cache) oldestSyncLocked() time.Time {
+	switch c.cfg.Watch & WatchAll {
+	case WatchNodes:
+		return c.lastNodeSync
+	case WatchJobs:
+		return c.lastJobSync
+	}
+	if c.lastJobSync.Before(c.lastNodeSync) {
+		return c.lastJobSync
+	}
+	return c.lastNodeSync
+}
+
+// updateStatus turns the cache stale when a watched kind has not refreshed
+// for StaleAfter (counting from Run before the first sync), and fresh again
+// once every one has.
 func (c *Cache) updateStatus(now time.Time) {
 	c.mu.Lock()
-	oldest := c.lastNodeSync
-	if c.lastJobSync.Before(oldest) {
-		oldest = c.lastJobSync
-	}
+	oldest := c.oldestSyncLocked()
 	if oldest.IsZero() {
 		oldest = c.started
 	}
@@ -301,7 +343,7 @@ func (c *Cache) updateStatus(now time.Time) {
 	changed := stale != c.stale
 	c.stale = stale
 	fs := c.statusFuncs
-	for kind, t := range map[string]time.Time{"node": c.lastNodeSync, "job": c.lastJobSync} {
+	for kind, t := range map[string]time.Time{"node": c.lastNodeSync, "job": c.lastJobSync} { // zero when not watched
 		if !t.IsZero() {
 			c.client.metrics.lastSyncAge.WithLabelValues(kind).Set(now.Sub(t).Seconds())
 		}
@@ -329,12 +371,10 @@ func (c *Cache) Stale() bool {
 	return c.stale
 }
 
-// LastSync is the time of the oldest of the last good node and job refreshes.
+// LastSync is the time of the oldest of the last good refreshes of the
+// watched kinds.
 func (c *Cache) LastSync() time.Time {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	if c.lastJobSync.Before(c.lastNodeSync) {
-		return c.lastJobSync
-	}
-	return c.lastNodeSync
+	return c.oldestSyncLocked()
 }

@@ -8,15 +8,17 @@ import (
 	"github.com/hashicorp/golang-lru/v2/expirable"
 )
 
-// fresh says why the view cannot be trusted now, or nil. Callers hold c.mu.
-func (c *Cache) freshLocked(now time.Time) error {
-	if !c.nodes.synced || !c.jobs.synced {
+// fresh says why the view of kind cannot be trusted now, or nil: the kind
+// is not watched, or a watched kind is not synced or too old (the cache is
+// fresh or stale as a whole). Callers hold c.mu.
+func (c *Cache) freshLocked(now time.Time, kind Watch) error {
+	if c.cfg.Watch&kind == 0 {
+		return ErrNotWatched
+	}
+	if (c.cfg.Watch&WatchNodes != 0 && !c.nodes.synced) || (c.cfg.Watch&WatchJobs != 0 && !c.jobs.synced) {
 		return fmt.Errorf("%w: not synced yet", ErrStale)
 	}
-	oldest := c.lastNodeSync
-	if c.lastJobSync.Before(oldest) {
-		oldest = c.lastJobSync
-	}
+	oldest := c.oldestSyncLocked()
 	if age := now.Sub(oldest); age > c.cfg.StaleAfter {
 		return fmt.Errorf("%w: last good refresh %s ago", ErrStale, age.Round(time.Second))
 	}
@@ -28,7 +30,7 @@ func (c *Cache) freshLocked(now time.Time) error {
 func (c *Cache) Node(name string) (Node, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	if err := c.freshLocked(time.Now()); err != nil {
+	if err := c.freshLocked(time.Now(), WatchNodes); err != nil {
 		return Node{}, err
 	}
 	n, ok := c.nodes.get(name)
@@ -42,7 +44,7 @@ func (c *Cache) Node(name string) (Node, error) {
 func (c *Cache) Nodes() ([]Node, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	if err := c.freshLocked(time.Now()); err != nil {
+	if err := c.freshLocked(time.Now(), WatchNodes); err != nil {
 		return nil, err
 	}
 	return c.nodes.list(), nil
@@ -52,7 +54,7 @@ func (c *Cache) Nodes() ([]Node, error) {
 func (c *Cache) Job(id uint32) (Job, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	if err := c.freshLocked(time.Now()); err != nil {
+	if err := c.freshLocked(time.Now(), WatchJobs); err != nil {
 		return Job{}, err
 	}
 	j, ok := c.jobs.get(id)
@@ -66,7 +68,7 @@ func (c *Cache) Job(id uint32) (Job, error) {
 func (c *Cache) Jobs() ([]Job, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	if err := c.freshLocked(time.Now()); err != nil {
+	if err := c.freshLocked(time.Now(), WatchJobs); err != nil {
 		return nil, err
 	}
 	return c.jobs.list(), nil

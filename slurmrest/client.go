@@ -80,6 +80,8 @@ var (
 	ErrNoToken         = model.ErrNoToken
 	// ErrUnsupportedVersion: slurmrestd serves no API version onepool speaks.
 	ErrUnsupportedVersion = model.ErrUnsupportedVersion
+	// ErrNotWatched: a cache read of a kind it does not list.
+	ErrNotWatched = model.ErrNotWatched
 )
 
 // APIVersions are the slurmrestd API versions onepool speaks, newest first.

@@ -195,7 +195,10 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
-	sCache := slurmrest.NewCache(sc, slurmrest.CacheConfig{PollInterval: c.pollInterval, StaleAfter: c.staleAfter, Logger: ctrl.Log.WithName("slurm-cache")})
+	// The controllers read Slurm's nodes, never its jobs: the cache lists
+	// nodes alone (a job listing is slurmrestd's costliest answer).
+	sCache := slurmrest.NewCache(sc, slurmrest.CacheConfig{PollInterval: c.pollInterval, StaleAfter: c.staleAfter,
+		Watch: slurmrest.WatchNodes, Logger: ctrl.Log.WithName("slurm-cache")})
 	var cacheRunning atomic.Bool
 	// The cache polls only on the leader: replicas waiting for the lease cost slurmrestd nothing.
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {

@@ -34,6 +34,9 @@ var (
 	// ErrUnsupportedVersion: slurmrestd serves no REST API version onepool
 	// speaks (the error names both lists).
 	ErrUnsupportedVersion = errors.New("slurmrest: no REST API version in common")
+	// ErrNotWatched: a cache read of a kind the cache does not list
+	// (CacheConfig.Watch); a wiring mistake, never an answer about Slurm.
+	ErrNotWatched = errors.New("slurmrest: the cache does not list that kind")
 )
 
 // Slurm error numbers onepool recognises (slurm/slurm_errno.h; the same
