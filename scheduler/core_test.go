@@ -78,11 +78,13 @@ func (f *fakeSlurm) JobStates(context.Context, []uint32) ([]slurmrest.JobStateEn
 type fakeJobs struct {
 	stale     bool
 	refreshes atomic.Int32
+	count     atomic.Int32 // JobCount
 }
 
 func (f *fakeJobs) Job(uint32) (slurmrest.Job, error) { return slurmrest.Job{}, slurmrest.ErrNotFound }
 func (f *fakeJobs) Stale() bool                       { return f.stale }
 func (f *fakeJobs) RefreshJobs()                      { f.refreshes.Add(1) }
+func (f *fakeJobs) JobCount() int                     { return int(f.count.Load()) }
 
 type coreFixture struct {
 	core  *Core

@@ -25,6 +25,8 @@ type JobCache interface {
 	// RefreshJobs asks for a listing of changed jobs now, not at the
 	// next poll, without waiting for it.
 	RefreshJobs()
+	// JobCount is how many jobs the last listing held.
+	JobCount() int
 }
 
 // rejected says whether Slurm refused a submission for what it asks

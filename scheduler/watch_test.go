@@ -69,17 +69,67 @@ func TestWatchRefreshesTheCacheOnlyWhileAJobRuns(t *testing.T) {
 	assert.Equal(t, n, f.jobs.refreshes.Load(), "the job ended: no more refreshes")
 }
 
-func TestAnyRunning(t *testing.T) {
+func TestRunningJobs(t *testing.T) {
 	for _, tc := range []struct {
 		known map[uint32]slurmrest.JobState
-		want  bool
+		want  []uint32
 	}{
-		{nil, false},
-		{map[uint32]slurmrest.JobState{1: nil}, false},
-		{map[uint32]slurmrest.JobState{1: {"PENDING"}, 2: nil}, false},
-		{map[uint32]slurmrest.JobState{1: {"PENDING"}, 2: {"RUNNING"}}, true},
-		{map[uint32]slurmrest.JobState{3: {"RUNNING", "COMPLETING"}}, true},
+		{nil, nil},
+		{map[uint32]slurmrest.JobState{1: nil}, nil},
+		{map[uint32]slurmrest.JobState{1: {"PENDING"}, 2: nil}, nil},
+		{map[uint32]slurmrest.JobState{1: {"PENDING"}, 2: {"RUNNING"}}, []uint32{2}},
+		{map[uint32]slurmrest.JobState{3: {"RUNNING", "COMPLETING"}, 2: {"RUNNING"}}, []uint32{2, 3}},
 	} {
-		assert.Equal(t, tc.want, anyRunning(tc.known), "%v", tc.known)
+		assert.Equal(t, tc.want, runningJobs(tc.known), "%v", tc.known)
 	}
+}
+
+func TestReadEach(t *testing.T) {
+	for _, tc := range []struct {
+		running, listed int
+		want            bool
+	}{
+		{0, 500, false},   // nothing runs: nothing to read
+		{1, 0, false},     // the cache holds nothing yet: its listing is cheap
+		{32, 250, true},   // a few pods among many jobs: one by one
+		{200, 250, false}, // most jobs are onepool's: one listing
+		{5, 10, true},
+		{6, 10, false},
+	} {
+		assert.Equal(t, tc.want, readEach(tc.running, tc.listed), "%d running, %d listed", tc.running, tc.listed)
+	}
+}
+
+// With few running placeholders among many jobs, the watch reads each
+// running job in full (no cache listing) every runningRefresh, so Slurm
+// beginning a preemption evicts the pod without waiting for a listing.
+func TestWatchReadsRunningJobsOneByOneWhenCheaper(t *testing.T) {
+	f := newCoreFixture(t)
+	f.jobs.count.Store(100)
+	j := f.job(7, slurmrest.JobRunning, "gpu-1")
+	f.slurm.jobs = map[uint32]*slurmrest.Job{7: &j}
+	f.core.observe(j)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); f.core.watchOwned(ctx) }()
+	defer func() { cancel(); <-done }()
+	go func() {
+		for {
+			key, quit := f.core.lifeQ.Get()
+			if quit {
+				return
+			}
+			_, _ = f.core.reconcile(ctx, key)
+			f.core.lifeQ.Done(key)
+		}
+	}()
+
+	f.slurm.mu.Lock()
+	preempted := j
+	preempted.QOS, preempted.PreemptTime, preempted.EndTime = "low", time.Now(), time.Now().Add(30*time.Second)
+	f.slurm.jobs[7] = &preempted
+	f.slurm.mu.Unlock()
+	assert.Eventually(t, func() bool { return len(evictions(f)) == 1 }, 5*time.Second, 10*time.Millisecond,
+		"the preemption was not seen from the job's own record")
+	assert.Zero(t, f.jobs.refreshes.Load(), "the cache listed jobs though reading one was cheaper")
 }

@@ -74,6 +74,14 @@ func (c *Cache) Jobs() ([]Job, error) {
 	return c.jobs.list(), nil
 }
 
+// JobCount is how many jobs the view holds, fresh or not (0 when the cache
+// does not watch jobs): what a listing of them costs.
+func (c *Cache) JobCount() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.jobs.items)
+}
+
 // GetNode reads one node: from the view when it is fresh and has it, else
 // from a short-lived LRU of direct reads, else from slurmrestd (then kept in
 // the LRU). A stale view is never used; a direct read that fails is an error.
