@@ -85,7 +85,7 @@ type Args struct {
 	// GPUs while the pod stops, the epilog does (false).
 	ImmediateAllocation bool `json:"immediateAllocation,omitempty"`
 
-	// SubmitWorkers submit placeholder jobs in parallel (8).
+	// SubmitWorkers submit placeholder jobs in parallel (16).
 	SubmitWorkers int `json:"submitWorkers,omitempty"`
 	// WorkDir is the placeholder jobs' working directory on the nodes (/tmp).
 	WorkDir string `json:"workDir,omitempty"`
@@ -110,7 +110,7 @@ func (a *Args) SetDefaults() {
 		a.ReleaseListenAddress = ":10270"
 	}
 	if a.SubmitWorkers == 0 {
-		a.SubmitWorkers = 8
+		a.SubmitWorkers = 16
 	}
 	if a.WorkDir == "" {
 		a.WorkDir = "/tmp"

@@ -146,10 +146,11 @@ func (c *Core) submit(ctx context.Context, key string) error {
 	c.log.V(2).Info("Submitted a placeholder job", "owner", o.String(), "job", id, "allocatedAtOnce", now)
 	for _, m := range members {
 		c.recorder.Eventf(m, nil, corev1.EventTypeNormal, keys.EventJobSubmitted, "Submit", msg, id)
-		if err := annotateJobID(ctx, c.kube.CoreV1().Pods(m.Namespace), m, id); err != nil {
-			c.log.Error(err, "Recording the job id on the pod", "pod", m.Namespace+"/"+m.Name, "job", id)
-		}
 	}
+	// The job id is written on the pods by the lifecycle workers once the
+	// job is seen (recordJobID), off this path: a burst's submissions then
+	// wait for Slurm alone, not for an API server write each.
+	c.lifeQ.Add(key)
 	// Queued: the watch wakes the pods once Slurm says where the job runs.
 	return nil
 }

@@ -91,10 +91,10 @@ func TestReadEach(t *testing.T) {
 	}{
 		{0, 500, false},   // nothing runs: nothing to read
 		{1, 0, false},     // the cache holds nothing yet: its listing is cheap
-		{32, 250, true},   // a few pods among many jobs: one by one
-		{200, 250, false}, // most jobs are onepool's: one listing
-		{5, 10, true},
-		{6, 10, false},
+		{32, 350, true},   // a few pods among many jobs: one by one
+		{200, 350, false}, // most jobs are onepool's: one listing
+		{2, 10, true},
+		{3, 10, false},
 	} {
 		assert.Equal(t, tc.want, readEach(tc.running, tc.listed), "%d running, %d listed", tc.running, tc.listed)
 	}
@@ -105,7 +105,7 @@ func TestReadEach(t *testing.T) {
 // beginning a preemption evicts the pod without waiting for a listing.
 func TestWatchReadsRunningJobsOneByOneWhenCheaper(t *testing.T) {
 	f := newCoreFixture(t)
-	f.jobs.count.Store(100)
+	f.jobs.count.Store(1000)
 	j := f.job(7, slurmrest.JobRunning, "gpu-1")
 	f.slurm.jobs = map[uint32]*slurmrest.Job{7: &j}
 	f.core.observe(j)

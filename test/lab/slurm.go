@@ -240,7 +240,9 @@ func (l *Lab) slurmrestd() daemon {
 		argv: []string{"/usr/sbin/slurmrestd", "-u", "slurmrest", "-g", "slurmrest", "-a", "rest_auth/jwt", "-s", "openapi/slurmctld",
 			fmt.Sprintf("127.0.0.1:%d", SlurmrestdPort)},
 		chroot: l.RootFS(), port: SlurmrestdPort,
-		env: append([]string{"SLURM_JWT=daemon"}, chrootEnv...),
+		// Compact JSON: a job's record is 9.8 KB instead of 27 KB pretty
+		// (Slurm 24.11), and the scheduler reads many.
+		env: append([]string{"SLURM_JWT=daemon", "SLURMRESTD_JSON=compact"}, chrootEnv...),
 	}
 }
 
