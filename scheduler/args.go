@@ -40,6 +40,11 @@ type Args struct {
 	RequestTimeout metav1.Duration `json:"requestTimeout,omitempty"`
 	// PollInterval of the Slurm cache (1s).
 	PollInterval metav1.Duration `json:"pollInterval,omitempty"`
+	// JobListInterval: the cache lists Slurm's jobs in full this often, or
+	// sooner when /jobs/state shows a job that appeared, vanished or
+	// changed state; its other polls ask /jobs/state alone (10s). A pending
+	// pod's message then shows a new Slurm reason up to this late.
+	JobListInterval metav1.Duration `json:"jobListInterval,omitempty"`
 	// StaleAfter: without a good Slurm refresh for this long, Slurm's state
 	// is unknown and nothing is submitted, cancelled or evicted (30s).
 	StaleAfter metav1.Duration `json:"staleAfter,omitempty"`
@@ -104,6 +109,7 @@ func (a *Args) SetDefaults() {
 	def(&a.RequestTimeout, 10*time.Second)
 	def(&a.PollInterval, time.Second)
 	def(&a.StaleAfter, 30*time.Second)
+	def(&a.JobListInterval, 10*time.Second)
 	def(&a.StartPollInterval, 100*time.Millisecond)
 	def(&a.WatchInterval, 250*time.Millisecond)
 	if a.ReleaseListenAddress == "" {
@@ -137,7 +143,8 @@ func (a *Args) Validate() error {
 		errs = append(errs, field.NotSupported(p.Child("slurmrestAPIVersion"), v, slurmrest.APIVersions))
 	}
 	for name, d := range map[string]metav1.Duration{"requestTimeout": a.RequestTimeout, "pollInterval": a.PollInterval,
-		"staleAfter": a.StaleAfter, "startPollInterval": a.StartPollInterval, "watchInterval": a.WatchInterval} {
+		"staleAfter": a.StaleAfter, "startPollInterval": a.StartPollInterval, "watchInterval": a.WatchInterval,
+		"jobListInterval": a.JobListInterval} {
 		if d.Duration <= 0 {
 			errs = append(errs, field.Invalid(p.Child(name), d.Duration.String(), "must be positive"))
 		}

@@ -61,6 +61,7 @@ func newPlugin(ctx context.Context, obj runtime.Object, h fwk.Handle, leader Lea
 	// The scheduler reads Slurm's jobs; nodes it takes from Kubernetes.
 	jobs := slurmrest.NewCache(client, slurmrest.CacheConfig{
 		PollInterval: args.PollInterval.Duration, StaleAfter: args.StaleAfter.Duration, Watch: slurmrest.WatchJobs,
+		JobListEvery: args.JobListInterval.Duration,
 		Logger: log.WithName("slurm-cache"),
 	})
 	dyn, err := dynamic.NewForConfig(h.KubeConfig())

@@ -142,7 +142,7 @@ func TestDecodeArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	if a.RequestTimeout.Duration != 10*time.Second || a.PollInterval.Duration != time.Second || a.StaleAfter.Duration != 30*time.Second ||
-		a.StartPollInterval.Duration != 100*time.Millisecond || a.SubmitWorkers != 16 || a.WorkDir != "/tmp" || a.ReleaseListenAddress != ":10270" {
+		a.StartPollInterval.Duration != 100*time.Millisecond || a.SubmitWorkers != 16 || a.JobListInterval.Duration != 10*time.Second || a.WorkDir != "/tmp" || a.ReleaseListenAddress != ":10270" {
 		t.Errorf("defaults not applied: %+v", a)
 	}
 	for name, raw := range map[string]string{

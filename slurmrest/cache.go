@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,6 +23,16 @@ type CacheConfig struct {
 	LRUSize int
 	LRUTTL  time.Duration
 	Logger  logr.Logger
+	// JobListEvery: when set, a regular poll lists the jobs in full only
+	// this often, or when /jobs/state (ids and states alone, a few dozen
+	// bytes a job) shows a job that appeared, vanished or changed state
+	// since the last listing. On Slurm 24.11 an update_time delta answers
+	// every job as soon as one changed, so polls in full each second cost
+	// slurmrestd most of its time on a busy cluster. Changes that leave
+	// every state alone (a pending job's reason, a preemption's
+	// preempt_time) then wait up to this long, or for RefreshJobs, which
+	// always lists. Zero: every poll lists.
+	JobListEvery time.Duration
 	// Watch is what the cache lists: WatchNodes, WatchJobs or both (zero:
 	// both). A component lists only what it reads: on Slurm 24.11 a job
 	// delta answers every job as soon as one changed, which costs
@@ -89,6 +100,11 @@ type Cache struct {
 	jobs         *view[uint32, Job]
 	lastNodeSync time.Time
 	lastJobSync  time.Time
+	lastJobList  time.Time // the last full job listing (JobListEvery)
+	// jobsListed: the last job poll brought jobs (something changed); an
+	// unchanged delta is cheaper than any probe, so only after a change
+	// does the next poll ask /jobs/state first.
+	jobsListed   bool
 	stale        bool
 	started      time.Time
 	nodeHandlers []NodeHandler
@@ -195,16 +211,57 @@ func (c *Cache) poll(ctx context.Context) {
 	now := time.Now()
 	var nodeErr, jobErr error
 	if c.cfg.Watch&WatchNodes != 0 {
-		nodeErr = pollView(ctx, c, "node", c.nodes, true, c.client.backend.ListNodes,
+		_, nodeErr = pollView(ctx, c, "node", c.nodes, true, c.client.backend.ListNodes,
 			func(l *NodeList) ([]Node, time.Time) { return l.Nodes, l.LastUpdate }, c.deliverNode)
 		if nodeErr == nil {
 			c.setSynced(&c.lastNodeSync, now)
 		}
 	}
 	if c.cfg.Watch&WatchJobs != 0 {
-		jobErr = c.listJobs(ctx, now, true)
+		if c.jobsUnchanged(ctx, now) {
+			c.setSynced(&c.lastJobSync, now)
+		} else if jobErr = c.listJobs(ctx, now, true); jobErr == nil {
+			c.mu.Lock()
+			c.lastJobList = now
+			c.mu.Unlock()
+		}
 	}
 	c.polled(ctx, errors.Join(nodeErr, jobErr))
+}
+
+// jobsUnchanged says, between the full listings JobListEvery asks for and
+// after a poll that brought jobs, whether /jobs/state shows exactly the
+// jobs and states of the view: then the listing is skipped. Any doubt (a
+// failed probe, another set of jobs) lists.
+func (c *Cache) jobsUnchanged(ctx context.Context, now time.Time) bool {
+	c.mu.RLock()
+	due := c.cfg.JobListEvery <= 0 || !c.jobs.synced || !c.jobsListed || now.Sub(c.lastJobList) >= c.cfg.JobListEvery
+	c.mu.RUnlock()
+	if due {
+		return false
+	}
+	states, err := c.client.AllJobStates(ctx)
+	if err != nil {
+		return false
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return sameStates(c.jobs.items, states)
+}
+
+// sameStates says whether states lists exactly the jobs of items, each in
+// the state items holds.
+func sameStates(items map[uint32]*Job, states []JobStateEntry) bool {
+	if len(items) != len(states) {
+		return false
+	}
+	for _, s := range states {
+		j, ok := items[s.ID]
+		if !ok || !slices.Equal(j.State, s.State) {
+			return false
+		}
+	}
+	return true
 }
 
 // pollJobs lists the jobs alone (RefreshJobs): changes, never deletions.
@@ -216,9 +273,12 @@ func (c *Cache) pollJobs(ctx context.Context) {
 }
 
 func (c *Cache) listJobs(ctx context.Context, now time.Time, full bool) error {
-	err := pollView(ctx, c, "job", c.jobs, full, c.client.backend.ListJobs,
+	listed, err := pollView(ctx, c, "job", c.jobs, full, c.client.backend.ListJobs,
 		func(l *JobList) ([]Job, time.Time) { return l.Jobs, l.LastUpdate }, c.deliverJob)
 	if err == nil {
+		c.mu.Lock()
+		c.jobsListed = listed
+		c.mu.Unlock()
 		c.setSynced(&c.lastJobSync, now)
 	}
 	return err
@@ -234,7 +294,7 @@ func (c *Cache) polled(ctx context.Context, err error) {
 // pollView lists one kind with update_time and delivers the changes;
 // deletions only when full (a regular poll, not a refresh).
 func pollView[K comparable, T, L any](ctx context.Context, c *Cache, kind string, v *view[K, T], full bool,
-	list func(context.Context, time.Time) (*L, error), items func(*L) ([]T, time.Time), deliver func(event[T])) error {
+	list func(context.Context, time.Time) (*L, error), items func(*L) ([]T, time.Time), deliver func(event[T])) (listed bool, err error) {
 	c.mu.RLock()
 	since := v.since
 	c.mu.RUnlock()
@@ -242,10 +302,10 @@ func pollView[K comparable, T, L any](ctx context.Context, c *Cache, kind string
 	asked := time.Now()
 	got, err := list(ctx, since)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if got == nil { // nothing changed since "since"
-		return nil
+		return false, nil
 	}
 	objs, lastUpdate := items(got)
 	c.mu.Lock()
@@ -259,7 +319,7 @@ func pollView[K comparable, T, L any](ctx context.Context, c *Cache, kind string
 		c.client.metrics.cacheEvents.WithLabelValues(kind, e.typ).Inc()
 		deliver(e)
 	}
-	return nil
+	return true, nil
 }
 
 func (c *Cache) deliverNode(e event[Node]) {

@@ -253,6 +253,14 @@ func (c *Client) JobStates(ctx context.Context, ids []uint32) ([]JobStateEntry, 
 	return out, nil
 }
 
+// AllJobStates lists the id and state of every job Slurm holds: a few dozen
+// bytes a job where a full record is about ten kilobytes.
+func (c *Client) AllJobStates(ctx context.Context) ([]JobStateEntry, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	return c.backend.AllJobStates(ctx)
+}
+
 // SubmitJob submits a batch job and returns its id.
 func (c *Client) SubmitJob(ctx context.Context, j JobSubmit) (uint32, error) {
 	ctx, cancel := c.ctx(ctx)

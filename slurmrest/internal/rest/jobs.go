@@ -92,6 +92,20 @@ func (b *Backend) JobStates(ctx context.Context, ids []uint32) ([]model.JobState
 	return out, nil
 }
 
+// AllJobStates reads the light id+state listing of every job Slurm holds.
+func (b *Backend) AllJobStates(ctx context.Context) ([]model.JobStateEntry, error) {
+	const op = "job states"
+	r, err := b.call(ctx, request{op: op, method: http.MethodGet, path: pathJobsState})
+	if err != nil {
+		return nil, err
+	}
+	out, err := DecodeJobStates(r.body)
+	if err != nil {
+		return nil, badResponse(op, b.endpoint(http.MethodGet, pathJobsState), r, "%w", err)
+	}
+	return out, nil
+}
+
 // DecodeJobStates reads a /jobs/state/ answer.
 func DecodeJobStates(body []byte) ([]model.JobStateEntry, error) {
 	var resp jobsStateResp
