@@ -1,7 +1,6 @@
 package slurmrest
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -31,14 +30,7 @@ func TestCacheListsJobsOnlyWhenTheirStatesChanged(t *testing.T) {
 				"GET /jobs/state/": tc.states,
 			})
 			cache := NewCache(c, CacheConfig{PollInterval: 20 * time.Millisecond, JobListEvery: time.Hour, Watch: WatchJobs})
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); cache.Run(ctx) }()
-			defer func() { cancel(); <-done }()
-
-			wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
-			defer wcancel()
-			require.NoError(t, cache.WaitSynced(wctx))
+			runSynced(t, cache)
 			require.Eventually(t, func() bool { return rp.count("GET /jobs/state/") >= 5 }, 10*time.Second, 5*time.Millisecond)
 			require.False(t, cache.Stale())
 			j, err := cache.Job(1)
@@ -68,11 +60,7 @@ func TestCacheAsksNoJobStatesWhileNothingChanges(t *testing.T) {
 		"GET /jobs/state/": "jobs_state.200.json",
 	})
 	cache := NewCache(c, CacheConfig{PollInterval: 20 * time.Millisecond, JobListEvery: 100 * time.Millisecond, Watch: WatchJobs})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); cache.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-
+	runSynced(t, cache)
 	require.Eventually(t, func() bool { return rp.count(delta) >= 3 }, 10*time.Second, 5*time.Millisecond)
 	probes := rp.count("GET /jobs/state/")
 	time.Sleep(300 * time.Millisecond)

@@ -32,14 +32,7 @@ func TestCacheListsOnlyWhatItWatches(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, rp := newReplay(t, routes)
 			cache := NewCache(c, CacheConfig{PollInterval: 50 * time.Millisecond, Watch: tc.watch})
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); cache.Run(ctx) }()
-			defer func() { cancel(); <-done }()
-
-			wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
-			defer wcancel()
-			require.NoError(t, cache.WaitSynced(wctx))
+			runSynced(t, cache)
 			// Several polls later, still fresh and still only its kinds asked.
 			require.Eventually(t, func() bool {
 				return rp.count("GET /nodes/?update_time=1795229216")+rp.count("GET /jobs/?update_time=1795229220") >= 3
@@ -67,4 +60,16 @@ func TestCacheListsOnlyWhatItWatches(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runSynced runs cache until the test ends and waits for its first sync.
+func runSynced(t *testing.T, cache *Cache) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); cache.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	require.NoError(t, cache.WaitSynced(wctx))
 }

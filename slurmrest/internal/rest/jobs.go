@@ -76,11 +76,15 @@ func (b *Backend) JobStates(ctx context.Context, ids []uint32) ([]model.JobState
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	op := fmt.Sprintf("job states of %d jobs", len(ids))
 	q := url.Values{}
 	for _, id := range ids {
 		q.Add("job_id", jobArg(id))
 	}
+	return b.jobStates(ctx, fmt.Sprintf("job states of %d jobs", len(ids)), q)
+}
+
+// jobStates reads /jobs/state/ with query q (nil: every job).
+func (b *Backend) jobStates(ctx context.Context, op string, q url.Values) ([]model.JobStateEntry, error) {
 	r, err := b.call(ctx, request{op: op, method: http.MethodGet, path: pathJobsState, query: q})
 	if err != nil {
 		return nil, err
@@ -94,16 +98,7 @@ func (b *Backend) JobStates(ctx context.Context, ids []uint32) ([]model.JobState
 
 // AllJobStates reads the light id+state listing of every job Slurm holds.
 func (b *Backend) AllJobStates(ctx context.Context) ([]model.JobStateEntry, error) {
-	const op = "job states"
-	r, err := b.call(ctx, request{op: op, method: http.MethodGet, path: pathJobsState})
-	if err != nil {
-		return nil, err
-	}
-	out, err := DecodeJobStates(r.body)
-	if err != nil {
-		return nil, badResponse(op, b.endpoint(http.MethodGet, pathJobsState), r, "%w", err)
-	}
-	return out, nil
+	return b.jobStates(ctx, "job states", nil)
 }
 
 // DecodeJobStates reads a /jobs/state/ answer.
