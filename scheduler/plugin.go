@@ -62,7 +62,7 @@ func newPlugin(ctx context.Context, obj runtime.Object, h fwk.Handle, leader Lea
 	jobs := slurmrest.NewCache(client, slurmrest.CacheConfig{
 		PollInterval: args.PollInterval.Duration, StaleAfter: args.StaleAfter.Duration, Watch: slurmrest.WatchJobs,
 		JobListEvery: args.JobListInterval.Duration,
-		Logger: log.WithName("slurm-cache"),
+		Logger:       log.WithName("slurm-cache"),
 	})
 	dyn, err := dynamic.NewForConfig(h.KubeConfig())
 	if err != nil {
