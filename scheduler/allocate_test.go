@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
 )
 
@@ -223,26 +222,4 @@ func TestCoreCancelsAGrantedJobOfAPodDeletedWhileAsked(t *testing.T) {
 	_, err := f.core.reconcile(ctx, ownerOf(f.pod).key())
 	require.NoError(t, err)
 	assert.Equal(t, []uint32{55}, f.slurm.cancelled, "the granted job of a deleted pod is cancelled")
-}
-
-// The submit path writes nothing on the pod; a pod about to be bound gets
-// its job id at PreBind, once, so a bound pod always names its job.
-func TestCoreRecordsTheJobIDBeforeBinding(t *testing.T) {
-	f := newCoreFixture(t)
-	f.core.args.ImmediateAllocation = true
-	f.slurm.allocate = func(slurmrest.JobSubmit) (uint32, error) { return 55, nil }
-	granted := f.job(55, slurmrest.JobRunning, "gpu-1")
-	f.slurm.jobs = map[uint32]*slurmrest.Job{55: &granted}
-	ctx := context.Background()
-	require.NoError(t, f.submitOnce(t))
-	for _, a := range f.kube.Actions() {
-		assert.NotEqual(t, "patch", a.GetVerb(), "the submit path wrote the pod")
-	}
-
-	require.True(t, f.core.NeedsJobID(f.pod))
-	require.NoError(t, f.core.RecordJobID(ctx, f.pod))
-	p, err := f.kube.CoreV1().Pods("ns").Get(ctx, "p", metav1.GetOptions{})
-	require.NoError(t, err)
-	assert.Equal(t, "55", p.Annotations[keys.AnnotationJobID])
-	assert.False(t, f.core.NeedsJobID(p), "a pod that names its job needs no PreBind for it")
 }

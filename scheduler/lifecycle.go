@@ -209,31 +209,3 @@ func (c *Core) recordJobID(ctx context.Context, members []*corev1.Pod, id uint32
 	}
 	return errors.Join(errs...)
 }
-
-// jobIDToRecord is the placeholder job id pod must carry and does not yet
-// (0: nothing to write).
-func (c *Core) jobIDToRecord(pod *corev1.Pod) uint32 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	p := c.places[ownerOf(pod).key()]
-	if p == nil || p.jobID == 0 || pod.Annotations[keys.AnnotationJobID] == itoa(p.jobID) {
-		return 0
-	}
-	return p.jobID
-}
-
-// NeedsJobID says whether pod must have its job id written before it is
-// bound (PreBind).
-func (c *Core) NeedsJobID(pod *corev1.Pod) bool { return c.jobIDToRecord(pod) != 0 }
-
-// RecordJobID writes the placeholder job id on pod before it is bound, so a
-// bound pod always names its job. The submit path does not wait for this
-// write: the binding cycle (one per pod, in parallel) or the lifecycle
-// workers (pods still queued in Slurm) make it.
-func (c *Core) RecordJobID(ctx context.Context, pod *corev1.Pod) error {
-	id := c.jobIDToRecord(pod)
-	if id == 0 {
-		return nil
-	}
-	return annotateJobID(ctx, c.kube.CoreV1().Pods(pod.Namespace), pod, id)
-}

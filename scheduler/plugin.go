@@ -129,22 +129,17 @@ func (pl *Plugin) PreFilter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod
 
 func (pl *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
-// PreBindPreFlight: PreBind is needed by pods that do not name their job
-// yet and by pods with an onepool GPU claim.
+// PreBindPreFlight: only pods with an onepool GPU claim need PreBind.
 func (pl *Plugin) PreBindPreFlight(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) *fwk.Status {
-	if _, ok, _ := gpuClaimName(pod); !ok && !pl.core.NeedsJobID(pod) {
+	if _, ok, _ := gpuClaimName(pod); !ok {
 		return fwk.NewStatus(fwk.Skip)
 	}
 	return nil
 }
 
-// PreBind writes the pod's job id, and its GPU claim from Slurm's GRES
-// indices, before the pod is bound; a claim that cannot be written keeps
-// the pod unbound.
+// PreBind writes the pod's GPU claim from Slurm's GRES indices before the
+// pod is bound; a claim that cannot be written keeps the pod unbound.
 func (pl *Plugin) PreBind(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, node string) *fwk.Status {
-	if err := pl.core.RecordJobID(ctx, pod); err != nil {
-		return fwk.AsStatus(fmt.Errorf("recording the Slurm job on the pod: %w", err))
-	}
 	if err := pl.core.AllocateGPUClaim(ctx, pod, node); err != nil {
 		if errors.Is(err, ErrGPUClaim) {
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())

@@ -147,10 +147,9 @@ func (c *Core) submit(ctx context.Context, key string) error {
 	for _, m := range members {
 		c.recorder.Eventf(m, nil, corev1.EventTypeNormal, keys.EventJobSubmitted, "Submit", msg, id)
 	}
-	// The job id is written on the pods off this path, so a burst's
-	// submissions wait for Slurm alone, not for an API server write each:
-	// at PreBind (RecordJobID) for a pod about to be bound, by the
-	// lifecycle workers (recordJobID) for pods queued in Slurm.
+	// The job id is written on the pods by the lifecycle workers once the
+	// job is seen (recordJobID), off this path: a burst's submissions then
+	// wait for Slurm alone, not for an API server write each.
 	c.lifeQ.Add(key)
 	// Queued: the watch wakes the pods once Slurm says where the job runs.
 	return nil
