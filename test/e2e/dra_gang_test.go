@@ -86,9 +86,7 @@ func TestGPUClaimsOfAGangComeFromEachPodsNode(t *testing.T) {
 	}
 	require.ElementsMatch(t, nodes, []string{bound["duo-0"], bound["duo-1"]}, "one pod on each node")
 
-	p0, err := e.get("duo-0")
-	require.NoError(t, err)
-	id := p0.Annotations[keys.AnnotationJobID]
+	id := e.withJobID("duo-0").Annotations[keys.AnnotationJobID]
 	byNode := jobGresIndexesByNode(t, ne, id)
 	plugins := map[string]drapb.DRAPluginClient{}
 	cdiDirs := map[string]string{}

@@ -371,10 +371,7 @@ func TestGPUClaimHoldsTheGPUsSlurmGave(t *testing.T) {
 		if got := e.waitBound(pod, 60*time.Second); got != node {
 			t.Fatalf("pod %s bound to %s, want %s", pod, got, node)
 		}
-		p, err := e.get(pod)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := e.withJobID(pod)
 		id := p.Annotations[keys.AnnotationJobID]
 		idx := jobGresIndexes(t, ne, id)
 		var claimName string

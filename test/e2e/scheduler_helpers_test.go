@@ -102,6 +102,23 @@ func (e *schedEnv) get(name string) (*corev1.Pod, error) {
 	return e.kc.CoreV1().Pods(e.ns).Get(context.Background(), name, metav1.GetOptions{})
 }
 
+// withJobID waits until the pod names its placeholder job (the scheduler
+// writes that annotation apart from binding, so it may follow the bind by
+// moments) and returns the pod.
+func (e *schedEnv) withJobID(name string) *corev1.Pod {
+	e.t.Helper()
+	var pod *corev1.Pod
+	eventually(e.t, 15*time.Second, "pod "+name+" names its Slurm job", func() (bool, string) {
+		p, err := e.get(name)
+		if err != nil {
+			return false, err.Error()
+		}
+		pod = p
+		return p.Annotations[keys.AnnotationJobID] != "", fmt.Sprint(p.Annotations)
+	})
+	return pod
+}
+
 // waitBound waits until the pod is bound and returns its node.
 func (e *schedEnv) waitBound(name string, timeout time.Duration) string {
 	e.t.Helper()

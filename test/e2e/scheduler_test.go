@@ -29,7 +29,7 @@ func TestSchedulerBindsPodWhereSlurmRunsItsJob(t *testing.T) {
 	if sj["JobState"] != "RUNNING" || sj["NodeList"] != node || !strings.Contains(sj["TresPerNode"], "gres/gpu:1") {
 		t.Fatalf("pod bound to %s; scontrol shows job %d JobState=%s NodeList=%s TresPerNode=%s", node, job.ID, sj["JobState"], sj["NodeList"], sj["TresPerNode"])
 	}
-	p, _ := e.get("one-gpu")
+	p := e.withJobID("one-gpu")
 	if p.Annotations[keys.AnnotationJobID] != fmt.Sprint(job.ID) {
 		t.Errorf("pod annotation %s=%q, want %d", keys.AnnotationJobID, p.Annotations[keys.AnnotationJobID], job.ID)
 	}

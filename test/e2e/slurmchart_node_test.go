@@ -387,8 +387,7 @@ func podClaimName(p *corev1.Pod) string {
 // the agent, containerd injected its CDI spec), told their GRES indices.
 func podGPUsAreSlurms(t *testing.T, s *slurmChart, e *schedEnv, pod string, devs []draDevice, taken []int) {
 	t.Helper()
-	p, err := e.get(pod)
-	require.NoError(t, err)
+	p := e.withJobID(pod)
 	id := p.Annotations[keys.AnnotationJobID]
 	require.NotEmpty(t, id, "pod %s has no job id", pod)
 	idx := parseGresIndexes(t, s.sh("login", "scontrol show job -d "+id))
