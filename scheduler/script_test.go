@@ -12,9 +12,16 @@ import (
 	"time"
 )
 
+// script is a running placeholder script; done receives its exit once (one
+// Wait, so the tests race nothing).
+type script struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
 // runScript runs the placeholder script with real bash against a release
 // endpoint that answers 409 until gone is set.
-func runScript(t *testing.T, gone *atomic.Bool, asked *atomic.Int32) *exec.Cmd {
+func runScript(t *testing.T, gone *atomic.Bool, asked *atomic.Int32) *script {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/placeholders/42" {
@@ -36,15 +43,17 @@ func runScript(t *testing.T, gone *atomic.Bool, asked *atomic.Int32) *exec.Cmd {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
-	return cmd
+	sc := &script{cmd: cmd, done: make(chan error, 1)}
+	waited := make(chan struct{})
+	go func() { defer close(waited); sc.done <- cmd.Wait() }()
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); <-waited })
+	return sc
 }
 
-func exited(cmd *exec.Cmd, within time.Duration) (bool, error) {
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+// exited says whether the script ended within the given time, and how.
+func exited(sc *script, within time.Duration) (bool, error) {
 	select {
-	case err := <-done:
+	case err := <-sc.done:
 		return true, err
 	case <-time.After(within):
 		return false, nil
@@ -57,21 +66,23 @@ func TestPlaceholderScriptHoldsUntilPodGone(t *testing.T) {
 	}
 	var gone atomic.Bool
 	var asked atomic.Int32
-	cmd := runScript(t, &gone, &asked)
+	sc := runScript(t, &gone, &asked)
 	time.Sleep(300 * time.Millisecond)
 	// Slurm signals the whole job: the script and its sleep.
-	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM); err != nil {
+	if err := syscall.Kill(-sc.cmd.Process.Pid, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(1500 * time.Millisecond)
 	if asked.Load() == 0 {
 		t.Fatal("after SIGTERM the script never asked whether its pod is gone")
 	}
-	if cmd.ProcessState != nil {
-		t.Fatal("the script ended while its pod still exists")
+	select {
+	case err := <-sc.done:
+		t.Fatalf("the script ended while its pod still exists (%v)", err)
+	default:
 	}
 	gone.Store(true)
-	ok, err := exited(cmd, 5*time.Second)
+	ok, err := exited(sc, 5*time.Second)
 	if !ok || err != nil {
 		t.Fatalf("once the pod is gone the script should exit 0; exited=%v err=%v", ok, err)
 	}
@@ -81,8 +92,8 @@ func TestPlaceholderScriptIgnoresAnswersBeforeSIGTERM(t *testing.T) {
 	var gone atomic.Bool
 	var asked atomic.Int32
 	gone.Store(true)
-	cmd := runScript(t, &gone, &asked)
-	if ok, _ := exited(cmd, time.Second); ok {
+	sc := runScript(t, &gone, &asked)
+	if ok, _ := exited(sc, time.Second); ok {
 		t.Fatal("the script ended without being told to")
 	}
 	if asked.Load() != 0 {
