@@ -50,6 +50,11 @@ cd "$clone"
 echo "ci-fresh: building the Slurm rootfs (needs the mirror)"
 ONEPOOL_LAB_DIR="$clone/.lab" go run ./test/lab/cmd/lab rootfs 2>&1 | tee "$log"
 rootfs_done=$(date +%s)
+# The real node's host packages (runc, CNI plugins) come from the mirror
+# too; inside the namespace below apt reaches nothing. CI itself runs
+# without a namespace and installs them in `lab node up`.
+echo "ci-fresh: the real node's host packages (needs the mirror)"
+ONEPOOL_LAB_DIR="$clone/.lab" go run ./test/lab/cmd/lab node packages 2>&1 | tee -a "$log"
 
 echo "ci-fresh: go mod download (needs the Go proxy)"
 go mod download
