@@ -113,7 +113,7 @@ func TestBenchNodeSet(t *testing.T) {
 	after := scrapeHistogram(t, metricsURL, reconcileMetric, `controller="onepool-nodeset"`)
 	p99, n := quantile(before, after, 0.99)
 	t.Logf("converged in %s over %d reconciles", took, n)
-	fmt.Printf("BENCH nodeset_converge_seconds %.1f s\n", took.Seconds())
+	reportPrec("nodeset_converge_seconds", took.Seconds(), 1, "s")
 	report("nodeset_reconcile_p99_ms", p99*1000, "ms")
 	report("nodeset_reconciles", float64(n), "count")
 }

@@ -1,5 +1,6 @@
 // Package bench holds the benchmarks `make bench` runs on the lab. Each
-// prints its figures as "BENCH <name> <value> <unit>" lines; none asserts a
+// prints its figures as "BENCH <name> <value> <unit> slurm=<release>" lines
+// (the Slurm release the lab runs, ONEPOOL_LAB_SLURM); none asserts a
 // time (the machine is shared and noisy).
 package bench
 
@@ -31,8 +32,19 @@ func requireBench(t *testing.T) {
 	}
 }
 
+// report prints one figure, rounded to a whole number, labelled with the
+// Slurm release the lab runs: "BENCH <name> <value> <unit> slurm=<release>".
 func report(name string, value float64, unit string) {
-	fmt.Printf("BENCH %s %.0f %s\n", name, value, unit)
+	reportPrec(name, value, 0, unit)
+}
+
+// reportPrec prints one figure with prec decimals (see report).
+func reportPrec(name string, value float64, prec int, unit string) {
+	release := os.Getenv(lab.EnvSlurm)
+	if r, err := lab.ReleaseNamed(release); err == nil {
+		release = r.Name
+	}
+	fmt.Printf("BENCH %s %.*f %s slurm=%s\n", name, prec, value, unit, release)
 }
 
 // sum adds every series of the named metric family.
@@ -57,7 +69,7 @@ func sum(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // TestBenchSlurmrest measures the cache at 1,000 Slurm nodes and 200 running
 // jobs, polling every second: first a quiet minute (what an idle cluster
 // costs), then a minute of drains and resumes made with scontrol, timing each
-// from the command to the cache's event.
+// from the command to the cache's event, then a quiet minute again.
 func TestBenchSlurmrest(t *testing.T) {
 	requireBench(t)
 	l := lab.Shared(t)
@@ -149,6 +161,16 @@ func TestBenchSlurmrest(t *testing.T) {
 	report("slurmrest_change_samples", float64(len(samples)), "samples")
 	report("slurmrest_change_to_event_p50_ms", pct(0.50), "ms")
 	report("slurmrest_change_to_event_p99_ms", pct(0.99), "ms")
+
+	// A quiet minute again: what an idle cluster costs after churn (on
+	// 24.11 nodes that went NOT_RESPONDING once kept every delta full).
+	time.Sleep(5 * time.Second)
+	req3, bytes3 := sum(t, reg, "onepool_slurmrest_requests_total"), sum(t, reg, "onepool_slurmrest_response_bytes_total")
+	time.Sleep(window)
+	req4, bytes4 := sum(t, reg, "onepool_slurmrest_requests_total"), sum(t, reg, "onepool_slurmrest_response_bytes_total")
+	perMin = float64(time.Minute) / float64(window)
+	report("slurmrest_idle_after_churn_requests_per_min", (req4-req3)*perMin, "requests/min")
+	report("slurmrest_idle_after_churn_bytes_per_min", (bytes4-bytes3)*perMin, "bytes/min")
 }
 
 // change drains or resumes node with scontrol and returns the time until the

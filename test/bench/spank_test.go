@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -71,15 +70,15 @@ func TestBenchSpank(t *testing.T) {
 	}
 	// What the issue asks: the node's /bin/hostname against the jail's.
 	mp, mj := measure("hostname")
-	fmt.Printf("BENCH jail_srun_overhead_ms %.1f ms\n", mj-mp)
-	fmt.Printf("BENCH srun_hostname_median_ms %.1f ms\n", mp)
-	fmt.Printf("BENCH srun_hostname_jail_median_ms %.1f ms\n", mj)
+	reportPrec("jail_srun_overhead_ms", mj-mp, 1, "ms")
+	reportPrec("srun_hostname_median_ms", mp, 1, "ms")
+	reportPrec("srun_hostname_jail_median_ms", mj, 1, "ms")
 	// The jail's hostname is a static busybox, which starts faster than the
 	// node's dynamic one; the same static binary on both sides leaves only
 	// the plugin's cost.
 	bp, bj := measure("busybox", "hostname")
-	fmt.Printf("BENCH jail_srun_overhead_same_binary_ms %.1f ms\n", bj-bp)
-	fmt.Printf("BENCH jail_srun_runs %d count\n", benchSpankRuns)
+	reportPrec("jail_srun_overhead_same_binary_ms", bj-bp, 1, "ms")
+	report("jail_srun_runs", float64(benchSpankRuns), "count")
 }
 
 func medianMS(d []time.Duration) float64 {
