@@ -29,7 +29,7 @@ SCHEDULER_PLUGINS_VERSION := v0.35.4-devel
 FUZZTIME ?= 100000x
 UNIT_PKGS := ./slurmrest/... ./gpuwebhook/... ./test/lab/... ./keys/... ./syncer/... ./scheduler/... ./nodeset/... ./topology/... ./cmd/...
 
-.PHONY: help up down lab-status lab-manifest ci-fresh images tools node-tools generate openapi-spec vet unit fuzz e2e e2e-node test bench bench-install bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-slurm-chart bench-gpu spank
+.PHONY: help up down lab-status lab-manifest ci-fresh images tools node-tools generate openapi-spec vet unit fuzz e2e e2e-node e2e-26.05 test bench bench-install bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-slurm-chart bench-gpu spank
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -175,7 +175,17 @@ e2e-node: tools node-tools images ## e2e of the chart installed with helm on the
 	ONEPOOL_LAB_REAL_KUBELET=1 ONEPOOL_LAB_COMPONENTS=chart ONEPOOL_E2E=1 go test -count=1 -timeout 30m -p 1 -run '$(CHART_E2E)' ./test/e2e/
 	ONEPOOL_LAB_REAL_KUBELET=1 $(BIN)/lab up
 
-test: vet unit fuzz e2e e2e-node ## everything CI runs
+# The e2e suite again on the other supported release, Slurm 26.05 (Debian
+# sid, REST v0.0.44): the lab is stopped and comes up on 26.05 (each release
+# keeps a rootfs and state of its own), then is stopped again.
+e2e-26.05: tools ## the e2e suite on Slurm 26.05 (lab down, up on 26.05, suite, down)
+	$(BIN)/lab down
+	ONEPOOL_LAB_SLURM=26.05 $(BIN)/lab up
+	$(MAKE) spank SLURM=26.05
+	ONEPOOL_LAB_SLURM=26.05 go test -count=1 -timeout 30m -p 1 ./test/e2e/...
+	$(BIN)/lab down
+
+test: vet unit fuzz e2e e2e-node e2e-26.05 ## everything CI runs: the suites on Slurm 24.11, then the e2e suite on 26.05
 
 bench: bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-gpu bench-install bench-slurm-chart ## every benchmark; BENCH lines
 

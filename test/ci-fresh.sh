@@ -49,6 +49,8 @@ echo "ci-fresh: clone of $(git -C "$clone" log -1 --format='%h %s') in $clone; l
 cd "$clone"
 echo "ci-fresh: building the Slurm rootfs (needs the mirror)"
 ONEPOOL_LAB_DIR="$clone/.lab" go run ./test/lab/cmd/lab rootfs 2>&1 | tee "$log"
+# make test runs the e2e suite on Slurm 26.05 too (Debian sid).
+ONEPOOL_LAB_DIR="$clone/.lab" ONEPOOL_LAB_SLURM=26.05 go run ./test/lab/cmd/lab rootfs 2>&1 | tee -a "$log"
 rootfs_done=$(date +%s)
 # The real node's host packages (runc, CNI plugins) come from the mirror
 # too; inside the namespace below apt reaches nothing. CI itself runs
