@@ -28,8 +28,8 @@ func (b *Backend) Ping(ctx context.Context) error {
 // ListNodes lists nodes; with since set, nil means nothing changed.
 //
 // 24.11.5 answers a listing with update_time, where nodes changed but
-// partitions did not, with HTTP 500 "Unable to query partitions" (a
-// slurmrestd bug): that means "changed", so the nodes are listed in full.
+// partitions did not, with an error (isPartitionQueryBug): that means
+// "changed", so the nodes are listed in full.
 func (b *Backend) ListNodes(ctx context.Context, since time.Time) (*model.NodeList, error) {
 	b.mu.Lock()
 	if since.Before(b.nodesSeen) {
@@ -37,7 +37,7 @@ func (b *Backend) ListNodes(ctx context.Context, since time.Time) (*model.NodeLi
 	}
 	b.mu.Unlock()
 	r, err := b.getNodes(ctx, since)
-	if !since.IsZero() && isPartitionQueryBug(err) {
+	if ae := (*model.APIError)(nil); !since.IsZero() && errors.As(err, &ae) && isPartitionQueryBug(ae) {
 		r, err = b.getNodes(ctx, time.Time{})
 	}
 	if err != nil {
@@ -62,19 +62,6 @@ func (b *Backend) getNodes(ctx context.Context, since time.Time) (*response, err
 	return b.call(ctx, request{op: "list nodes", method: http.MethodGet, path: pathNodes, query: sinceQuery(since)})
 }
 
-func isPartitionQueryBug(err error) bool {
-	var ae *model.APIError
-	if !errors.As(err, &ae) || ae.StatusCode != http.StatusInternalServerError {
-		return false
-	}
-	for _, e := range ae.Errors {
-		if strings.Contains(e.Description, "Unable to query partitions") {
-			return true
-		}
-	}
-	return false
-}
-
 // GetNode reads one node. slurmrestd answers an unknown name with HTTP 200,
 // no node and an error "Failure to query node X" (errno 0): that is
 // ErrNotFound, not an empty success.
@@ -82,8 +69,7 @@ func (b *Backend) GetNode(ctx context.Context, name string) (*model.Node, error)
 	op := "get node " + name
 	r, err := b.call(ctx, request{op: op, method: http.MethodGet, path: pathNode, args: []string{name}})
 	var ae *model.APIError
-	if errors.As(err, &ae) && ae.StatusCode == http.StatusOK && len(ae.Errors) > 0 &&
-		strings.HasPrefix(ae.Errors[0].Description, "Failure to query node") {
+	if errors.As(err, &ae) && isUnknownNode(ae) {
 		ae.Kind = model.ErrNotFound
 		return nil, ae
 	}
