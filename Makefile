@@ -29,7 +29,7 @@ SCHEDULER_PLUGINS_VERSION := v0.35.4-devel
 FUZZTIME ?= 100000x
 UNIT_PKGS := ./slurmrest/... ./gpuwebhook/... ./test/lab/... ./keys/... ./syncer/... ./scheduler/... ./nodeset/... ./topology/... ./cmd/...
 
-.PHONY: help up down lab-status lab-manifest ci-fresh images tools node-tools generate openapi-spec vet unit fuzz e2e e2e-node e2e-26.05 test bench bench-install bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-slurm-chart bench-gpu spank
+.PHONY: help up down lab-status lab-manifest ci-fresh images tools node-tools generate openapi-spec vet unit fuzz e2e e2e-node e2e-26.05 test bench bench-install bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-slurm-chart bench-gpu bench-placeholders spank
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -187,7 +187,7 @@ e2e-26.05: tools ## the e2e suite on Slurm 26.05 (lab down, up on 26.05, suite, 
 
 test: vet unit fuzz e2e e2e-node e2e-26.05 ## everything CI runs: the suites on Slurm 24.11, then the e2e suite on 26.05
 
-bench: bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-gpu bench-install bench-slurm-chart ## every benchmark; BENCH lines
+bench: bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-gpu bench-placeholders bench-install bench-slurm-chart ## every benchmark; BENCH lines
 
 bench-slurmrest: tools ## slurmrest cache at 1,000 Slurm nodes and 200 jobs; scontrol reconfigure to answer with every node
 	ONEPOOL_LAB_EXTRA_NODES=1000 $(BIN)/lab up
@@ -200,6 +200,10 @@ bench-syncer: tools ## syncer over 1,000 kwok Nodes, 1,000 Slurm nodes and 1,000
 bench-scheduler: tools ## onepool's scheduler on 32 real slurmd: pod to bound, burst, scancel to evicted
 	ONEPOOL_LAB_NODES=32 $(BIN)/lab up
 	ONEPOOL_BENCH=1 ONEPOOL_LAB_NODES=32 go test -count=1 -timeout 20m -run '^TestBenchScheduler$$' -v ./test/bench/ | tee $(LAB_DIR)/bench-scheduler.log | grep '^BENCH' || (tail -40 $(LAB_DIR)/bench-scheduler.log; exit 1)
+
+bench-placeholders: tools ## Slurm 26.05 only (SLURM=26.05): a placeholder as a batch job against an external job: submit to running, scancel to the next job running
+	$(BIN)/lab up
+	ONEPOOL_BENCH=1 go test -count=1 -timeout 20m -run '^TestBenchPlaceholderKinds$$' -v ./test/bench/ | tee $(LAB_DIR)/bench-placeholders.log | grep -E '^BENCH|SKIP|skip' || (tail -40 $(LAB_DIR)/bench-placeholders.log; exit 1)
 
 bench-nodeset: tools ## NodeSet over 500 kwok GPU Nodes: time to 500 Ready slurmd pods, reconcile p99
 	$(BIN)/lab up
