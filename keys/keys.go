@@ -206,6 +206,7 @@ const (
 	EventPodCreated       = "SuccessfulCreate"
 	EventPodCreateFailed  = "FailedCreate"
 	EventPodDeleted       = "SuccessfulDelete"
+	EventPodFailed        = "FailedDaemonPod" // the slurmd pod failed; it is replaced after a backoff, as a DaemonSet's
 	EventNodeDraining     = "DrainingSlurmNode"
 	EventNodeBusy         = "WaitingForJobs"
 	EventDrainTimeout     = "DrainTimeout"

@@ -200,6 +200,10 @@ func andSelectors(a, b *corev1.NodeSelector) *corev1.NodeSelector {
 	return out
 }
 
+// podFailed says every container of the pod stopped for good (the kubelet
+// evicted it, or refused it at admission): it never runs slurmd again.
+func podFailed(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed }
+
 func podReady(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {

@@ -7,12 +7,14 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -28,6 +30,13 @@ import (
 )
 
 // Reconciler is the NodeSet controller.
+// The backoff between replacements of a failed slurmd pod on one node
+// (a DaemonSet's: 1 s, doubling, at most 15 min).
+const (
+	failedPodBackoff    = time.Second
+	failedPodMaxBackoff = 15 * time.Minute
+)
+
 type Reconciler struct {
 	client   client.Client
 	slurm    Slurm
@@ -39,6 +48,9 @@ type Reconciler struct {
 	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
 	owner   map[string]types.NamespacedName // Slurm node → its NodeSet, from the last reconciles
 	timeout map[string]bool                 // Slurm nodes already reported past their drain timeout
+	// failed spaces out replacements of failed slurmd pods, per NodeSet
+	// and node (as a DaemonSet's failedPodsBackoff).
+	failed *flowcontrol.Backoff
 }
 
 // Setup builds the controller and registers it with mgr. cache delivers
@@ -56,6 +68,7 @@ func Setup(mgr ctrl.Manager, slurm Slurm, cache *slurmrest.Cache, opts Options) 
 		log:      mgr.GetLogger().WithName("nodeset"),
 		owner:    map[string]types.NamespacedName{},
 		timeout:  map[string]bool{},
+		failed:   flowcontrol.NewBackOff(failedPodBackoff, failedPodMaxBackoff),
 	}
 	if cache != nil {
 		cache.AddNodeHandler(slurmrest.NodeHandler{

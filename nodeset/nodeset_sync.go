@@ -1,6 +1,7 @@
 package nodeset
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -90,6 +91,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{}, nil
 }
 
+// failedKey names one node of one NodeSet in the failed-pod backoff.
+func failedKey(ns *v1alpha1.NodeSet, slurmName string) string {
+	return ns.Namespace + "/" + ns.Name + "/" + slurmName
+}
+
 func leftReason(nodeSet string) string { return keys.ReasonNodeSetLeft + " " + nodeSet }
 
 // observe gathers every node the NodeSet has to decide on: the Nodes it
@@ -162,8 +168,12 @@ func (r *Reconciler) observe(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *co
 		}
 	}
 	out := make([]nodeState, 0, len(byName))
+	now := r.failed.Clock.Now()
 	for _, s := range byName {
 		s.slurm = r.slurmView(s.slurmName, known)
+		if s.pod != nil && podFailed(s.pod) && r.failed.IsInBackOffSinceUpdate(failedKey(ns, s.slurmName), now) {
+			s.failedBackoff = r.failed.Get(failedKey(ns, s.slurmName))
+		}
 		out = append(out, *s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].slurmName < out[j].slurmName })
@@ -304,6 +314,11 @@ func (r *Reconciler) do(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *corev1.
 			r.recorder.Eventf(ns, corev1.EventTypeNormal, keys.EventPodDeleted,
 				"force-deleted slurmd pod %s: its Node %s is gone, so no kubelet will stop it, and Slurm node %s runs nothing", pod.Name, pod.Spec.NodeName, n.slurmName)
 		}
+	case actReplaceFailed:
+		r.failed.Next(failedKey(ns, n.slurmName), r.failed.Clock.Now())
+		r.recorder.Eventf(ns, corev1.EventTypeWarning, keys.EventPodFailed, "slurmd pod %s on %s failed (%s); replacing it",
+			n.pod.Name, n.nodeName, cmp.Or(n.pod.Status.Reason, n.pod.Status.Message, "no reason given"))
+		r.deletePod(ctx, ns, n.pod, "it failed", fail)
 	case actDeleteSlurmNode:
 		if !r.confirmFree(ctx, ns, n, fail) || r.claimed(ctx, n.slurmName, fail) {
 			return

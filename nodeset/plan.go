@@ -33,6 +33,10 @@ type nodeState struct {
 	// record is the NodeSet's record of its drain, on the Node.
 	record keys.DrainRecord
 	slurm  slurmView
+	// failedBackoff: the live pod failed (phase Failed: evicted by the
+	// kubelet, refused at admission), and this long remains before it may
+	// be replaced; zero once it may.
+	failedBackoff time.Duration
 }
 
 // ownDrain says the Slurm node is drained by this controller: a reason of
@@ -53,10 +57,11 @@ const (
 	actDeleteSlurmNode
 	actWait
 	actForceDelete // the orphans: their Node is gone
+	actReplaceFailed
 )
 
 func (a action) String() string {
-	return [...]string{"none", "create", "drain", "delete-pod", "resume", "delete-slurm-node", "wait", "force-delete"}[a]
+	return [...]string{"none", "create", "drain", "delete-pod", "resume", "delete-slurm-node", "wait", "force-delete", "replace-failed"}[a]
 }
 
 // step is what to do next for one node; one step per reconcile, the rest
@@ -114,6 +119,14 @@ func planNode(n nodeState, p params, update bool) step {
 			return step{act: actWait, why: "the old slurmd pod is terminating"}
 		}
 		return step{act: actCreate}
+	}
+	if podFailed(n.pod) {
+		// No slurmd runs there: replacing the pod takes nothing away. Like a
+		// DaemonSet's, after a backoff that grows with each failure.
+		if n.failedBackoff > 0 {
+			return step{act: actWait, why: "the slurmd pod failed; it is replaced after a backoff of " + n.failedBackoff.String()}
+		}
+		return step{act: actReplaceFailed}
 	}
 	if n.outdated(p) {
 		if update || n.updating() {

@@ -28,6 +28,13 @@ func slurmNode(reason string, started time.Time, state ...string) slurmView {
 	return slurmView{known: true, found: true, node: slurmrest.Node{Name: "n", State: state, Reason: reason, SlurmdStarted: started, ReasonChanged: t0}}
 }
 
+// failed is a slurmd pod the kubelet evicted.
+func failed(hash string) *corev1.Pod {
+	p := pod(hash, false)
+	p.Status.Phase, p.Status.Reason = corev1.PodFailed, "Evicted"
+	return p
+}
+
 // rec is the NodeSet's record of a drain it made as Slurm shows it (at t0).
 func rec(reason string) keys.DrainRecord { return keys.DrainRecord{Reason: reason, At: t0} }
 
@@ -79,6 +86,11 @@ func TestPlanNode(t *testing.T) {
 		{"the NodeSet's words without its record: an admin's, never resumed", nodeState{wanted: true, pod: pod("new", true), slurm: slurmNode(keys.ReasonNodeSetUpdate, t0.Add(time.Second), "IDLE", "DRAIN")}, false, actNone, ""},
 		{"record from long before the drain: an admin's, never resumed", nodeState{wanted: true, record: keys.DrainRecord{Reason: keys.ReasonNodeSetUpdate, At: t0.Add(-time.Hour)}, pod: pod("new", true), slurm: slurmNode(keys.ReasonNodeSetUpdate, t0.Add(time.Second), "IDLE", "DRAIN")}, false, actNone, ""},
 		{"admin drain on a current pod: never resumed", nodeState{wanted: true, pod: pod("new", true), slurm: slurmNode("bad PSU", t0.Add(time.Second), "IDLE", "DRAIN")}, false, actNone, ""},
+		{"failed pod: replaced", nodeState{wanted: true, pod: failed("new"), slurm: idle}, false, actReplaceFailed, ""},
+		{"failed pod, Slurm unknown: replaced (no slurmd runs there)", nodeState{wanted: true, pod: failed("new"), slurm: unknown}, false, actReplaceFailed, ""},
+		{"failed outdated pod: replaced, not drained", nodeState{wanted: true, pod: failed("old"), slurm: busy}, true, actReplaceFailed, ""},
+		{"failed pod in backoff: wait", nodeState{wanted: true, pod: failed("new"), slurm: idle, failedBackoff: 4 * time.Second}, false, actWait, ""},
+		{"failed pod, node left the set: drain first", nodeState{pod: failed("new"), slurm: idle}, false, actDrain, leftReason("h100")},
 		{"GPU health drain: never resumed", nodeState{wanted: true, pod: pod("new", true), slurm: slurmNode(keys.ReasonGPUPrefix+"xid: 79", t0.Add(time.Second), "IDLE", "DRAIN")}, false, actNone, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

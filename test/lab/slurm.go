@@ -114,9 +114,13 @@ func (l *Lab) configureSlurm(ctx context.Context) error {
 	if err := os.MkdirAll(l.LogDir(), 0o755); err != nil {
 		return err
 	}
-	link := filepath.Join(l.LogDir(), "slurm")
-	if _, err := os.Lstat(link); err != nil {
-		if err := os.Symlink(filepath.Join(root, "var/log/onepool"), link); err != nil {
+	// The link follows the release the lab runs (each has its rootfs).
+	link, target := filepath.Join(l.LogDir(), "slurm"), filepath.Join(root, "var/log/onepool")
+	if cur, err := os.Readlink(link); err != nil || cur != target {
+		if err := os.Remove(link); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		if err := os.Symlink(target, link); err != nil {
 			return err
 		}
 	}
@@ -213,6 +217,21 @@ func writeIfChanged(path, body string) (bool, error) {
 	return true, os.WriteFile(path, []byte(body), 0o644)
 }
 
+// slurmctldArgv: the lab removes the saved node state when the config
+// changes (nodes start from the new config; jobs keep their state). Slurm
+// 26.05 refuses to start with job state but no node state ("fatal: No node
+// state file ... to recover") unless told to go on (-i); 24.11 went on.
+func (l *Lab) slurmctldArgv() []string {
+	argv := []string{"/usr/sbin/slurmctld", "-D"}
+	spool := filepath.Join(l.RootFS(), "var/spool/slurmctld")
+	_, jobErr := os.Stat(filepath.Join(spool, "job_state"))
+	_, nodeErr := os.Stat(filepath.Join(spool, "node_state"))
+	if jobErr == nil && errors.Is(nodeErr, os.ErrNotExist) {
+		argv = append(argv, "-i")
+	}
+	return argv
+}
+
 func (l *Lab) slurmDaemons() ([]daemon, error) {
 	root := l.RootFS()
 	mungeUID, mungeGID, err := l.chrootUser("munge")
@@ -227,7 +246,7 @@ func (l *Lab) slurmDaemons() ([]daemon, error) {
 		return nil, err
 	}
 	ds = append(ds, db, l.slurmdbd(),
-		daemon{name: "slurmctld", argv: []string{"/usr/sbin/slurmctld", "-D"}, chroot: root, port: SlurmctldPort, env: chrootEnv})
+		daemon{name: "slurmctld", argv: l.slurmctldArgv(), chroot: root, port: SlurmctldPort, env: chrootEnv})
 	for i, n := range l.NodeNames() {
 		ds = append(ds, daemon{name: "slurmd-" + n, argv: []string{"/usr/sbin/slurmd", "-D", "-N", n}, chroot: root, port: SlurmdPortBase + i, env: chrootEnv})
 	}
