@@ -291,7 +291,7 @@ func (r *Reconciler) do(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *corev1.
 		r.deletePod(ctx, ns, n.pod, "no job runs on Slurm node "+n.slurmName, fail)
 	case actResume:
 		err := r.slurm.Resume(ctx, n.slurmName)
-		if err != nil && !errors.Is(err, slurmrest.ErrAlreadyInState) {
+		if err != nil {
 			r.recorder.Eventf(ns, corev1.EventTypeWarning, keys.EventSlurmActFailed, "resume Slurm node %s: %v", n.slurmName, err)
 			fail(fmt.Errorf("resume %s: %w", n.slurmName, err))
 			return

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -199,12 +200,31 @@ func (c *Client) Drain(ctx context.Context, name, reason string) error {
 	return c.backend.UpdateNode(ctx, name, NodeUpdate{State: []string{"DRAIN"}, Reason: reason})
 }
 
-// Resume clears DRAIN (or DOWN). A node that was not drained gives
-// ErrAlreadyInState, which callers treat as done.
+// Resume clears DRAIN (or DOWN). Slurm refuses a resume it finds no
+// transition for (error 2028 on 24.11, 2180 on 26.05) whether the node was
+// not drained or it cannot leave its state: the node is read back, and the
+// resume is done only if it is neither drained nor down. Otherwise the
+// refusal is an ErrSlurm naming the state the node is still in.
 func (c *Client) Resume(ctx context.Context, name string) error {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	return c.backend.UpdateNode(ctx, name, NodeUpdate{State: []string{"RESUME"}})
+	err := c.backend.UpdateNode(ctx, name, NodeUpdate{State: []string{"RESUME"}})
+	var ae *APIError
+	if !errors.As(err, &ae) || !errors.Is(ae.Kind, ErrAlreadyInState) {
+		return err
+	}
+	refused := *ae
+	refused.Kind = ErrSlurm
+	n, gerr := c.backend.GetNode(ctx, name)
+	switch {
+	case gerr != nil:
+		refused.Err = fmt.Errorf("reading the node back: %w", gerr)
+		return &refused
+	case n.State.Drain() || n.State.Base() == NodeDown:
+		refused.Err = fmt.Errorf("the node is still %s", strings.Join(n.State, "+"))
+		return &refused
+	}
+	return nil
 }
 
 // UpdateNodes applies one update to many nodes in one request.

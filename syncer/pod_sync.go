@@ -209,7 +209,7 @@ func (r *PodReconciler) applySlurm(ctx context.Context, pod *corev1.Pod, node *c
 		}, nil
 	case actResume:
 		err := r.slurm.Resume(ctx, slurmName)
-		if err != nil && !errors.Is(err, slurmrest.ErrAlreadyInState) {
+		if err != nil {
 			r.metrics.actions.WithLabelValues(dirToSlurm, "resume", outcomeError).Inc()
 			r.recorder.Eventf(target, corev1.EventTypeWarning, keys.EventResumeFailed, "resuming Slurm node %s: %v", slurmName, err)
 			return nil, fmt.Errorf("resume %s: %w", slurmName, err)

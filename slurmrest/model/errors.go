@@ -16,9 +16,10 @@ var (
 	ErrForbidden = errors.New("slurmrest: not allowed")
 	// ErrNotFound: no such node or job.
 	ErrNotFound = errors.New("slurmrest: not found")
-	// ErrAlreadyInState: the object is already in the asked state (2028 on
-	// 24.11, 2180 on 26.05, for resuming a node that is not drained);
-	// callers treat it as done.
+	// ErrAlreadyInState: Slurm refused a state change it found no
+	// transition for (2028 on 24.11, 2180 on 26.05): the object may be in
+	// that state already, or unable to leave its own. Client.Resume reads
+	// the node back and never returns it.
 	ErrAlreadyInState = errors.New("slurmrest: already in that state")
 	// ErrUnreachable: slurmrestd did not answer (refused, reset, deadline).
 	ErrUnreachable = errors.New("slurmrest: unreachable")

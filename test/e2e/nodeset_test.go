@@ -408,3 +408,32 @@ func TestNodeSetKeepsAdminDrainInItsWords(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 	}
 }
+
+// A slurmd pod that failed for good (the kubelet evicted it) is replaced
+// like a DaemonSet's: a new pod on the same node, a FailedDaemonPod event
+// on the NodeSet, the Slurm node back with its slurmd and not drained.
+func TestNodeSetReplacesAFailedSlurmdPod(t *testing.T) {
+	e := newNodeSetEnv(t, "failed")
+	node := e.l.DynNodeNames()[0]
+	e.start([]string{node}, 1)
+	ctx, cancel := e.ctx()
+	defer cancel()
+	old := e.pods()[node]
+	old.Status.Phase, old.Status.Reason, old.Status.Message = corev1.PodFailed, "Evicted", "e2e: the node was low on memory"
+	if err := e.c.Status().Update(ctx, &old); err != nil {
+		t.Fatalf("mark slurmd pod %s Failed: %v", old.Name, err)
+	}
+	t.Logf("pod %s marked Failed at %s", old.Name, time.Now().Format("15:04:05"))
+	eventually(t, 60*time.Second, "a new Ready slurmd pod on "+node, func() (bool, string) {
+		p, ok := e.pods()[node]
+		return ok && p.UID != old.UID && podReady(&p), fmt.Sprintf("pod %s uid %s phase %s", p.Name, p.UID, p.Status.Phase)
+	})
+	e.waitRegistered([]string{node}, 60*time.Second)
+	if kv := e.slurmNode(node); strings.Contains(kv["State"], "DRAIN") {
+		t.Errorf("Slurm node %s after the replacement: %v, want not drained", node, kv["State"])
+	}
+	out := e.kubectl("get", "events", "-n", nodeSetNS, "--field-selector", "reason="+keys.EventPodFailed, "-o", "jsonpath={.items[*].message}")
+	if !strings.Contains(out, old.Name) || !strings.Contains(out, "Evicted") {
+		t.Errorf("events %s: %q, want one naming %s and why it failed", keys.EventPodFailed, out, old.Name)
+	}
+}
