@@ -199,8 +199,11 @@ const (
 	EventJobMissing     = "SlurmJobMissing"     // Slurm no longer knows the job; the pod is evicted
 	EventJobPreempted   = "SlurmJobPreempted"   // Slurm began preempting the job; the pod is evicted before its deadline
 	EventEvictFailed    = "EvictionFailed"
-	EventGPUsAllocated  = "SlurmGPUsAllocated" // the pod's GPU claim holds the devices of its job's GRES indices
-	EventGPUClaimFailed = "GPUClaimFailed"     // the claim cannot be allocated from Slurm's answer; the pod is not bound
+	// EventBudgetOverridden: a PodDisruptionBudget refused the eviction of a
+	// pod whose job Slurm ended or preempts; the pod is deleted anyway.
+	EventBudgetOverridden = "DisruptionBudgetOverridden"
+	EventGPUsAllocated    = "SlurmGPUsAllocated" // the pod's GPU claim holds the devices of its job's GRES indices
+	EventGPUClaimFailed   = "GPUClaimFailed"     // the claim cannot be allocated from Slurm's answer; the pod is not bound
 
 	// NodeSet events, on the NodeSet.
 	EventPodCreated       = "SuccessfulCreate"

@@ -6,16 +6,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
 )
-
-// evictDeleteAfter: an eviction a PodDisruptionBudget keeps refusing turns
-// into a plain delete after this long; Slurm has already given the GPUs
-// back, so the pod must not keep running on them.
-const evictDeleteAfter = time.Minute
 
 func (c *Core) lifecycleWorker(ctx context.Context) {
 	for {
@@ -148,8 +144,12 @@ func (c *Core) reconcile(ctx context.Context, key string) (time.Duration, error)
 
 // evictOrDelete evicts a pod whose job ended or is being preempted, with
 // an event naming the cause and the given termination grace (nil: the
-// pod's own); a PodDisruptionBudget that refuses for longer than
-// evictDeleteAfter is overridden by a delete.
+// pod's own). A PodDisruptionBudget that refuses the eviction is
+// overridden at once by a delete with the same grace, with an event
+// saying so: Slurm has already decided, and the job's GPUs go to another
+// job when it ends (at once for an ended job, at the end of the QOS
+// GraceTime for a preempted one). Waiting on the budget would leave the
+// pod running on GPUs Slurm gave away.
 func (c *Core) evictOrDelete(ctx context.Context, pod *corev1.Pod, cause eviction, grace *int64) error {
 	c.mu.Lock()
 	first, seen := c.evicting[pod.UID]
@@ -166,13 +166,14 @@ func (c *Core) evictOrDelete(ctx context.Context, pod *corev1.Pod, cause evictio
 	if err == nil {
 		return nil
 	}
-	if apierrors.IsTooManyRequests(err) && time.Since(first) > evictDeleteAfter {
-		c.recorder.Eventf(pod, nil, corev1.EventTypeWarning, keys.EventEvictFailed, "Delete",
-			"a disruption budget refused the eviction for %s; deleting the pod: its Slurm job is over", evictDeleteAfter)
-		uid := pod.UID
+	if apierrors.IsTooManyRequests(err) && apierrors.HasStatusCause(err, policyv1.DisruptionBudgetCause) {
+		c.recorder.Eventf(pod, nil, corev1.EventTypeWarning, keys.EventBudgetOverridden, "Delete",
+			"a PodDisruptionBudget refused the eviction; the pod is deleted anyway: Slurm has already decided (%s)", cause.note)
+		opts := deleteWithUID(pod.UID)
+		opts.GracePeriodSeconds = grace
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		err = c.kube.CoreV1().Pods(pod.Namespace).Delete(dctx, pod.Name, deleteWithUID(uid))
+		err = c.kube.CoreV1().Pods(pod.Namespace).Delete(dctx, pod.Name, opts)
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			return nil
 		}
