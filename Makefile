@@ -27,9 +27,9 @@ SCHEDULER_PLUGINS_VERSION := v0.35.4-devel
 # with a bare "context deadline exceeded" when its workers are starved at the
 # deadline (golang/go#75804, fixed in go1.27); seen here in `make ci-fresh` under load.
 FUZZTIME ?= 100000x
-UNIT_PKGS := ./slurmrest/... ./gpuwebhook/... ./test/lab/... ./keys/... ./syncer/... ./scheduler/... ./nodeset/... ./topology/... ./cmd/...
+UNIT_PKGS := ./slurmrest/... ./gpuwebhook/... ./test/lab/... ./keys/... ./syncer/... ./scheduler/... ./nodeset/... ./topology/... ./cmd/... ./examples/...
 
-.PHONY: help up down lab-status lab-manifest ci-fresh images tools node-tools generate openapi-spec vet unit fuzz e2e e2e-node e2e-26.05 test bench bench-install bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-slurm-chart bench-gpu bench-placeholders spank
+.PHONY: help up down lab-status lab-manifest ci-fresh images tools node-tools generate openapi-spec vet unit fuzz e2e e2e-node e2e-26.05 test bench bench-install bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-slurm-chart bench-gpu bench-placeholders bench-workloads spank
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -187,7 +187,7 @@ e2e-26.05: tools ## the e2e suite on Slurm 26.05 (lab down, up on 26.05, suite, 
 
 test: vet unit fuzz e2e e2e-node e2e-26.05 ## everything CI runs: the suites on Slurm 24.11, then the e2e suite on 26.05
 
-bench: bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-gpu bench-placeholders bench-install bench-slurm-chart ## every benchmark; BENCH lines
+bench: bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-gpu bench-placeholders bench-workloads bench-install bench-slurm-chart ## every benchmark; BENCH lines
 
 bench-slurmrest: tools ## slurmrest cache at 1,000 Slurm nodes and 200 jobs; scontrol reconfigure to answer with every node
 	ONEPOOL_LAB_EXTRA_NODES=1000 $(BIN)/lab up
@@ -204,6 +204,10 @@ bench-scheduler: tools ## onepool's scheduler on 32 real slurmd: pod to bound, b
 bench-placeholders: tools ## Slurm 26.05 only (SLURM=26.05): a placeholder as a batch job against an external job: submit to running, scancel to the next job running
 	$(BIN)/lab up
 	ONEPOOL_BENCH=1 go test -count=1 -timeout 20m -run '^TestBenchPlaceholderKinds$$' -v ./test/bench/ | tee $(LAB_DIR)/bench-placeholders.log | grep -E '^BENCH|SKIP|skip' || (tail -40 $(LAB_DIR)/bench-placeholders.log; exit 1)
+
+bench-workloads: tools ## an inference Deployment through Slurm (kube-controller-manager makes the pods): scale 0 to 32 Ready, scale down to GPUs free, preempted replicas back after the training job
+	$(BIN)/lab up
+	ONEPOOL_BENCH=1 go test -count=1 -timeout 20m -run '^TestBenchWorkloads$$' -v ./test/bench/ | tee $(LAB_DIR)/bench-workloads.log | grep '^BENCH' || (tail -40 $(LAB_DIR)/bench-workloads.log; exit 1)
 
 bench-nodeset: tools ## NodeSet over 500 kwok GPU Nodes: time to 500 Ready slurmd pods, reconcile p99
 	$(BIN)/lab up

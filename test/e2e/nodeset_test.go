@@ -308,9 +308,6 @@ func TestNodeSetBusyPodNotEvicted(t *testing.T) {
 		pod = e.pods()[node]
 		return pod.Labels[keys.LabelSlurmBusy] == "true", fmt.Sprintf("%v", pod.Labels)
 	})
-	// The lab runs no kube-controller-manager: play its disruption
-	// controller and publish the budget's status (no disruption allowed),
-	// else the API server waits ~100 s before refusing.
 	var pdb policyv1.PodDisruptionBudget
 	if err := e.c.Get(ctx, client.ObjectKey{Namespace: nodeSetNS, Name: e.name + "-busy"}, &pdb); err != nil {
 		t.Fatalf("the NodeSet's PodDisruptionBudget: %v", err)
@@ -318,10 +315,14 @@ func TestNodeSetBusyPodNotEvicted(t *testing.T) {
 	if mu := pdb.Spec.MaxUnavailable; mu == nil || mu.IntValue() != 0 || pdb.Spec.Selector.MatchLabels[keys.LabelSlurmBusy] != "true" {
 		t.Fatalf("PodDisruptionBudget spec %+v: want maxUnavailable 0 over busy pods", pdb.Spec)
 	}
-	pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: pdb.Generation, CurrentHealthy: 1, DesiredHealthy: 1, ExpectedPods: 1}
-	if err := e.c.Status().Update(ctx, &pdb); err != nil {
-		t.Fatal(err)
-	}
+	// kube-controller-manager's disruption controller publishes the
+	// budget's status (no disruption allowed) before evictions read it.
+	eventually(t, 30*time.Second, "the budget's status published", func() (bool, string) {
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: nodeSetNS, Name: e.name + "-busy"}, &pdb); err != nil {
+			return false, err.Error()
+		}
+		return pdb.Status.ObservedGeneration == pdb.Generation && pdb.Status.DisruptionsAllowed == 0, fmt.Sprintf("%+v", pdb.Status)
+	})
 	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}}
 	err := e.c.SubResource("eviction").Create(ctx, &pod, ev)
 	if !apierrors.IsTooManyRequests(err) {

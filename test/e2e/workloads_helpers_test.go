@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/onepool/onepool/slurmrest"
+	"github.com/onepool/onepool/test/lab"
 )
 
 // Workload tests: Deployments and Jobs whose pods kube-controller-manager
@@ -153,10 +154,11 @@ func gresCount(used string) int {
 }
 
 // holdGPUs submits a job array of n one-GPU sleep jobs in qos ("" for the
-// default) and cancels it at cleanup.
+// default), named after the test's namespace (see noGPUTwice), and
+// cancels it at cleanup.
 func (e *schedEnv) holdGPUs(n int, qos string) string {
 	e.t.Helper()
-	args := []string{"sbatch", "--parsable", "-J", uniqueName("hold"), "-p", "main", "--gres=gpu:1", "-o", "/dev/null",
+	args := []string{"sbatch", "--parsable", "-J", "hold-" + e.ns, "-p", lab.Partition, "--gres=gpu:1", "-o", "/dev/null",
 		fmt.Sprintf("--array=0-%d", n-1)}
 	if qos != "" {
 		args = append(args, "--qos="+qos)

@@ -5,7 +5,9 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -23,11 +25,12 @@ const (
 // ReplicaSets and pods go with it; a NodeSet's pods after its finalizer),
 // StatefulSets, the binding of PVCs to the real node's volumes (and their
 // protection finalizers, which only these controllers remove), and
-// the namespace controller (a deleted namespace empties and goes), and the
-// resource claim controller (a GPU claim whose pod is gone is released).
-// Not yet: the node lifecycle (kwok Nodes), disruption (the NodeSet tests
-// publish PDB status themselves), job.
-var LabControllers = "namespace,serviceaccount,root-ca-cert-publisher,deployment,replicaset,statefulset,endpointslice,garbagecollector,persistentvolume-binder,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller,resourceclaim-controller"
+// the namespace controller (a deleted namespace empties and goes), the
+// resource claim controller (a GPU claim whose pod is gone is released),
+// disruption (PodDisruptionBudget status, which evictions read) and job
+// (batch Jobs make pods; kwok completes them).
+// Not yet: the node lifecycle (kwok Nodes).
+var LabControllers = "namespace,serviceaccount,root-ca-cert-publisher,deployment,replicaset,statefulset,endpointslice,garbagecollector,persistentvolume-binder,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller,resourceclaim-controller,disruption,job"
 
 func (l *Lab) kubeControllerManager() daemon {
 	p := l.pki()
@@ -77,6 +80,16 @@ func (l *Lab) startKubeScheduler(ctx context.Context) error {
 // startKubeComponent starts kube-controller-manager or kube-scheduler and
 // waits for its /healthz (self-signed serving certificate).
 func (l *Lab) startKubeComponent(ctx context.Context, d daemon, port int) error {
+	// One started with other flags (a lab from before a change to
+	// LabControllers) is restarted with these.
+	if pid := l.running(d); pid != 0 {
+		if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil &&
+			string(cmdline) != strings.Join(d.argv, "\x00")+"\x00" {
+			if err := l.stopDaemon(d.name); err != nil {
+				return err
+			}
+		}
+	}
 	if _, err := l.start(d); err != nil {
 		return err
 	}
