@@ -39,16 +39,7 @@ func TestBenchScheduler(t *testing.T) {
 		t.Fatalf("the benchmark needs ONEPOOL_LAB_NODES>=32 real slurmd (have %d)", n)
 	}
 	ctx := context.Background()
-	cfg, err := l.RESTConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.QPS, cfg.Burst = 500, 1000
-	kc := kubernetes.NewForConfigOrDie(cfg)
-	sc, err := slurmrest.New(slurmrest.Config{URL: l.RESTURL(), TokenFile: l.TokenFile()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	kc, sc := benchClients(t, l)
 	cleanupSchedBench(t, kc, sc)
 	t.Cleanup(func() { cleanupSchedBench(t, kc, sc) })
 	w := watchSchedPods(t, kc)
@@ -106,6 +97,22 @@ func TestBenchScheduler(t *testing.T) {
 	cleanupSchedBench(t, kc, sc)
 
 	benchPreemption(t, kc, sc, w, len(l.NodeNames()))
+}
+
+// benchClients are a Kubernetes client that does not throttle a burst and
+// a slurmrestd client, both to the lab.
+func benchClients(t *testing.T, l *lab.Lab) (kubernetes.Interface, *slurmrest.Client) {
+	t.Helper()
+	cfg, err := l.RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = 500, 1000
+	sc, err := slurmrest.New(slurmrest.Config{URL: l.RESTURL(), TokenFile: l.TokenFile()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kubernetes.NewForConfigOrDie(cfg), sc
 }
 
 func createGPUPod(t *testing.T, kc kubernetes.Interface, name string) { createPod(t, kc, name, 1) }

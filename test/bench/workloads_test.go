@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
@@ -38,16 +37,7 @@ func TestBenchWorkloads(t *testing.T) {
 		t.Fatalf("the benchmark needs %d GPUs on the lab's nodes (have %d)", workloadReplicas, gpus)
 	}
 	ctx := context.Background()
-	cfg, err := l.RESTConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.QPS, cfg.Burst = 500, 1000
-	kc := kubernetes.NewForConfigOrDie(cfg)
-	sc, err := slurmrest.New(slurmrest.Config{URL: l.RESTURL(), TokenFile: l.TokenFile()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	kc, sc := benchClients(t, l)
 	cleanupSchedBench(t, kc, sc)
 	deploys := kc.AppsV1().Deployments(schedNS)
 	t.Cleanup(func() {
@@ -179,12 +169,7 @@ func gpusInUse(t *testing.T, sc *slurmrest.Client, nodes []string) int {
 		if !slices.Contains(nodes, n.Name) {
 			continue
 		}
-		s, _, _ := strings.Cut(n.GresUsed, "(")
-		if i := strings.LastIndex(s, ":"); i >= 0 {
-			if v, err := strconv.Atoi(s[i+1:]); err == nil {
-				total += v
-			}
-		}
+		total += lab.GresUsedCount(n.GresUsed)
 	}
 	return total
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -134,23 +133,9 @@ func (e *schedEnv) gpusInUse() int {
 		if !slices.Contains(e.l.NodeNames(), n.Name) {
 			continue
 		}
-		total += gresCount(n.GresUsed)
+		total += lab.GresUsedCount(n.GresUsed)
 	}
 	return total
-}
-
-// gresCount reads "gpu:h100:3(IDX:0-2)" as 3 ("gpu:0" or "" as 0).
-func gresCount(used string) int {
-	s, _, _ := strings.Cut(used, "(")
-	i := strings.LastIndex(s, ":")
-	if i < 0 {
-		return 0
-	}
-	n, err := strconv.Atoi(s[i+1:])
-	if err != nil {
-		return 0
-	}
-	return n
 }
 
 // holdGPUs submits a job array of n one-GPU sleep jobs in qos ("" for the

@@ -161,3 +161,18 @@ func (l *Lab) deleteDynRecords(ctx context.Context) error {
 	}
 	return nil
 }
+
+// GresUsedCount reads a node's gres_used ("gpu:h100:3(IDX:0-2)") as the
+// number of GPUs allocated there (0 for "gpu:h100:0(IDX:N/A)" or "").
+func GresUsedCount(used string) int {
+	s, _, _ := strings.Cut(used, "(")
+	i := strings.LastIndex(s, ":")
+	if i < 0 {
+		return 0
+	}
+	n, err := strconv.Atoi(s[i+1:])
+	if err != nil {
+		return 0
+	}
+	return n
+}
