@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
@@ -49,12 +50,8 @@ func TestBenchWorkloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	scale := func(n int32) {
-		s, err := deploys.GetScale(ctx, "bench-infer", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Spec.Replicas = n
-		if _, err := deploys.UpdateScale(ctx, "bench-infer", s, metav1.UpdateOptions{}); err != nil {
+		patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)
+		if _, err := deploys.Patch(ctx, "bench-infer", types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "scale"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -88,7 +85,7 @@ func TestBenchWorkloads(t *testing.T) {
 	start := time.Now()
 	scale(workloadReplicas)
 	at := waitFor("32 replicas Ready", 5*time.Minute, func() bool { return ready() == workloadReplicas })
-	report("deployment_scale_0_to_32_ready_s", at.Sub(start).Seconds(), "s")
+	reportPrec("deployment_scale_0_to_32_ready_s", at.Sub(start).Seconds(), 1, "s")
 
 	// One replica fewer at a time, until Slurm shows its GPU free.
 	var down []time.Duration
@@ -122,7 +119,7 @@ func TestBenchWorkloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	at = waitFor(fmt.Sprintf("%d replicas Ready again", left), 3*time.Minute, func() bool { return ready() == left })
-	report("preempted_replica_rescheduled_s", at.Sub(start).Seconds(), "s")
+	reportPrec("preempted_replica_rescheduled_s", at.Sub(start).Seconds(), 1, "s")
 }
 
 func benchDeployment(replicas int32) *appsv1.Deployment {

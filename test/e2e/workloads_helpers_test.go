@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/onepool/onepool/slurmrest"
@@ -54,13 +55,10 @@ func (e *schedEnv) createDeployment(d *appsv1.Deployment) {
 
 func (e *schedEnv) scale(name string, replicas int32) {
 	e.t.Helper()
-	ctx := context.Background()
-	s, err := e.kc.AppsV1().Deployments(e.ns).GetScale(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	s.Spec.Replicas = replicas
-	if _, err := e.kc.AppsV1().Deployments(e.ns).UpdateScale(ctx, name, s, metav1.UpdateOptions{}); err != nil {
+	// A patch of the scale: the Deployment controller writes its status
+	// meanwhile, so a read-modify-write of the scale may conflict.
+	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)
+	if _, err := e.kc.AppsV1().Deployments(e.ns).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "scale"); err != nil {
 		e.t.Fatal(err)
 	}
 }
