@@ -31,11 +31,6 @@ func (b *Backend) Ping(ctx context.Context) error {
 // partitions did not, with an error (isPartitionQueryBug): that means
 // "changed", so the nodes are listed in full.
 func (b *Backend) ListNodes(ctx context.Context, since time.Time) (*model.NodeList, error) {
-	b.mu.Lock()
-	if since.Before(b.nodesSeen) {
-		since = time.Time{}
-	}
-	b.mu.Unlock()
 	r, err := b.getNodes(ctx, since)
 	if ae := (*model.APIError)(nil); !since.IsZero() && errors.As(err, &ae) && isPartitionQueryBug(ae) {
 		r, err = b.getNodes(ctx, time.Time{})
@@ -50,11 +45,6 @@ func (b *Backend) ListNodes(ctx context.Context, since time.Time) (*model.NodeLi
 	if err != nil {
 		return nil, badResponse("list nodes", b.endpoint(http.MethodGet, pathNodes), r, "%w", err)
 	}
-	b.mu.Lock()
-	if last.After(b.nodesSeen) {
-		b.nodesSeen = last
-	}
-	b.mu.Unlock()
 	return &model.NodeList{Nodes: nodes, LastUpdate: last}, nil
 }
 

@@ -40,10 +40,6 @@ type Backend struct {
 
 	mu      sync.Mutex
 	version string // "" until negotiated
-	// nodesSeen is the newest node update time a listing has shown. A
-	// delta asked from before it must answer "changed", and 24.11.5 says
-	// so with a 500 (see ListNodes): such a poll lists in full at once.
-	nodesSeen time.Time
 }
 
 var _ model.Backend = (*Backend)(nil)
