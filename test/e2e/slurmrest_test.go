@@ -149,14 +149,11 @@ func TestDrainResume(t *testing.T) {
 	if st := scontrolNode(t, l, node)["State"]; strings.Contains(st, "DRAIN") {
 		t.Fatalf("after Resume: scontrol State=%s", st)
 	}
-	err = c.Resume(ctx, node)
-	if !errors.Is(err, slurmrest.ErrAlreadyInState) {
-		t.Errorf("second Resume = %v, want ErrAlreadyInState", err)
-	}
-	var apiErr *slurmrest.APIError
-	// 24.11 says 2028 (HTTP 500), 26.05 2180 (HTTP 422).
-	if !errors.As(err, &apiErr) || !(apiErr.HasErrno(2028) || apiErr.HasErrno(2180)) {
-		t.Errorf("second Resume: want an APIError with Slurm error 2028 or 2180, got %#v", err)
+	// Slurm refuses the second resume (24.11: 2028, HTTP 500; 26.05: 2180,
+	// HTTP 422, as the replay tests' recordings show); the node reads back
+	// resumed, so it is done.
+	if err := c.Resume(ctx, node); err != nil {
+		t.Errorf("second Resume of a node that is not drained = %v, want nil", err)
 	}
 	if err := c.Drain(ctx, "no-such-node", "x"); !errors.Is(err, slurmrest.ErrNotFound) {
 		t.Errorf("Drain(no-such-node) = %v, want ErrNotFound", err)
