@@ -29,7 +29,6 @@ import (
 	"github.com/onepool/onepool/slurmrest"
 )
 
-// Reconciler is the NodeSet controller.
 // The backoff between replacements of a failed slurmd pod on one node
 // (a DaemonSet's: 1 s, doubling, at most 15 min).
 const (
@@ -37,6 +36,7 @@ const (
 	failedPodMaxBackoff = 15 * time.Minute
 )
 
+// Reconciler is the NodeSet controller.
 type Reconciler struct {
 	client   client.Client
 	slurm    Slurm
