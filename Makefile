@@ -27,9 +27,9 @@ SCHEDULER_PLUGINS_VERSION := v0.35.4-devel
 # with a bare "context deadline exceeded" when its workers are starved at the
 # deadline (golang/go#75804, fixed in go1.27); seen here in `make ci-fresh` under load.
 FUZZTIME ?= 100000x
-UNIT_PKGS := ./slurmrest/... ./gpuwebhook/... ./test/lab/... ./keys/... ./syncer/... ./scheduler/... ./nodeset/... ./topology/... ./cmd/... ./examples/...
+UNIT_PKGS := ./internal/... ./slurmrest/... ./gpuwebhook/... ./test/lab/... ./keys/... ./syncer/... ./scheduler/... ./nodeset/... ./topology/... ./cmd/... ./examples/...
 
-.PHONY: help up down lab-status lab-manifest ci-fresh images tools node-tools generate openapi-spec vet unit fuzz e2e e2e-node e2e-26.05 test bench bench-install bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-slurm-chart bench-gpu bench-placeholders bench-workloads spank
+.PHONY: help up down lab-status lab-manifest ci-fresh images tools node-tools generate openapi-spec vet unit fuzz e2e e2e-node e2e-26.05 test bench bench-install bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-slurm-chart bench-gpu bench-placeholders bench-workloads spank soak soak-short
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -185,7 +185,21 @@ e2e-26.05: tools ## the e2e suite on Slurm 26.05 (lab down, up on 26.05, suite, 
 	ONEPOOL_LAB_SLURM=26.05 go test -count=1 -timeout 30m -p 1 ./test/e2e/...
 	$(BIN)/lab down
 
-test: vet unit fuzz e2e e2e-node e2e-26.05 ## everything CI runs: the suites on Slurm 24.11, then the e2e suite on 26.05
+# The fault soak (test/e2e/soak*_test.go): random operations on both sides
+# while the lab's daemons are SIGKILLed and restarted, slurmrestd is made
+# sick behind a proxy and the token rotated; invariants checked all along.
+# SOAK_SEED repeats a run; make test runs a short one (SOAK_MINUTES=3).
+SOAK_MINUTES ?= 10
+SOAK_SEED ?=
+soak: tools ## the fault soak on the lab (SOAK_MINUTES, default 10; SOAK_SEED repeats a run); BENCH soak_* lines
+	$(BIN)/lab up
+	SOAK_MINUTES=$(SOAK_MINUTES) SOAK_SEED=$(SOAK_SEED) go test -count=1 -timeout $$(( $(SOAK_MINUTES) + 20 ))m -p 1 -run '^TestSoak$$' -v ./test/e2e/ > $(LAB_DIR)/soak.log 2>&1; rc=$$?; \
+	  grep -E '^BENCH|soak violation|^--- |^(ok|FAIL)' $(LAB_DIR)/soak.log; [ $$rc -eq 0 ] || { echo "soak failed (rc $$rc): the whole log is $(LAB_DIR)/soak.log"; grep -A3 'soak violation' $(LAB_DIR)/soak.log | tail -60; tail -30 $(LAB_DIR)/soak.log; exit 1; }
+
+soak-short: ## the short soak make test runs (3 minutes)
+	$(MAKE) soak SOAK_MINUTES=3
+
+test: vet unit fuzz e2e soak-short e2e-node e2e-26.05 ## everything CI runs: the suites and a 3-minute fault soak on Slurm 24.11, then the e2e suite on 26.05
 
 bench: bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-gpu bench-placeholders bench-workloads bench-install bench-slurm-chart ## every benchmark; BENCH lines
 

@@ -18,12 +18,14 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/onepool/onepool/internal/requeue"
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/nodeset/api/v1alpha1"
 	"github.com/onepool/onepool/slurmrest"
@@ -91,6 +93,7 @@ func Setup(mgr ctrl.Manager, slurm Slurm, cache *slurmrest.Cache, opts Options) 
 			r.mu.Unlock()
 			return nil
 		})).
+		WithOptions(controller.Options{RateLimiter: requeue.Limiter()}).
 		Complete(r)
 }
 

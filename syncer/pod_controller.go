@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/onepool/onepool/internal/requeue"
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
 )
@@ -123,7 +124,7 @@ func Setup(mgr ctrl.Manager, slurm Slurm, cache *slurmrest.Cache, reg prometheus
 			r.mu.Unlock()
 			return nil
 		})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, RateLimiter: requeue.Limiter()}).
 		Complete(r)
 	if err != nil {
 		return nil, err

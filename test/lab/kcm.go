@@ -5,9 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
-	"strings"
 	"time"
 )
 
@@ -82,12 +80,9 @@ func (l *Lab) startKubeScheduler(ctx context.Context) error {
 func (l *Lab) startKubeComponent(ctx context.Context, d daemon, port int) error {
 	// One started with other flags (a lab from before a change to
 	// LabControllers) is restarted with these.
-	if pid := l.running(d); pid != 0 {
-		if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil &&
-			string(cmdline) != strings.Join(d.argv, "\x00")+"\x00" {
-			if err := l.stopDaemon(d.name); err != nil {
-				return err
-			}
+	if l.running(d) != 0 && !l.runsArgv(d) {
+		if err := l.stopDaemon(d.name); err != nil {
+			return err
 		}
 	}
 	if _, err := l.start(d); err != nil {

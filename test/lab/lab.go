@@ -135,6 +135,9 @@ func repoRoot() (string, error) {
 // Lab is a configured lab; its methods bring it up, reach it and stop it.
 type Lab struct {
 	cfg Config
+	// componentREST, when set, is the slurmrestd URL onepool's components
+	// are started with instead of RESTURL() (a test's fault proxy).
+	componentREST string
 }
 
 // New checks the configuration; it starts nothing.

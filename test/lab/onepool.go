@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -61,7 +60,7 @@ func (l *Lab) controllerManager() daemon {
 		argv: []string{filepath.Join(l.BinDir(), "onepool-controller-manager"),
 			// As the chart's ServiceAccount, with the chart's RBAC.
 			"--kubeconfig", l.SAKubeconfig(ControllerManagerSA),
-			"--slurmrest-url", l.RESTURL(), "--slurmrest-token-file", l.TokenFile(),
+			"--slurmrest-url", l.ComponentRESTURL(), "--slurmrest-token-file", l.TokenFile(),
 			"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ManagerMetricsPort),
 			"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ManagerProbePort),
 			"--leader-elect-namespace", SystemNamespace,
@@ -126,9 +125,33 @@ func (l *Lab) ControllerManagerProbe(ctx context.Context, probe string) (int, st
 	return resp.StatusCode, string(body), err
 }
 
+// ComponentRESTURL is the slurmrestd URL onepool's components are given:
+// RESTURL(), or what SetComponentRESTURL set.
+func (l *Lab) ComponentRESTURL() string {
+	if l.componentREST != "" {
+		return l.componentREST
+	}
+	return l.RESTURL()
+}
+
+// SetComponentRESTURL points onepool's controller manager and scheduler
+// (replica 0) at url ("" for slurmrestd itself), restarting them: a test
+// puts a fault-injecting proxy in front of slurmrestd this way. A later
+// lab up (in another process) puts them back on slurmrestd.
+func (l *Lab) SetComponentRESTURL(ctx context.Context, url string) error {
+	if ChartMode() {
+		return fmt.Errorf("the chart's components take slurmrestd's URL from the chart's values")
+	}
+	l.componentREST = url
+	if err := l.StartControllerManager(ctx); err != nil {
+		return err
+	}
+	return l.StartSchedulerReplica(ctx, 0)
+}
+
 // startOwn starts one of onepool's own daemons. A running one is kept
-// unless its binary was rebuilt after it started or configChanged; then
-// stop ends it first.
+// unless its binary was rebuilt after it started, its command line differs
+// or configChanged; then stop ends it first.
 func (l *Lab) startOwn(d daemon, configChanged bool, stop func() error) error {
 	bin, err := os.Stat(d.argv[0])
 	if err != nil {
@@ -136,7 +159,7 @@ func (l *Lab) startOwn(d daemon, configChanged bool, stop func() error) error {
 	}
 	if l.running(d) != 0 {
 		pf, err := os.Stat(l.pidFile(d.name))
-		if configChanged || (err == nil && bin.ModTime().After(pf.ModTime())) {
+		if configChanged || !l.runsArgv(d) || (err == nil && bin.ModTime().After(pf.ModTime())) {
 			if err := stop(); err != nil {
 				return err
 			}
@@ -161,18 +184,7 @@ func (l *Lab) KillControllerManager() error {
 	if ChartMode() {
 		return l.killChartPods(context.Background(), ChartDeployments[0])
 	}
-	d := l.controllerManager()
-	pid := l.running(d)
-	if pid == 0 {
-		return fmt.Errorf("onepool-controller-manager is not running")
-	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		return err
-	}
-	for i := 0; i < 100 && alive(pid, filepath.Base(d.argv[0])); i++ {
-		time.Sleep(50 * time.Millisecond)
-	}
-	return os.Remove(l.pidFile(d.name))
+	return l.KillDaemon(l.controllerManager().name)
 }
 
 // ControllerManagerMetricsURL is where its Prometheus metrics are.

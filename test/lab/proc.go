@@ -125,6 +125,34 @@ func (l *Lab) start(d daemon) (int, error) {
 	return pid, nil
 }
 
+// runsArgv says whether d's running process was started with d.argv (true
+// when its command line cannot be read).
+func (l *Lab) runsArgv(d daemon) bool {
+	pid := l.running(d)
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return pid == 0 || err != nil || string(cmdline) == strings.Join(d.argv, "\x00")+"\x00"
+}
+
+// KillDaemon kills a running lab daemon by its name ("slurmctld",
+// "kube-apiserver", "slurmd-gpu-0", ...) with SIGKILL, as a crash would,
+// waits until it is gone and forgets its pid; lab up starts it again.
+func (l *Lab) KillDaemon(name string) error {
+	pid, prog := l.readPid(name)
+	if pid == 0 || !alive(pid, prog) {
+		return fmt.Errorf("%s is not running", name)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("kill %s: %w", name, err)
+	}
+	for i := 0; i < 100 && alive(pid, prog); i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if alive(pid, prog) {
+		return fmt.Errorf("%s (pid %d) survives SIGKILL", name, pid)
+	}
+	return os.Remove(l.pidFile(name))
+}
+
 // stopDaemon stops a daemon by its pid file: SIGTERM, then SIGKILL after 20 s.
 func (l *Lab) stopDaemon(name string) error {
 	if _, err := os.Stat(l.pidFile(name)); errors.Is(err, os.ErrNotExist) {

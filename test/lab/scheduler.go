@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,7 +70,7 @@ profiles:
       releaseListenAddress: 127.0.0.1:%d
       releaseURL: http://127.0.0.1:%d
       immediateAllocation: true
-`, l.SAKubeconfig(SchedulerSA), SystemNamespace, SchedulerLease, l.RESTURL(), l.TokenFile(), StaleAfter, ReleasePort+1+i, ReleasePort)
+`, l.SAKubeconfig(SchedulerSA), SystemNamespace, SchedulerLease, l.ComponentRESTURL(), l.TokenFile(), StaleAfter, ReleasePort+1+i, ReleasePort)
 }
 
 func schedulerName(i int) string {
@@ -189,20 +188,7 @@ func (l *Lab) StopSchedulerReplica(i int) error {
 
 // KillSchedulerReplica kills replica i with SIGKILL, as a crash would: its
 // lease stays held until it expires.
-func (l *Lab) KillSchedulerReplica(i int) error {
-	d := l.scheduler(i)
-	pid := l.running(d)
-	if pid == 0 {
-		return fmt.Errorf("%s is not running", d.name)
-	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		return err
-	}
-	for i := 0; i < 100 && alive(pid, filepath.Base(d.argv[0])); i++ {
-		time.Sleep(50 * time.Millisecond)
-	}
-	return os.Remove(l.pidFile(d.name))
-}
+func (l *Lab) KillSchedulerReplica(i int) error { return l.KillDaemon(schedulerName(i)) }
 
 // SchedulerLeader is the replica (0 or 1) that holds the scheduler's lease
 // now, read from the Lease's holder: kube-scheduler's identity is

@@ -1,0 +1,375 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/slurmrest"
+)
+
+// The soak's invariants. Continuous ones are checked every 2 s whatever
+// holds (a read that fails skips the round); the others once everything
+// has converged after each fault, and at the end.
+
+// checkLoop checks the continuous invariants until ctx ends.
+func (s *soak) checkLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(2 * time.Second):
+		}
+		s.checkContinuous(ctx)
+	}
+}
+
+// slurmView is one read of Slurm's nodes and jobs.
+type slurmView struct {
+	nodes map[string]slurmrest.Node
+	jobs  []slurmrest.Job
+}
+
+func (s *soak) readSlurm(ctx context.Context) (slurmView, error) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	v := slurmView{nodes: map[string]slurmrest.Node{}}
+	nl, err := s.sc.ListNodes(ctx, time.Time{})
+	if err != nil {
+		return v, err
+	}
+	for _, n := range nl.Nodes {
+		v.nodes[n.Name] = n
+	}
+	jl, err := s.sc.ListJobs(ctx, time.Time{})
+	if err != nil {
+		return v, err
+	}
+	v.jobs = jl.Jobs
+	return v, nil
+}
+
+func (s *soak) checkContinuous(ctx context.Context) {
+	s.mu.Lock()
+	before := s.version
+	s.mu.Unlock()
+	v, err := s.readSlurm(ctx)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	admin := map[string]string{}
+	if s.version == before {
+		for n, r := range s.adminDrain {
+			if !s.inflight[n] {
+				admin[n] = r
+			}
+		}
+	}
+	s.mu.Unlock()
+	for n, reason := range admin {
+		s.checkAdminDrain(n, reason, v.nodes[n])
+	}
+	if p := gpusHeldTwice(v.jobs); p != "" {
+		s.violate("no GPU index held by two jobs on a node", p)
+	}
+	if p := s.jobsPerPod(v.jobs); p != "" {
+		s.violate("one placeholder job per pod", p)
+	}
+}
+
+// checkAdminDrain: an admin's drain is never resumed or rewritten. One made
+// just before slurmctld was SIGKILLed may be lost by Slurm itself (it
+// saves its state within seconds): that is noted, and the node leaves the
+// admin checks.
+func (s *soak) checkAdminDrain(node, reason string, n slurmrest.Node) {
+	if n.State.Drain() && n.Reason == reason {
+		return
+	}
+	state := fmt.Sprintf("soak's admin drained %s with %q; Slurm shows %v reason %q (changed %s)", node, reason, n.State, n.Reason, n.ReasonChanged.Format(time.RFC3339))
+	s.mu.Lock()
+	lost := s.lastKill["slurmctld"].After(s.adminAt[node])
+	if lost {
+		s.uncertain[node] = true
+		delete(s.adminDrain, node)
+		s.version++
+	}
+	s.mu.Unlock()
+	if lost {
+		s.t.Logf("soak: %s: lost across slurmctld's SIGKILL (Slurm's own state save), not counted", state)
+		return
+	}
+	s.violate("no admin drain resumed or rewritten", state)
+}
+
+// gpusHeldTwice names a GPU index two RUNNING jobs hold on one node.
+func gpusHeldTwice(jobs []slurmrest.Job) string {
+	held := map[string]uint32{}
+	for _, j := range jobs {
+		if j.State.Base() != slurmrest.JobRunning {
+			continue
+		}
+		for node := range j.GresDetail {
+			idx, err := j.GPUIndexes(node)
+			if err != nil {
+				return fmt.Sprintf("job %d on %s: %v", j.ID, node, err)
+			}
+			for _, i := range idx {
+				k := fmt.Sprintf("%s/gpu%d", node, i)
+				if other, ok := held[k]; ok {
+					return fmt.Sprintf("%s held by jobs %d and %d", k, other, j.ID)
+				}
+				held[k] = j.ID
+			}
+		}
+	}
+	return ""
+}
+
+// placeholderOf parses a placeholder job's comment into the pod it holds
+// a place for (false for other jobs and other namespaces).
+func (s *soak) placeholderOf(j slurmrest.Job) (name string, uid types.UID, ok bool) {
+	rest, ok := strings.CutPrefix(j.Comment, keys.PlaceholderCommentPrefix+"pod="+s.ns+"/")
+	if !ok {
+		return "", "", false
+	}
+	name, u, ok := strings.Cut(rest, ";uid=")
+	return name, types.UID(u), ok
+}
+
+func (s *soak) jobsPerPod(jobs []slurmrest.Job) string {
+	per := map[types.UID][]string{}
+	for _, j := range jobs {
+		if _, uid, ok := s.placeholderOf(j); ok && !j.State.Finished() {
+			per[uid] = append(per[uid], fmt.Sprintf("%d(%s)", j.ID, strings.Join(j.State, "+")))
+		}
+	}
+	for uid, js := range per {
+		if len(js) > 1 {
+			return fmt.Sprintf("pod uid %s has active jobs %v", uid, js)
+		}
+	}
+	return ""
+}
+
+// watchPods checks every deletion of a onepool pod the soak did not make:
+// it must not come while the pod's job ran unpreempted.
+func (s *soak) watchPods(ctx context.Context) {
+	f := informers.NewSharedInformerFactoryWithOptions(s.kc, 0, informers.WithNamespace(s.ns))
+	inf := f.Core().V1().Pods().Informer()
+	seen := map[types.UID]bool{}
+	check := func(p *corev1.Pod) {
+		if p.Labels["soak"] != "infer" || seen[p.UID] {
+			return
+		}
+		seen[p.UID] = true
+		go s.checkDeletion(ctx, p.DeepCopy(), time.Now())
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, o any) {
+			if p, ok := o.(*corev1.Pod); ok && p.DeletionTimestamp != nil {
+				check(p)
+			}
+		},
+		DeleteFunc: func(o any) {
+			if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+				o = d.Obj
+			}
+			if p, ok := o.(*corev1.Pod); ok {
+				check(p)
+			}
+		},
+	})
+	f.Start(ctx.Done())
+	<-ctx.Done()
+	f.Shutdown()
+}
+
+// checkDeletion: a pod deleted by onepool went after its job ended or
+// began to be preempted, never while the job ran on.
+func (s *soak) checkDeletion(ctx context.Context, p *corev1.Pod, seen time.Time) {
+	s.mu.Lock()
+	ours := s.ourDeletes[p.UID]
+	s.mu.Unlock()
+	id, err := strconv.ParseUint(p.Annotations[keys.AnnotationJobID], 10, 32)
+	if ours || err != nil {
+		return
+	}
+	asked := seen
+	if p.DeletionTimestamp != nil {
+		asked = p.DeletionTimestamp.Time
+		if p.DeletionGracePeriodSeconds != nil {
+			asked = asked.Add(-time.Duration(*p.DeletionGracePeriodSeconds) * time.Second)
+		}
+	}
+	var j *slurmrest.Job
+	ok, last := eventuallyCtx(ctxTimeout(ctx, 2*time.Minute), "job read", func() (bool, string) {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		j, err = s.sc.GetJob(cctx, uint32(id))
+		if errors.Is(err, slurmrest.ErrNotFound) {
+			return true, ""
+		}
+		return err == nil, fmt.Sprint(err)
+	})
+	if !ok || j == nil {
+		s.t.Logf("soak: pod %s deleted (not by the soak); its job %d cannot be read: %s", p.Name, id, last)
+		return
+	}
+	const slack = 2 * time.Second // Slurm's times are whole seconds
+	switch {
+	case !j.PreemptTime.IsZero() && !asked.Before(j.PreemptTime.Add(-slack)):
+	case j.State.Finished() && !asked.Before(j.EndTime.Add(-slack)):
+	default:
+		s.violate("no pod deleted or evicted while its job ran", fmt.Sprintf(
+			"pod %s (uid %s, node %q) deletion asked at %s; its job %d: %v on %q, start %s, end %s, preempt %s",
+			p.Name, p.UID, p.Spec.NodeName, asked.Format(time.RFC3339), j.ID, j.State, j.Nodes,
+			j.StartTime.Format(time.RFC3339), j.EndTime.Format(time.RFC3339), j.PreemptTime.Format(time.RFC3339)))
+	}
+}
+
+func ctxTimeout(ctx context.Context, d time.Duration) context.Context {
+	c, cancel := context.WithTimeout(ctx, d)
+	go func() { <-c.Done(); cancel() }()
+	return c
+}
+
+// awaitConvergence waits until everything has converged after a fault and
+// records how long that took from start (when the fault was undone: the
+// restart of a killed daemon counts); not converging within soakConverge
+// is a violation.
+func (s *soak) awaitConvergence(after string, start time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), soakConverge)
+	defer cancel()
+	ok, last := eventuallyCtx(ctx, "converged", func() (bool, string) { return s.converged(ctx) })
+	d := time.Since(start)
+	s.mu.Lock()
+	s.converge = append(s.converge, d)
+	s.mu.Unlock()
+	if !ok {
+		s.violate(fmt.Sprintf("everything converges within %s after %s", soakConverge, after), last)
+		return
+	}
+	s.t.Logf("soak step %d: converged %.1f s after %s", s.step, d.Seconds(), after)
+}
+
+// converged says whether both sides agree, and what does not.
+func (s *soak) converged(ctx context.Context) (bool, string) {
+	if down := s.l.Status(io.Discard); down > 0 {
+		return false, fmt.Sprintf("%d lab daemons down", down)
+	}
+	v, err := s.readSlurm(ctx)
+	if err != nil {
+		return false, "slurm: " + err.Error()
+	}
+	nodes, err := s.kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, "nodes: " + err.Error()
+	}
+	pods, err := s.kc.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, "pods: " + err.Error()
+	}
+	var problems []string
+	problems = append(problems, s.nodeProblems(v, nodes.Items, pods.Items)...)
+	problems = append(problems, s.podProblems(v, pods.Items)...)
+	return len(problems) == 0, strings.Join(problems, "; ")
+}
+
+// nodeProblems: every cordoned Node's Slurm node drained with onepool's
+// reason for it (unless an admin's drain holds it); no onepool drain
+// without a live cause; every node responding, with a Ready slurmd pod.
+func (s *soak) nodeProblems(v slurmView, kn []corev1.Node, pods []corev1.Pod) []string {
+	s.mu.Lock()
+	admin, uncertain := maps.Clone(s.adminDrain), maps.Clone(s.uncertain)
+	s.mu.Unlock()
+	var out []string
+	for _, name := range s.l.NodeNames() {
+		sn, ok := v.nodes[name]
+		if !ok {
+			out = append(out, name+": Slurm does not list it")
+			continue
+		}
+		i := slices.IndexFunc(kn, func(n corev1.Node) bool { return n.Name == name })
+		j := slices.IndexFunc(pods, func(p corev1.Pod) bool { return p.Name == "slurmd-"+name })
+		switch {
+		case i < 0:
+			out = append(out, name+": no Node")
+			continue
+		case j < 0 || !podReady(&pods[j]) || pods[j].DeletionTimestamp != nil:
+			out = append(out, name+": no Ready slurmd pod")
+			continue
+		case sn.State.Base() == "DOWN" || sn.State.Has("NOT_RESPONDING"):
+			out = append(out, fmt.Sprintf("%s: Slurm %v", name, sn.State))
+			continue
+		}
+		if r, ok := admin[name]; ok {
+			if !sn.State.Drain() || sn.Reason != r {
+				out = append(out, fmt.Sprintf("%s: admin drain %q, Slurm %v %q", name, r, sn.State, sn.Reason))
+			}
+			continue
+		}
+		if uncertain[name] {
+			continue
+		}
+		node := kn[i]
+		if node.Spec.Unschedulable {
+			want, _ := keys.CordonReason(node.Annotations[keys.AnnotationCordonReason])
+			if !sn.State.Drain() || sn.Reason != want {
+				out = append(out, fmt.Sprintf("%s: cordoned, Slurm %v %q (want drained %q)", name, sn.State, sn.Reason, want))
+			}
+		} else if sn.State.Drain() {
+			out = append(out, fmt.Sprintf("%s: not cordoned, no admin drain, Slurm %v %q", name, sn.State, sn.Reason))
+		}
+	}
+	return out
+}
+
+// podProblems: no active placeholder job without its live pod; every bound
+// pod runs on its job's node while the job runs.
+func (s *soak) podProblems(v slurmView, pods []corev1.Pod) []string {
+	byUID := map[types.UID]*corev1.Pod{}
+	for i := range pods {
+		byUID[pods[i].UID] = &pods[i]
+	}
+	jobs := map[uint32]slurmrest.Job{}
+	var out []string
+	for _, j := range v.jobs {
+		jobs[j.ID] = j
+		name, uid, ok := s.placeholderOf(j)
+		if !ok || j.State.Finished() {
+			continue
+		}
+		if p := byUID[uid]; p == nil || p.DeletionTimestamp != nil {
+			out = append(out, fmt.Sprintf("job %d (%v) holds a place for pod %s, which is gone", j.ID, j.State, name))
+		}
+	}
+	for _, p := range pods {
+		if p.Labels["soak"] != "infer" || p.Spec.NodeName == "" || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		id, err := strconv.ParseUint(p.Annotations[keys.AnnotationJobID], 10, 32)
+		if err != nil {
+			out = append(out, fmt.Sprintf("pod %s bound to %s names no job", p.Name, p.Spec.NodeName))
+			continue
+		}
+		j, ok := jobs[uint32(id)]
+		if !ok || j.State.Base() != slurmrest.JobRunning || j.Nodes != p.Spec.NodeName {
+			out = append(out, fmt.Sprintf("pod %s bound to %s, its job %d: %v on %q", p.Name, p.Spec.NodeName, id, j.State, j.Nodes))
+		}
+	}
+	return out
+}

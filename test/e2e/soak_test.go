@@ -1,0 +1,271 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/slurmrest"
+	"github.com/onepool/onepool/test/lab"
+)
+
+// The fault soak (make soak): random operations on both sides while the
+// lab's daemons are killed and restarted, slurmrestd is made sick behind a
+// proxy and the token is rotated; invariants are checked all along and once
+// more after each fault, when everything has converged. SOAK_MINUTES sets
+// its length (unset: the test is skipped, so `make e2e` does not run it),
+// SOAK_SEED makes a run repeat (unset: the clock's).
+const (
+	envSoakMinutes = "SOAK_MINUTES"
+	envSoakSeed    = "SOAK_SEED"
+	// soakConverge bounds the wait for convergence after a fault; past it
+	// the state left is a violation.
+	soakConverge = 120 * time.Second
+)
+
+// soak is one run: the lab, its seeded choices, the admin drains it made
+// (the one thing only the soak knows: they must survive everything), and
+// what it found.
+type soak struct {
+	t    *testing.T
+	l    *lab.Lab
+	kc   kubernetes.Interface
+	sc   *slurmrest.Client // straight to slurmrestd, with the soak's own token
+	rng  *rand.Rand
+	seed uint64
+	ns   string
+	px   *faultProxy
+
+	mu         sync.Mutex
+	version    int               // bumped whenever adminDrain changes
+	adminDrain map[string]string // Slurm node -> the admin's reason, while drained by the soak's admin
+	adminAt    map[string]time.Time // when the soak's admin last changed the node
+	inflight   map[string]bool      // an admin command on the node is under way
+	uncertain  map[string]bool      // nodes whose admin state the soak lost track of
+	ourDeletes map[types.UID]bool
+	jobs       []string // the soak's own sbatch jobs
+	step       int
+	stepWhat   string
+	lastKill   map[string]time.Time // daemon -> when the soak last killed it
+
+	ops, faults int
+	converge    []time.Duration
+	violations  []string
+}
+
+func TestSoak(t *testing.T) {
+	minutes, err := strconv.ParseFloat(os.Getenv(envSoakMinutes), 64)
+	if err != nil || minutes <= 0 {
+		t.Skipf("%s is not set: `make soak` runs the fault soak", envSoakMinutes)
+	}
+	if lab.ChartMode() {
+		t.Skip("the soak kills and restarts the lab's processes")
+	}
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(envSoakSeed); s != "" {
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("%s=%q: %v", envSoakSeed, s, err)
+		}
+	}
+	s := newSoak(t, seed)
+	t.Logf("soak: seed %d (repeat with %s=%d), %.1f minutes, Slurm %s", seed, envSoakSeed, seed, minutes, s.l.Release().Name)
+
+	ctx, stop := context.WithCancel(context.Background())
+	var bg sync.WaitGroup
+	bg.Add(2)
+	go func() { defer bg.Done(); s.watchPods(ctx) }()
+	go func() { defer bg.Done(); s.checkLoop(ctx) }()
+
+	start := time.Now()
+	end := start.Add(time.Duration(minutes * float64(time.Minute)))
+	for time.Now().Before(end) {
+		s.nextStep()
+		if s.rng.IntN(4) == 0 {
+			s.fault()
+		} else {
+			s.op()
+			time.Sleep(time.Duration(200+s.rng.IntN(1800)) * time.Millisecond)
+		}
+	}
+	s.setStep("final convergence")
+	s.awaitConvergence("end of the run", time.Now())
+	stop()
+	bg.Wait()
+	s.report(time.Since(start))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, v := range s.violations {
+		t.Error(v)
+	}
+}
+
+func newSoak(t *testing.T, seed uint64) *soak {
+	l := lab.Shared(t)
+	kc, err := l.KubeClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &soak{t: t, l: l, kc: kc, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x50a4)), ns: uniqueName("soak"),
+		adminDrain: map[string]string{}, adminAt: map[string]time.Time{}, inflight: map[string]bool{}, uncertain: map[string]bool{}, ourDeletes: map[types.UID]bool{}, lastKill: map[string]time.Time{}}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	// The checks read Slurm with a token of their own: the soak rotates
+	// and spoils the components' token.
+	tok, err := l.MintToken(ctx, "slurm", 4*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokFile, []byte(tok), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if s.sc, err = slurmrest.New(slurmrest.Config{URL: l.RESTURL(), TokenFile: tokFile, Timeout: 10 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns,
+		Labels: map[string]string{lab.LabelGPUClaims: lab.GPUClaimsDisabled}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if s.px, err = startFaultProxy(l.RESTURL()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.teardown)
+	if err := l.SetComponentRESTURL(ctx, s.px.URL()); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range l.NodeNames() {
+		if err := s.ensureSlurmdPod(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.awaitConvergence("start", time.Now())
+	s.converge = nil // the start is no fault
+	return s
+}
+
+// teardown puts the lab back as the soak found it: components on
+// slurmrestd itself, no cordon, no drain, no pod, no job of the soak's.
+func (s *soak) teardown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	s.px.set(proxyPass)
+	if err := s.l.Up(ctx); err != nil {
+		s.t.Errorf("teardown: lab up: %v", err)
+	}
+	if err := s.l.SetComponentRESTURL(ctx, ""); err != nil {
+		s.t.Errorf("teardown: components back on slurmrestd: %v", err)
+	}
+	_ = s.px.Close()
+	for _, n := range s.l.NodeNames() {
+		s.setCordon(ctx, n, false, "")
+	}
+	zero := int64(0)
+	_ = s.kc.CoreV1().Pods(s.ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+	if len(s.jobs) > 0 {
+		_, _ = s.l.Slurm(ctx, append([]string{"scancel"}, s.jobs...)...)
+	}
+	// Slurmd pods go last: their deletion drains the nodes until they go.
+	eventuallyCtx(ctx, "the soak's pods gone", func() (bool, string) {
+		pods, err := s.kc.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(pods.Items) == 0, fmt.Sprintf("%d pods left", len(pods.Items))
+	})
+	_ = s.kc.CoreV1().Namespaces().Delete(ctx, s.ns, metav1.DeleteOptions{})
+	// The admin's drains, and the syncer's "slurmd pod deleted" drains
+	// (no slurmd pod is left to resume them), end with the soak.
+	for _, n := range s.l.NodeNames() {
+		_, _ = s.l.Slurm(ctx, "scontrol", "update", "nodename="+n, "state=resume")
+	}
+}
+
+func (s *soak) nextStep() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.step++
+}
+
+func (s *soak) setStep(what string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stepWhat = what
+	s.t.Logf("soak step %d: %s", s.step, what)
+}
+
+// violate records a broken invariant with what is needed to look into it:
+// the seed, the step, and both sides' state.
+func (s *soak) violate(invariant, state string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := fmt.Sprintf("soak violation (seed %d, step %d %q): %s\n    %s", s.seed, s.step, s.stepWhat, invariant, state)
+	s.t.Log(v)
+	s.violations = append(s.violations, v)
+}
+
+func (s *soak) report(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rel := "slurm=" + s.l.Release().Name
+	p99 := 0.0
+	if len(s.converge) > 0 {
+		c := slices.Clone(s.converge)
+		slices.Sort(c)
+		p99 = c[min(len(c)-1, len(c)*99/100)].Seconds()
+	}
+	fmt.Printf("BENCH soak_operations %d count %s\n", s.ops, rel)
+	fmt.Printf("BENCH soak_faults %d count %s\n", s.faults, rel)
+	fmt.Printf("BENCH soak_proxy_answers_spoiled %d count %s\n", s.px.spoiled(), rel)
+	fmt.Printf("BENCH soak_invariant_violations %d count %s\n", len(s.violations), rel)
+	fmt.Printf("BENCH soak_convergence_p99_s %.1f s %s\n", p99, rel)
+	fmt.Printf("BENCH soak_minutes %.1f min %s\n", d.Minutes(), rel)
+	fmt.Printf("BENCH soak_seed %d seed %s\n", s.seed, rel)
+}
+
+// eventuallyCtx polls cond every 500 ms until it holds or ctx ends; it
+// reports whether it held and, if not, the last state seen.
+func eventuallyCtx(ctx context.Context, what string, cond func() (bool, string)) (bool, string) {
+	last := ""
+	for {
+		ok, state := cond()
+		if ok {
+			return true, ""
+		}
+		last = state
+		select {
+		case <-ctx.Done():
+			return false, what + ": " + last
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// slurmdPod is the slurmd pod the soak keeps on each lab node, as a
+// NodeSet would: the syncer acts on the nodes that have one.
+func (s *soak) ensureSlurmdPod(ctx context.Context, node string) error {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "slurmd-" + node, Namespace: s.ns, Labels: map[string]string{keys.LabelComponent: keys.ComponentSlurmd}},
+		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "slurmd", Image: "onepool/slurmd:lab"}}},
+	}
+	_, err := s.kc.CoreV1().Pods(s.ns).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
