@@ -51,8 +51,8 @@ type soak struct {
 	px   *faultProxy
 
 	mu         sync.Mutex
-	version    int               // bumped whenever adminDrain changes
-	adminDrain map[string]string // Slurm node -> the admin's reason, while drained by the soak's admin
+	version    int                  // bumped whenever adminDrain changes
+	adminDrain map[string]string    // Slurm node -> the admin's reason, while drained by the soak's admin
 	adminAt    map[string]time.Time // when the soak's admin last changed the node
 	inflight   map[string]bool      // an admin command on the node is under way
 	uncertain  map[string]bool      // nodes whose admin state the soak lost track of

@@ -50,11 +50,11 @@ func startFaultProxy(target string) (*faultProxy, error) {
 	return p, nil
 }
 
-func (p *faultProxy) URL() string         { return "http://" + p.ln.Addr().String() }
-func (p *faultProxy) set(m proxyMode)     { p.mode.Store(int32(m)) }
-func (p *faultProxy) current() proxyMode  { return proxyMode(p.mode.Load()) }
-func (p *faultProxy) Close() error        { return p.srv.Close() }
-func (p *faultProxy) spoiled() int64      { return p.faults.Load() }
+func (p *faultProxy) URL() string        { return "http://" + p.ln.Addr().String() }
+func (p *faultProxy) set(m proxyMode)    { p.mode.Store(int32(m)) }
+func (p *faultProxy) current() proxyMode { return proxyMode(p.mode.Load()) }
+func (p *faultProxy) Close() error       { return p.srv.Close() }
+func (p *faultProxy) spoiled() int64     { return p.faults.Load() }
 func (p *faultProxy) count(m proxyMode) bool {
 	if m != proxyPass {
 		p.faults.Add(1)
