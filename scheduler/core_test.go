@@ -79,12 +79,15 @@ type fakeJobs struct {
 	stale     bool
 	refreshes atomic.Int32
 	count     atomic.Int32 // JobCount
+	lastSync  atomic.Int64 // LastSync, unix nanoseconds
 }
 
 func (f *fakeJobs) Job(uint32) (slurmrest.Job, error) { return slurmrest.Job{}, slurmrest.ErrNotFound }
 func (f *fakeJobs) Stale() bool                       { return f.stale }
 func (f *fakeJobs) RefreshJobs()                      { f.refreshes.Add(1) }
 func (f *fakeJobs) JobCount() int                     { return int(f.count.Load()) }
+func (f *fakeJobs) LastSync() time.Time               { return time.Unix(0, f.lastSync.Load()) }
+func (f *fakeJobs) synced()                           { f.lastSync.Store(time.Now().UnixNano()) }
 
 type coreFixture struct {
 	core  *Core

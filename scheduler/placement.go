@@ -25,8 +25,11 @@ type placement struct {
 	submitting bool
 	err        error // the last submission failure
 	errAt      time.Time
-	rejected   bool   // Slurm refused the job as asked: wait for a pod change
-	waiting    string // why nothing is submitted yet (an incomplete gang)
+	// inDoubt: when a submission failed without an answer from Slurm
+	// itself (it may have made the job); zero when none is in doubt.
+	inDoubt  time.Time
+	rejected bool   // Slurm refused the job as asked: wait for a pod change
+	waiting  string // why nothing is submitted yet (an incomplete gang)
 
 	nodes    []string             // the allocation, in Slurm's order
 	assigned map[types.UID]string // pod → Slurm node

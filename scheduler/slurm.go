@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/onepool/onepool/slurmrest"
 )
@@ -27,6 +28,9 @@ type JobCache interface {
 	RefreshJobs()
 	// JobCount is how many jobs the last listing held.
 	JobCount() int
+	// LastSync is when the last good refresh began: the jobs Slurm had
+	// then have been seen.
+	LastSync() time.Time
 }
 
 // rejected says whether Slurm refused a submission for what it asks

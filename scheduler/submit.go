@@ -45,6 +45,7 @@ func (c *Core) submit(ctx context.Context, key string) error {
 	o := p.owner
 	members := c.membersLocked(o)
 	stale := c.jobs.Stale()
+	doubt := p.inDoubt
 	c.mu.Unlock()
 
 	// finish records the outcome and wakes the pods so their message
@@ -81,6 +82,14 @@ func (c *Core) submit(ctx context.Context, key string) error {
 		// A replica whose lease lapsed may race the new leader's adoption.
 		return finish(errors.New("this scheduler replica no longer holds the lease"), false, "", members)
 	}
+	if !doubt.IsZero() && !c.jobs.LastSync().After(doubt) {
+		// The last submission got no answer Slurm gave: it may have made
+		// the job. Only a listing of Slurm's jobs begun after it says
+		// whether (observe adopts the job by its comment); submitting
+		// again before would make a second job for the same pods.
+		c.jobs.RefreshJobs()
+		return finish(errors.New("waiting for Slurm's job list to show whether the last submission made a job"), false, "", members)
+	}
 	nodes := 1
 	if o.Group {
 		min, err := c.groups.MinMember(ctx, o.Namespace, o.Name)
@@ -111,6 +120,13 @@ func (c *Core) submit(ctx context.Context, key string) error {
 			}
 			return finish(err, true, "", members)
 		}
+		if !refusedNow(err) {
+			// No answer from Slurm itself (cut, timed out, a proxy's
+			// error): the job may exist.
+			c.mu.Lock()
+			p.inDoubt = time.Now()
+			c.mu.Unlock()
+		}
 		c.log.V(2).Info("Submitting a placeholder job failed; retrying", "owner", o.String(), "err", err.Error())
 		return finish(err, false, "", members)
 	}
@@ -120,6 +136,7 @@ func (c *Core) submit(ctx context.Context, key string) error {
 		c.byJob[id] = key
 	}
 	p.submitting, p.err, p.rejected, p.waiting = false, nil, false, ""
+	p.inDoubt = time.Time{}
 	p.submitted = time.Now()
 	if !now {
 		c.starting[id] = time.Now()

@@ -1,6 +1,7 @@
 package slurmrest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -122,6 +123,7 @@ type versionServer struct {
 	served  []string
 	openapi string // file in internal/rest/testdata/v0.0.44
 	status  int    // answer to every ping when set (401, 502)
+	body    string // with status: its body
 	pings   atomic.Int32
 }
 
@@ -141,15 +143,17 @@ func (s *versionServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.pings.Add(1)
 	if s.status != 0 {
 		w.WriteHeader(s.status)
+		_, _ = w.Write([]byte(s.body))
 		return
 	}
 	for _, v := range s.served {
 		if r.URL.Path == "/slurm/"+v+"/ping/" {
+			// 26.05.5's answer, naming the data parser of the version asked.
 			ping, err := os.ReadFile(filepath.Join(recorded(v), "..", "v0.0.44", "jobs_unchanged.200.json"))
 			if err != nil {
 				panic(err)
 			}
-			_, _ = w.Write(ping)
+			_, _ = w.Write(bytes.ReplaceAll(ping, []byte("data_parser/v0.0.44"), []byte("data_parser/"+v)))
 			return
 		}
 	}
@@ -224,6 +228,52 @@ func TestNegotiateFailuresAreTyped(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "v0.0.42", v, "asked again once slurmrestd answers")
 	}
+}
+
+// An answer that is not slurmrestd's own says nothing of the versions it
+// serves. The soak found it: a proxy answering HTTP 200 with only an errors
+// array made the controller manager speak v0.0.44 to 24.11's slurmrestd,
+// and every call after was a 404, its Slurm cache stale for good.
+func TestNegotiateNeedsSlurmrestdsOwnAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+		body   string
+	}{
+		{"200 with only an errors array", http.StatusOK, `{"errors":[{"error_number":9999,"description":"injected"}],"meta":{}}`},
+		{"a proxy's HTML page", http.StatusOK, "<html><body>maintenance</body></html>"},
+		{"another version's answer", http.StatusOK, `{"meta":{"plugin":{"data_parser":"data_parser/v0.0.41"}},"errors":[]}`},
+		{"500 from a proxy", http.StatusInternalServerError, "upstream error"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &versionServer{status: tc.status, body: tc.body}
+			c := versionClient(t, s, "")
+			_, err := c.ListNodes(context.Background(), time.Time{})
+			require.ErrorIs(t, err, ErrBadResponse)
+			s.status = 0
+			s.served = []string{"v0.0.40", "v0.0.41", "v0.0.42"}
+			v, err := c.APIVersion(context.Background())
+			require.NoError(t, err)
+			assert.Equal(t, "v0.0.42", v, "asked again once slurmrestd itself answers")
+		})
+	}
+}
+
+// slurmrestd upgraded under onepool no longer serves the version it spoke:
+// its 404 for an unknown path (not a version's "no such job") makes the
+// next call negotiate again.
+func TestNegotiateAgainWhenTheVersionIsGone(t *testing.T) {
+	s := &versionServer{served: []string{"v0.0.40", "v0.0.41", "v0.0.42"}}
+	c := versionClient(t, s, "")
+	v, err := c.APIVersion(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, "v0.0.42", v)
+	s.served = []string{"v0.0.44", "v0.0.45"}
+	_, err = c.ListNodes(context.Background(), time.Time{})
+	require.Error(t, err)
+	v, err = c.APIVersion(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, "v0.0.44", v)
 }
 
 // A forced version is spoken without asking; an unknown one is refused at New.

@@ -159,7 +159,7 @@ func (s *soak) jobsPerPod(jobs []slurmrest.Job) string {
 	}
 	for uid, js := range per {
 		if len(js) > 1 {
-			return fmt.Sprintf("pod uid %s has active jobs %v", uid, js)
+			return fmt.Sprintf("pod uid %s has %d active jobs %v", uid, len(js), js)
 		}
 	}
 	return ""
@@ -229,6 +229,9 @@ func (s *soak) checkDeletion(ctx context.Context, p *corev1.Pod, seen time.Time)
 		s.t.Logf("soak: pod %s deleted (not by the soak); its job %d cannot be read: %s", p.Name, id, last)
 		return
 	}
+	s.mu.Lock()
+	s.deletionsChecked++
+	s.mu.Unlock()
 	const slack = 2 * time.Second // Slurm's times are whole seconds
 	switch {
 	case !j.PreemptTime.IsZero() && !asked.Before(j.PreemptTime.Add(-slack)):
@@ -284,8 +287,12 @@ func (s *soak) converged(ctx context.Context) (bool, string) {
 		return false, "pods: " + err.Error()
 	}
 	var problems []string
+	if p := s.jobsPerPod(v.jobs); p != "" {
+		problems = append(problems, p)
+	}
 	problems = append(problems, s.nodeProblems(v, nodes.Items, pods.Items)...)
 	problems = append(problems, s.podProblems(v, pods.Items)...)
+	problems = append(problems, s.nodeSetProblems(ctx, v, nodes.Items)...)
 	return len(problems) == 0, strings.Join(problems, "; ")
 }
 

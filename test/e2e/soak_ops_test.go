@@ -28,7 +28,7 @@ type soakOp struct {
 }
 
 func (s *soak) operations() []soakOp {
-	return []soakOp{
+	return append([]soakOp{
 		{"cordon", 12, s.opCordon},
 		{"uncordon", 12, s.opUncordon},
 		{"admin drain", 6, s.opAdminDrain},
@@ -38,7 +38,7 @@ func (s *soak) operations() []soakOp {
 		{"slurm job submitted", 12, s.opSubmit},
 		{"slurm job cancelled", 4, s.opCancel},
 		{"node relabelled", 4, s.opRelabel},
-	}
+	}, s.nodeSetOps()...)
 }
 
 func pick[T any](s *soak, items []T, weight func(T) int) T {

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
@@ -44,6 +45,7 @@ type soak struct {
 	t    *testing.T
 	l    *lab.Lab
 	kc   kubernetes.Interface
+	c    client.Client
 	sc   *slurmrest.Client // straight to slurmrestd, with the soak's own token
 	rng  *rand.Rand
 	seed uint64
@@ -62,9 +64,14 @@ type soak struct {
 	stepWhat   string
 	lastKill   map[string]time.Time // daemon -> when the soak last killed it
 
-	ops, faults int
-	converge    []time.Duration
-	violations  []string
+	ops, faults      int
+	deletionsChecked int // pods deleted by onepool whose job the soak checked
+	// slurmdDeletionsChecked: the NodeSet's slurmd pods deleted, each
+	// checked against its Slurm node's jobs.
+	slurmdDeletionsChecked int
+	converge               []time.Duration
+	violations             []string
+	reported               map[string]bool
 }
 
 func TestSoak(t *testing.T) {
@@ -86,8 +93,9 @@ func TestSoak(t *testing.T) {
 
 	ctx, stop := context.WithCancel(context.Background())
 	var bg sync.WaitGroup
-	bg.Add(2)
+	bg.Add(3)
 	go func() { defer bg.Done(); s.watchPods(ctx) }()
+	go func() { defer bg.Done(); s.watchNodeSetPods(ctx) }()
 	go func() { defer bg.Done(); s.checkLoop(ctx) }()
 
 	start := time.Now()
@@ -119,8 +127,12 @@ func newSoak(t *testing.T, seed uint64) *soak {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &soak{t: t, l: l, kc: kc, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x50a4)), ns: uniqueName("soak"),
-		adminDrain: map[string]string{}, adminAt: map[string]time.Time{}, inflight: map[string]bool{}, uncertain: map[string]bool{}, ourDeletes: map[types.UID]bool{}, lastKill: map[string]time.Time{}}
+	c, err := l.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &soak{t: t, l: l, kc: kc, c: c, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x50a4)), ns: uniqueName("soak"),
+		adminDrain: map[string]string{}, adminAt: map[string]time.Time{}, inflight: map[string]bool{}, uncertain: map[string]bool{}, ourDeletes: map[types.UID]bool{}, lastKill: map[string]time.Time{}, reported: map[string]bool{}}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -153,6 +165,9 @@ func newSoak(t *testing.T, seed uint64) *soak {
 		if err := s.ensureSlurmdPod(ctx, n); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := s.startNodeSet(ctx); err != nil {
+		t.Fatal(err)
 	}
 	s.awaitConvergence("start", time.Now())
 	s.converge = nil // the start is no fault
@@ -210,10 +225,15 @@ func (s *soak) setStep(what string) {
 }
 
 // violate records a broken invariant with what is needed to look into it:
-// the seed, the step, and both sides' state.
+// the seed, the step, and both sides' state. The same state seen again by
+// a later check is the same violation.
 func (s *soak) violate(invariant, state string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.reported[invariant+state] {
+		return
+	}
+	s.reported[invariant+state] = true
 	v := fmt.Sprintf("soak violation (seed %d, step %d %q): %s\n    %s", s.seed, s.step, s.stepWhat, invariant, state)
 	s.t.Log(v)
 	s.violations = append(s.violations, v)
@@ -232,6 +252,8 @@ func (s *soak) report(d time.Duration) {
 	fmt.Printf("BENCH soak_operations %d count %s\n", s.ops, rel)
 	fmt.Printf("BENCH soak_faults %d count %s\n", s.faults, rel)
 	fmt.Printf("BENCH soak_proxy_answers_spoiled %d count %s\n", s.px.spoiled(), rel)
+	fmt.Printf("BENCH soak_pod_deletions_checked %d count %s\n", s.deletionsChecked, rel)
+	fmt.Printf("BENCH soak_slurmd_pod_deletions_checked %d count %s\n", s.slurmdDeletionsChecked, rel)
 	fmt.Printf("BENCH soak_invariant_violations %d count %s\n", len(s.violations), rel)
 	fmt.Printf("BENCH soak_convergence_p99_s %.1f s %s\n", p99, rel)
 	fmt.Printf("BENCH soak_minutes %.1f min %s\n", d.Minutes(), rel)

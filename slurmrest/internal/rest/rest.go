@@ -40,6 +40,7 @@ type Backend struct {
 
 	mu      sync.Mutex
 	version string // "" until negotiated
+	forced  bool   // version was given, not negotiated
 }
 
 var _ model.Backend = (*Backend)(nil)
@@ -55,7 +56,7 @@ func New(server, version string, hc *http.Client) (*Backend, error) {
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("slurmrest: server %q: want scheme://host:port", server)
 	}
-	return &Backend{server: strings.TrimSuffix(server, "/"), version: version, hc: hc}, nil
+	return &Backend{server: strings.TrimSuffix(server, "/"), version: version, forced: version != "", hc: hc}, nil
 }
 
 // Version is the API version the backend speaks, "" before negotiation.
@@ -140,6 +141,10 @@ func (b *Backend) call(ctx context.Context, rq request) (*response, error) {
 			Err: fmt.Errorf("answer larger than %d bytes", maxBody)}
 	}
 	r := &response{status: resp.StatusCode, body: raw}
+	if r.status == http.StatusNotFound && dataParser(raw) == "" {
+		// Not the version's "no such job": slurmrestd has no such path.
+		b.forget(version)
+	}
 	if r.status == http.StatusNotModified {
 		return r, nil
 	}

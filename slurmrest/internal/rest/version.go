@@ -58,7 +58,7 @@ func (b *Backend) serves(ctx context.Context, version string) (bool, error) {
 		return false, &model.APIError{Op: "negotiate the REST API version", Endpoint: ep, Kind: model.ErrUnreachable, Err: err}
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
 		return false, nil
@@ -69,7 +69,42 @@ func (b *Backend) serves(ctx context.Context, version string) (bool, error) {
 	case resp.StatusCode >= 500 && resp.StatusCode != http.StatusInternalServerError:
 		return false, &model.APIError{Op: "negotiate the REST API version", Endpoint: ep, StatusCode: resp.StatusCode, Kind: model.ErrUnreachable}
 	}
-	return true, nil // an answer of the version's own (2xx, or slurmctld down behind it)
+	// An answer of the version's own (2xx, or slurmctld down behind it)
+	// names its data parser. Anything else (a proxy's page, an answer
+	// with only an errors array) says nothing of which versions are
+	// served: no version is kept from it, and the next call asks again.
+	if dp := dataParser(body); dp != "data_parser/"+version {
+		return false, &model.APIError{Op: "negotiate the REST API version", Endpoint: ep, StatusCode: resp.StatusCode, Kind: model.ErrBadResponse,
+			Err: fmt.Errorf("the answer is not slurmrestd's for %s (data parser %q)", version, dp)}
+	}
+	return true, nil
+}
+
+// dataParser is the data parser an answer of slurmrestd names in its meta
+// ("data_parser/v0.0.42"); "" for a body that is not such an answer.
+func dataParser(body []byte) string {
+	var answer struct {
+		Meta struct {
+			Plugin struct {
+				DataParser string `json:"data_parser"`
+			} `json:"plugin"`
+		} `json:"meta"`
+	}
+	if json.Unmarshal(body, &answer) != nil {
+		return ""
+	}
+	return answer.Meta.Plugin.DataParser
+}
+
+// forget drops a negotiated version slurmrestd no longer serves (it was
+// upgraded under onepool): the next call negotiates again. A forced
+// version stays.
+func (b *Backend) forget(version string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.forced && b.version == version {
+		b.version = ""
+	}
 }
 
 var versionPath = regexp.MustCompile(`^/slurm/(v[0-9]+\.[0-9]+\.[0-9]+)/`)
