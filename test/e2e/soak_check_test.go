@@ -257,8 +257,31 @@ func ctxTimeout(ctx context.Context, d time.Duration) context.Context {
 func (s *soak) awaitConvergence(after string, start time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), soakConverge)
 	defer cancel()
-	ok, last := eventuallyCtx(ctx, "converged", func() (bool, string) { return s.converged(ctx) })
+	var seen []string // what was not converged yet, each state once
+	prev := ""
+	var restarted time.Time
+	ok, last := eventuallyCtx(ctx, "converged", func() (bool, string) {
+		if down := s.l.Status(io.Discard); down > 0 && time.Since(restarted) > 5*time.Second {
+			// A component that exits (a leader that could not renew its
+			// lease while the apiserver was down) is started again, as its
+			// Deployment's kubelet would.
+			restarted = time.Now()
+			uctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+			err := s.l.Up(uctx)
+			cancel()
+			s.t.Logf("soak step %d: %d lab daemons were down; lab up: %v", s.step, down, err)
+		}
+		ok, state := s.converged(ctx)
+		if !ok && state != prev {
+			seen = append(seen, fmt.Sprintf("+%.1fs %s", time.Since(start).Seconds(), state))
+			prev = state
+		}
+		return ok, state
+	})
 	d := time.Since(start)
+	if ok && d > 10*time.Second {
+		s.t.Logf("soak step %d: slow to converge after %s: %s", s.step, after, strings.Join(seen, " | "))
+	}
 	s.mu.Lock()
 	s.converge = append(s.converge, d)
 	s.mu.Unlock()
