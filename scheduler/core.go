@@ -295,6 +295,7 @@ func (c *Core) observe(j slurmrest.Job) {
 	var wake []*corev1.Pod
 	c.mu.Lock()
 	key := o.key()
+	lost := c.idReusedLocked(j.ID, key)
 	p := c.places[key]
 	if p == nil {
 		p = newPlacement(o)
@@ -343,9 +344,33 @@ func (c *Core) observe(j slurmrest.Job) {
 	}
 	c.mu.Unlock()
 	c.lifeQ.Add(key)
+	if lost != "" {
+		c.lifeQ.Add(lost)
+	}
 	if len(wake) > 0 {
 		c.activate(wake)
 	}
+}
+
+// idReusedLocked handles Slurm listing, under a job id another owner's
+// placement holds, a job of owner key: the job that placement recorded is
+// gone. slurmctld lost it (a crash rolled its state back) and gave its id
+// again. The placement's pods sit on GPUs Slurm no longer holds for them:
+// the job is missing, and the pods go. It returns that owner's key ("" when
+// the id was no one else's).
+func (c *Core) idReusedLocked(id uint32, key string) string {
+	k, ok := c.byJob[id]
+	if !ok || k == key {
+		return ""
+	}
+	delete(c.byJob, id)
+	q := c.places[k]
+	if q == nil || q.jobID != id || q.missing {
+		return ""
+	}
+	q.missing = true
+	c.log.Info("Slurm lists another job under a placeholder job's id: the placeholder job is gone", "owner", q.owner.String(), "job", id)
+	return k
 }
 
 // anyBoundLocked says whether one of the owner's pods is bound to a node.
@@ -373,6 +398,13 @@ func (c *Core) newerThanMembersLocked(o owner, j slurmrest.Job) bool {
 func (c *Core) forget(j slurmrest.Job) {
 	c.mu.Lock()
 	key, ok := c.byJob[j.ID]
+	if p := c.places[key]; ok && p != nil && p.jobID == j.ID && p.job != nil && !p.job.State.Finished() {
+		// Slurm lists no more a job it last listed active (a job that ends
+		// is listed ended first): only Slurm can say whether it still has
+		// it. Unknown now, the lifecycle asks, and a job Slurm denies is
+		// missing.
+		p.job = nil
+	}
 	c.mu.Unlock()
 	if ok {
 		c.lifeQ.Add(key)

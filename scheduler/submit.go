@@ -131,6 +131,7 @@ func (c *Core) submit(ctx context.Context, key string) error {
 		return finish(err, false, "", members)
 	}
 	c.mu.Lock()
+	lost := c.idReusedLocked(id, key)
 	if p.jobID == 0 { // the cache may have reported it already
 		p.jobID = id
 		c.byJob[id] = key
@@ -159,6 +160,9 @@ func (c *Core) submit(ctx context.Context, key string) error {
 		// Gated while the ask was in flight: a cycle now says it waits
 		// in Slurm's queue.
 		defer c.activate(members)
+	}
+	if lost != "" {
+		c.lifeQ.Add(lost)
 	}
 	c.log.V(2).Info("Submitted a placeholder job", "owner", o.String(), "job", id, "allocatedAtOnce", now)
 	for _, m := range members {

@@ -363,6 +363,9 @@ func (s *soak) nodeProblems(v slurmView, kn []corev1.Node, pods []corev1.Pod) []
 			}
 		} else if sn.State.Drain() {
 			out = append(out, fmt.Sprintf("%s: not cordoned, no admin drain, Slurm %v %q", name, sn.State, sn.Reason))
+			if !strings.HasPrefix(sn.Reason, keys.DrainPrefix) {
+				s.resumeSlurmsOwn(name, sn)
+			}
 		}
 	}
 	return out
@@ -402,4 +405,26 @@ func (s *soak) podProblems(v slurmView, pods []corev1.Pod) []string {
 		}
 	}
 	return out
+}
+
+// resumeSlurmsOwn: a drain neither onepool nor the soak's admin made is
+// Slurm's own ("Duplicate jobid" when slurmctld, SIGKILLed before saving
+// its state, gives a running job's id again; "Kill task failed"). No
+// invariant is onepool's there; the soak's admin resumes it, as an admin
+// would, once per drain.
+func (s *soak) resumeSlurmsOwn(name string, n slurmrest.Node) {
+	key := name + "\x00" + n.Reason + "\x00" + n.ReasonChanged.String()
+	s.mu.Lock()
+	done := s.reported[key]
+	s.reported[key] = true
+	s.mu.Unlock()
+	if done {
+		return
+	}
+	s.t.Logf("soak step %d: Slurm drained %s itself (%q, set by %s); the soak's admin resumes it", s.step, name, n.Reason, n.ReasonSetByUser)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if out, err := s.l.Slurm(ctx, "scontrol", "update", "nodename="+name, "state=resume"); err != nil {
+		s.t.Logf("soak: resume %s: %v %s", name, err, out)
+	}
 }
