@@ -301,11 +301,15 @@ func (s *soak) converged(ctx context.Context) (bool, string) {
 	if err != nil {
 		return false, "slurm: " + err.Error()
 	}
-	nodes, err := s.kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	// Each read has its own deadline: one call stuck on a dead
+	// connection must not use up the whole wait.
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	nodes, err := s.kc.CoreV1().Nodes().List(rctx, metav1.ListOptions{})
 	if err != nil {
 		return false, "nodes: " + err.Error()
 	}
-	pods, err := s.kc.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{})
+	pods, err := s.kc.CoreV1().Pods(s.ns).List(rctx, metav1.ListOptions{})
 	if err != nil {
 		return false, "pods: " + err.Error()
 	}
@@ -315,7 +319,7 @@ func (s *soak) converged(ctx context.Context) (bool, string) {
 	}
 	problems = append(problems, s.nodeProblems(v, nodes.Items, pods.Items)...)
 	problems = append(problems, s.podProblems(v, pods.Items)...)
-	problems = append(problems, s.nodeSetProblems(ctx, v, nodes.Items)...)
+	problems = append(problems, s.nodeSetProblems(rctx, v, nodes.Items)...)
 	return len(problems) == 0, strings.Join(problems, "; ")
 }
 
