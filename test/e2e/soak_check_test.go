@@ -229,6 +229,12 @@ func (s *soak) checkDeletion(ctx context.Context, p *corev1.Pod, seen time.Time)
 		s.t.Logf("soak: pod %s deleted (not by the soak); its job %d cannot be read: %s", p.Name, id, last)
 		return
 	}
+	if _, uid, ok := s.placeholderOf(*j); !ok || uid != p.UID {
+		// slurmctld lost the pod's job (SIGKILLed before it saved its
+		// state) and gave its id to another job: the pod's job is gone.
+		s.t.Logf("soak: pod %s deleted; Slurm's job %d is now another's (%q): the pod's job was lost", p.Name, id, j.Comment)
+		return
+	}
 	s.mu.Lock()
 	s.deletionsChecked++
 	s.mu.Unlock()
