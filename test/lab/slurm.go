@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -436,6 +437,30 @@ func (l *Lab) MintToken(ctx context.Context, user string, lifespan time.Duration
 	return tok, nil
 }
 
+// tokenRefused says whether slurmrestd refuses TokenFile's token (HTTP 401
+// or 511): a test that spoiled it (the fault soak) may have died before it
+// put a good one back. Anything else (slurmrestd not up yet) is no refusal.
+func (l *Lab) tokenRefused(ctx context.Context) bool {
+	tok, err := os.ReadFile(l.TokenFile())
+	if err != nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.RESTURL()+"/slurm/"+l.cfg.Slurm.restAPI()+"/jobs/state/", nil)
+	if err != nil {
+		return false
+	}
+	req.Header.Set("X-SLURM-USER-TOKEN", strings.TrimSpace(string(tok)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == 511
+}
+
 // ensureToken keeps an admin token for onepool in TokenFile, renewed when it
 // is older than half its life or than the JWT key (a rebuilt rootfs has a
 // new key, which the old token does not match).
@@ -446,7 +471,7 @@ func (l *Lab) ensureToken(ctx context.Context) error {
 	// other one is refused (HTTP 511) whatever its age.
 	minted, _ := os.ReadFile(l.TokenFile() + ".release")
 	if err == nil && kerr == nil && time.Since(st.ModTime()) < tokenLifetime-tokenRenewBefore && st.ModTime().After(key.ModTime()) &&
-		strings.TrimSpace(string(minted)) == l.Release().Name {
+		strings.TrimSpace(string(minted)) == l.Release().Name && !l.tokenRefused(ctx) {
 		return nil
 	}
 	tok, err := l.MintToken(ctx, "slurm", tokenLifetime)
