@@ -16,6 +16,7 @@ import (
 
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/nodeset/api/v1alpha1"
+	"github.com/onepool/onepool/slurmnode"
 )
 
 // slurmdContainer is the container that gets the node agent's environment.
@@ -101,7 +102,7 @@ func feasible(tmpl *corev1.Pod, node *corev1.Node) (bool, error) {
 // buildPod is the slurmd pod for one Node, pinned to it.
 func buildPod(ns *v1alpha1.NodeSet, tmpl *corev1.Pod, node *corev1.Node) *corev1.Pod {
 	pod := tmpl.DeepCopy()
-	slurmName := SlurmNodeName(node)
+	slurmName := slurmnode.Of(node)
 	pod.Name = podName(ns.Name, node.Name)
 	pod.Annotations = merge(pod.Annotations, map[string]string{keys.AnnotationSlurmNode: slurmName})
 	pod.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(ns, v1alpha1.GroupVersion.WithKind("NodeSet"))}
@@ -118,14 +119,6 @@ func buildPod(ns *v1alpha1.NodeSet, tmpl *corev1.Pod, node *corev1.Node) *corev1
 		}
 	}
 	return pod
-}
-
-// SlurmNodeName is the Slurm node of a Node: its name, or the override label.
-func SlurmNodeName(node *corev1.Node) string {
-	if n := node.Labels[keys.LabelSlurmNodeName]; n != "" {
-		return n
-	}
-	return node.Name
 }
 
 // podName is <nodeset>-<node>; one name per Node makes a second create of

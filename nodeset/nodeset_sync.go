@@ -20,6 +20,7 @@ import (
 
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/nodeset/api/v1alpha1"
+	"github.com/onepool/onepool/slurmnode"
 	"github.com/onepool/onepool/slurmrest"
 )
 
@@ -129,7 +130,7 @@ func (r *Reconciler) observe(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *co
 			r.log.Info("node affinity does not parse; the Node counts as not selected", "nodeset", ns.Name, "node", node.Name, "err", err.Error())
 		}
 		if ok && !deleting {
-			s := get(SlurmNodeName(node))
+			s := get(slurmnode.Of(node))
 			s.wanted, s.node, s.nodeName = true, node, node.Name
 			s.record = keys.ReadDrainRecord(node.Annotations, keys.AnnotationNodeSetDrain, keys.AnnotationNodeSetDrainAt)
 		}
@@ -139,7 +140,7 @@ func (r *Reconciler) observe(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *co
 		if !metav1.IsControlledBy(pod, ns) {
 			continue
 		}
-		s := get(podSlurmNode(pod))
+		s := get(slurmnode.ServedBy(pod))
 		if s.nodeName == "" {
 			s.nodeName = pod.Spec.NodeName
 		}
@@ -376,7 +377,7 @@ func (r *Reconciler) claimed(ctx context.Context, slurmName string, fail func(er
 		return true
 	}
 	for i := range pods.Items {
-		if p := &pods.Items[i]; p.DeletionTimestamp == nil && podSlurmNode(p) == slurmName {
+		if p := &pods.Items[i]; p.DeletionTimestamp == nil && slurmnode.ServedBy(p) == slurmName {
 			return true
 		}
 	}
@@ -474,11 +475,4 @@ func drainTimeout(ns *v1alpha1.NodeSet, o Options) time.Duration {
 		return ns.Spec.DrainTimeout.Duration
 	}
 	return o.DefaultDrainTimeout
-}
-
-func podSlurmNode(p *corev1.Pod) string {
-	if n := p.Annotations[keys.AnnotationSlurmNode]; n != "" {
-		return n
-	}
-	return p.Spec.NodeName
 }

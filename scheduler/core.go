@@ -20,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/slurmnode"
 	"github.com/onepool/onepool/slurmrest"
 )
 
@@ -227,19 +228,7 @@ func (c *Core) cordoned(node string, pod *corev1.Pod) bool {
 // kubeNode maps a Slurm node name to its Kubernetes node: the node of that
 // name, unless a node claims it with the override label.
 func (c *Core) kubeNode(slurmNode string) (string, error) {
-	if n, err := c.nodes.Get(slurmNode); err == nil {
-		if v, ok := n.Labels[keys.LabelSlurmNodeName]; !ok || v == slurmNode {
-			return n.Name, nil
-		}
-	}
-	all, err := c.nodes.List(labelSelectorSlurmNode(slurmNode))
-	if err != nil {
-		return "", err
-	}
-	if len(all) == 0 {
-		return "", fmt.Errorf("no Kubernetes node is Slurm node %s", slurmNode)
-	}
-	return all[0].Name, nil
+	return slurmnode.KubeNode(c.nodes, slurmNode)
 }
 
 func (c *Core) invalidRequest(pod *corev1.Pod, err error) {

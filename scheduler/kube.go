@@ -24,10 +24,6 @@ func listByGroup(name string) metav1.ListOptions {
 	return metav1.ListOptions{LabelSelector: labels.Set{keys.LabelPodGroup: name}.String()}
 }
 
-func labelSelectorSlurmNode(name string) labels.Selector {
-	return labels.SelectorFromSet(labels.Set{keys.LabelSlurmNodeName: name})
-}
-
 // GroupReader reads a PodGroup's minimum member count.
 type GroupReader interface {
 	MinMember(ctx context.Context, namespace, name string) (int, error)

@@ -1,6 +1,7 @@
 package syncer
 
 import (
+	"cmp"
 	"strings"
 	"time"
 
@@ -129,11 +130,11 @@ func mirror(n slurmrest.Node, act slurmAction, onepools bool) (map[string]string
 			cond.Message = n.Reason
 		}
 	case st.Base() == slurmrest.NodeDown:
-		cond.Status, cond.Reason, cond.Message, foreign = corev1.ConditionTrue, keys.ConditionReasonDown, firstNonEmpty(n.Reason, "Slurm node is DOWN"), true
+		cond.Status, cond.Reason, cond.Message, foreign = corev1.ConditionTrue, keys.ConditionReasonDown, cmp.Or(n.Reason, "Slurm node is DOWN"), true
 	case st.Has("NOT_RESPONDING"):
 		cond.Status, cond.Reason, cond.Message, foreign = corev1.ConditionTrue, keys.ConditionReasonNotResponding, "slurmd does not answer slurmctld", true
 	case st.Drain() && act != actResume:
-		cond.Status, cond.Reason, cond.Message, foreign = corev1.ConditionTrue, keys.ConditionReasonDrained, firstNonEmpty(n.Reason, "drained in Slurm"), true
+		cond.Status, cond.Reason, cond.Message, foreign = corev1.ConditionTrue, keys.ConditionReasonDrained, cmp.Or(n.Reason, "drained in Slurm"), true
 	}
 	if !foreign {
 		return nil, cond, cond.Status == corev1.ConditionTrue
@@ -149,13 +150,4 @@ func mirror(n slurmrest.Node, act slurmAction, onepools bool) (map[string]string
 		ann[keys.AnnotationSlurmBy] = n.ReasonSetByUser
 	}
 	return ann, cond, true
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }

@@ -28,6 +28,7 @@ import (
 
 	"github.com/onepool/onepool/internal/requeue"
 	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/slurmnode"
 	"github.com/onepool/onepool/slurmrest"
 )
 
@@ -92,7 +93,7 @@ func Setup(mgr ctrl.Manager, slurm Slurm, cache *slurmrest.Cache, reg prometheus
 		return nil, err
 	}
 	if err := idx.IndexField(ctx, &corev1.Pod{}, indexSlurmNode, func(o client.Object) []string {
-		if n := podSlurmNode(o.(*corev1.Pod)); n != "" {
+		if n := slurmnode.ServedBy(o.(*corev1.Pod)); n != "" {
 			return []string{n}
 		}
 		return nil
@@ -130,20 +131,4 @@ func Setup(mgr ctrl.Manager, slurm Slurm, cache *slurmrest.Cache, reg prometheus
 		return nil, err
 	}
 	return r, nil
-}
-
-// podSlurmNode is the Slurm node a pod serves as far as the pod itself says.
-func podSlurmNode(p *corev1.Pod) string {
-	if n := p.Annotations[keys.AnnotationSlurmNode]; n != "" {
-		return n
-	}
-	return p.Spec.NodeName
-}
-
-// SlurmNodeName is the Slurm node behind a Kubernetes Node.
-func SlurmNodeName(n *corev1.Node) string {
-	if v := n.Labels[keys.LabelSlurmNodeName]; v != "" {
-		return v
-	}
-	return n.Name
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/slurmnode"
 	"github.com/onepool/onepool/slurmrest"
 )
 
@@ -43,7 +44,7 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	}
 	slurmName := pod.Spec.NodeName
 	if node != nil {
-		slurmName = SlurmNodeName(node)
+		slurmName = slurmnode.Of(node)
 	}
 	deleting := pod.DeletionTimestamp != nil
 	if err := r.ensurePodMeta(ctx, pod, slurmName, deleting); err != nil {

@@ -34,6 +34,7 @@ import (
 	"github.com/onepool/onepool/gpuwebhook"
 	"github.com/onepool/onepool/nodeset"
 	"github.com/onepool/onepool/nodeset/api/v1alpha1"
+	"github.com/onepool/onepool/slurmnode"
 	"github.com/onepool/onepool/slurmrest"
 	"github.com/onepool/onepool/syncer"
 	"github.com/onepool/onepool/topology"
@@ -209,7 +210,7 @@ func run(ctx context.Context, c config) error {
 	})); err != nil {
 		return err
 	}
-	if _, err := syncer.Setup(mgr, syncer.CachedSlurm{Cache: sCache, Client: sc}, sCache, crmetrics.Registry, c.syncer); err != nil {
+	if _, err := syncer.Setup(mgr, slurmnode.Cached{Cache: sCache, Client: sc}, sCache, crmetrics.Registry, c.syncer); err != nil {
 		return err
 	}
 	if len(c.topology.Levels) > 0 {
@@ -226,7 +227,7 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	if served {
-		slurm := nodeset.CachedSlurm{Cache: sCache, Client: sc}
+		slurm := slurmnode.Cached{Cache: sCache, Client: sc}
 		if _, err := nodeset.Setup(mgr, slurm, sCache, c.nodeset); err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -100,7 +101,7 @@ func (e *APIError) Error() string {
 			break
 		}
 		fmt.Fprintf(&b, "; slurm error %d", se.Errno)
-		if msg := firstNonEmpty(se.Description, se.Error); msg != "" {
+		if msg := cmp.Or(se.Description, se.Error); msg != "" {
 			fmt.Fprintf(&b, ": %s", msg)
 		}
 	}
@@ -148,13 +149,4 @@ func Classify(status int, errs []SlurmError) error {
 	default:
 		return ErrSlurm
 	}
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }

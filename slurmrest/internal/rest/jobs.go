@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -191,7 +192,7 @@ func newJobDesc(op string, j model.JobSubmit) (jobDesc, error) {
 	desc := jobDesc{
 		Name:                    ptr(j.Name),
 		Environment:             &env,
-		CurrentWorkingDirectory: ptr(firstNonEmpty(j.WorkDir, "/tmp")),
+		CurrentWorkingDirectory: ptr(cmp.Or(j.WorkDir, "/tmp")),
 	}
 	if j.Partition != "" {
 		desc.Partition = ptr(j.Partition)
@@ -360,13 +361,4 @@ func gresDetail(j *wireJob) map[string]string {
 		out[n.Name] = (*j.GresDetail)[i]
 	}
 	return out
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
