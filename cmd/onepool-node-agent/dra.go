@@ -10,8 +10,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/onepool/onepool/keys"
-	"github.com/onepool/onepool/nodeset/agent"
-	"github.com/onepool/onepool/nodeset/agent/dra"
+	"github.com/onepool/onepool/agent"
+	"github.com/onepool/onepool/agent/dra"
 )
 
 // Environment variables of the DRA driver's flags.

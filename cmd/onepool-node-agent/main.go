@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/onepool/onepool/keys"
-	"github.com/onepool/onepool/nodeset/agent"
+	"github.com/onepool/onepool/agent"
 )
 
 const usage = `usage: onepool-node-agent <command> [flags]

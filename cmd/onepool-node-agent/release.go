@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/onepool/onepool/nodeset/agent"
+	"github.com/onepool/onepool/agent"
 )
 
 // Env vars of release-wait.

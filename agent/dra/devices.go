@@ -13,7 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/onepool/onepool/keys"
-	"github.com/onepool/onepool/nodeset/agent"
+	"github.com/onepool/onepool/agent"
 )
 
 // DeviceName is the DRA name of the GPU with this minor number, as the

@@ -9,7 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/onepool/onepool/nodeset/agent"
+	"github.com/onepool/onepool/agent"
 )
 
 // CDI names: a spec per prepared claim, kind onepool.dev/gpu, one CDI device

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/onepool/onepool/keys"
-	"github.com/onepool/onepool/nodeset/agent"
+	"github.com/onepool/onepool/agent"
 )
 
 // stateFile holds the claims this node has prepared, in the plugin's data
