@@ -144,7 +144,7 @@ vet: ## gofmt and go vet
 # envtest suites (the GPU webhook behind a real kube-apiserver) use the lab's
 # kube-apiserver, etcd and helm: built, not started.
 unit: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/helm ## unit tests (replayed slurmrestd responses, envtest with the lab's apiserver, no lab; the SPANK plugin's argument parser)
-	KUBEBUILDER_ASSETS=$(abspath $(BIN)) go test -count=1 $(UNIT_PKGS)
+	KUBEBUILDER_ASSETS=$(abspath $(BIN)) go test -count=1 -cover $(UNIT_PKGS)
 	$(MAKE) -C spank test
 
 # The SPANK plugin needs <slurm/spank.h> from the lab rootfs (libslurm-dev):

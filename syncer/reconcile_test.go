@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/slurmrest"
 )
 
 // kubectl cordon drains the Slurm node with onepool's reason and the
@@ -25,21 +26,21 @@ func TestReconcileCordonDrainsUncordonResumes(t *testing.T) {
 
 	e.cordon(pod.Spec.NodeName, true, "RMA 4411")
 	e.slurmIs("gpu-0", want)
-	e.eventually(5*time.Second, "the Node records onepool's drain", func() (bool, string) {
+	e.eventually(20*time.Second, "the Node records onepool's drain", func() (bool, string) {
 		n := e.node(pod.Spec.NodeName)
 		return n.Annotations[keys.AnnotationDrainApplied] == want && n.Annotations[keys.AnnotationDrainAppliedAt] != "", fmt.Sprint(n.Annotations)
 	})
-	e.eventually(5*time.Second, "a SlurmNodeDrained event", func() (bool, string) {
+	e.eventually(20*time.Second, "a SlurmNodeDrained event", func() (bool, string) {
 		return e.hasEvent("", pod.Spec.NodeName, keys.EventDrained, want)
 	})
 
 	e.cordon(pod.Spec.NodeName, false, "")
 	e.slurmIs("gpu-0", "")
-	e.eventually(5*time.Second, "the record goes", func() (bool, string) {
+	e.eventually(20*time.Second, "the record goes", func() (bool, string) {
 		n := e.node(pod.Spec.NodeName)
 		return n.Annotations[keys.AnnotationDrainApplied] == "", fmt.Sprint(n.Annotations)
 	})
-	e.eventually(5*time.Second, "a SlurmNodeResumed event", func() (bool, string) {
+	e.eventually(20*time.Second, "a SlurmNodeResumed event", func() (bool, string) {
 		return e.hasEvent("", pod.Spec.NodeName, keys.EventResumed, "no longer has a cause")
 	})
 }
@@ -50,22 +51,22 @@ func TestReconcileCordonDrainsUncordonResumes(t *testing.T) {
 func TestReconcileLeavesAnAdminDrainAlone(t *testing.T) {
 	e := newSyncerEnv(t, Options{}, "gpu-1")
 	pod := e.nodeWithPod("gpu-1")
-	require.NoError(t, e.slurm.set("gpu-1", true, keys.ReasonCordoned, "root")) // an admin typing onepool's words
+	require.NoError(t, e.slurm.Set("gpu-1", true, keys.ReasonCordoned, "root")) // an admin typing onepool's words
 
-	e.eventually(5*time.Second, "the Node mirrors the admin's drain", func() (bool, string) {
+	e.eventually(20*time.Second, "the Node mirrors the admin's drain", func() (bool, string) {
 		n := e.node(pod.Spec.NodeName)
 		return n.Annotations[keys.AnnotationSlurmReason] == keys.ReasonCordoned, fmt.Sprint(n.Annotations)
 	})
 	e.cordon(pod.Spec.NodeName, true, "")
-	e.eventually(5*time.Second, "AdminDrainKept", func() (bool, string) {
+	e.eventually(20*time.Second, "AdminDrainKept", func() (bool, string) {
 		return e.hasEvent("", pod.Spec.NodeName, keys.EventAdminDrainKept, keys.ReasonCordoned)
 	})
 	e.cordon(pod.Spec.NodeName, false, "")
 	e.holds(3*time.Second, "the admin's drain stays", func() (bool, string) {
-		n := e.slurm.get("gpu-1")
+		n := e.slurm.Get("gpu-1")
 		return n.State.Drain() && n.Reason == keys.ReasonCordoned && n.ReasonSetByUser == "root", fmt.Sprintf("%v %q by %s", n.State, n.Reason, n.ReasonSetByUser)
 	})
-	assert.Zero(t, e.slurm.resumes)
+	assert.Zero(t, e.slurm.Count(&e.slurm.Resumes))
 }
 
 // While Slurm's state is unknown nothing is drained or resumed; once it is
@@ -73,13 +74,13 @@ func TestReconcileLeavesAnAdminDrainAlone(t *testing.T) {
 func TestReconcileWaitsWhileSlurmIsUnknown(t *testing.T) {
 	e := newSyncerEnv(t, Options{UnknownRetry: 200 * time.Millisecond}, "gpu-2")
 	pod := e.nodeWithPod("gpu-2")
-	e.slurm.setStale(true)
+	e.slurm.SetStale(true)
 	e.cordon(pod.Spec.NodeName, true, "")
 	e.holds(2*time.Second, "no drain on an unknown state", func() (bool, string) {
-		n := e.slurm.get("gpu-2")
+		n := e.slurm.Get("gpu-2")
 		return !n.State.Drain(), fmt.Sprint(n.State)
 	})
-	e.slurm.setStale(false)
+	e.slurm.SetStale(false)
 	e.slurmIs("gpu-2", keys.ReasonCordoned)
 }
 
@@ -90,11 +91,11 @@ func TestReconcileDeletedPodDrainsThenGoes(t *testing.T) {
 	pod := e.nodeWithPod("gpu-3")
 	require.NoError(t, e.c.Delete(context.Background(), pod, client.GracePeriodSeconds(0))) // no kubelet to finish a graceful one
 	e.slurmIs("gpu-3", keys.ReasonPodDeleted)
-	e.eventually(10*time.Second, "the pod is gone", func() (bool, string) {
+	e.eventually(30*time.Second, "the pod is gone", func() (bool, string) {
 		p := e.pod(pod.Name)
 		return p == nil, fmt.Sprintf("%+v", p)
 	})
-	assert.True(t, e.slurm.get("gpu-3").State.Drain())
+	assert.True(t, e.slurm.Get("gpu-3").State.Drain())
 }
 
 // A slurmd pod not Ready for longer than the grace drains its node; Ready
@@ -104,7 +105,7 @@ func TestReconcileNotReadyPastTheGrace(t *testing.T) {
 	pod := e.nodeWithPod("gpu-4")
 	e.setReady(pod.Name, false)
 	e.holds(time.Second, "no drain within the grace", func() (bool, string) {
-		return !e.slurm.get("gpu-4").State.Drain(), ""
+		return !e.slurm.Get("gpu-4").State.Drain(), ""
 	})
 	e.slurmIs("gpu-4", keys.ReasonPodNotReady)
 	e.setReady(pod.Name, true)
@@ -116,11 +117,11 @@ func TestReconcileUnknownSlurmNode(t *testing.T) {
 	e := newSyncerEnv(t, Options{RegisterGrace: time.Second}, "other")
 	pod := e.nodeWithPod("gpu-5")
 	e.cordon(pod.Spec.NodeName, true, "")
-	e.eventually(5*time.Second, "a warning that Slurm has no such node", func() (bool, string) {
+	e.eventually(20*time.Second, "a warning that Slurm has no such node", func() (bool, string) {
 		return e.hasEvent(e.ns, pod.Name, keys.EventSlurmUnavailable, "Slurm has no node")
 	})
 	require.NoError(t, e.c.Delete(context.Background(), pod, client.GracePeriodSeconds(0))) // no kubelet to finish a graceful one
-	e.eventually(10*time.Second, "the pod is gone", func() (bool, string) {
+	e.eventually(30*time.Second, "the pod is gone", func() (bool, string) {
 		return e.pod(pod.Name) == nil, ""
 	})
 }
@@ -129,12 +130,8 @@ func TestReconcileUnknownSlurmNode(t *testing.T) {
 func TestReconcileMirrorsADownNode(t *testing.T) {
 	e := newSyncerEnv(t, Options{}, "gpu-6")
 	pod := e.nodeWithPod("gpu-6")
-	e.slurm.mu.Lock()
-	n := e.slurm.nodes["gpu-6"]
-	n.State, n.Reason = []string{"DOWN"}, "Not responding"
-	e.slurm.nodes["gpu-6"] = n
-	e.slurm.mu.Unlock()
-	e.eventually(5*time.Second, "the Node's Slurm condition says down", func() (bool, string) {
+	e.slurm.Add(slurmrest.Node{Name: "gpu-6", State: slurmrest.NodeState{slurmrest.NodeDown}, Reason: "Not responding"})
+	e.eventually(20*time.Second, "the Node's Slurm condition says down", func() (bool, string) {
 		c := findCondition(e.node(pod.Spec.NodeName).Status.Conditions, keys.ConditionSlurmUnavailable)
 		if c == nil {
 			return false, "no condition"

@@ -1,0 +1,177 @@
+// Package fakeslurm is Slurm's node table behind the narrow interfaces the
+// controllers read and write Slurm through, for their envtest suites.
+package fakeslurm
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/onepool/onepool/slurmrest"
+)
+
+// Slurm is the node table. Writes made as user "slurm" are onepool's and
+// counted; an admin's are made with Set and another user.
+type Slurm struct {
+	mu      sync.Mutex
+	nodes   map[string]slurmrest.Node
+	stale   bool
+	Drains  int
+	Resumes int
+	Deletes int
+}
+
+// New has the named nodes IDLE.
+func New(names ...string) *Slurm {
+	f := &Slurm{nodes: map[string]slurmrest.Node{}}
+	for _, n := range names {
+		f.Add(slurmrest.Node{Name: n, State: slurmrest.NodeState{slurmrest.NodeIdle}})
+	}
+	return f
+}
+
+// Add registers (or replaces) a node, as slurmd -Z would.
+func (f *Slurm) Add(n slurmrest.Node) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nodes[n.Name] = n
+}
+
+// Has says whether Slurm knows the node.
+func (f *Slurm) Has(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.nodes[name]
+	return ok
+}
+
+// Get is the node as Slurm has it (zero when unknown).
+func (f *Slurm) Get(name string) slurmrest.Node {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.nodes[name]
+}
+
+// SetBase sets the node's base state (IDLE, ALLOCATED, DOWN), keeping its flags.
+func (f *Slurm) SetBase(name, base string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := f.nodes[name]
+	st := slurmrest.NodeState{base}
+	if n.State.Drain() {
+		st = append(st, "DRAIN")
+	}
+	n.State = st
+	f.nodes[name] = n
+}
+
+// SetStale makes every read answer slurmrest.ErrStale (and writes fail), as
+// a cache that lost slurmrestd would.
+func (f *Slurm) SetStale(v bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stale = v
+}
+
+func (f *Slurm) Node(name string) (slurmrest.Node, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stale {
+		return slurmrest.Node{}, slurmrest.ErrStale
+	}
+	n, ok := f.nodes[name]
+	if !ok {
+		return slurmrest.Node{}, slurmrest.ErrNotFound
+	}
+	return n, nil
+}
+
+func (f *Slurm) Nodes() ([]slurmrest.Node, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stale {
+		return nil, slurmrest.ErrStale
+	}
+	out := make([]slurmrest.Node, 0, len(f.nodes))
+	for _, n := range f.nodes {
+		out = append(out, n)
+	}
+	slices.SortFunc(out, func(a, b slurmrest.Node) int { return compare(a.Name, b.Name) })
+	return out, nil
+}
+
+func compare(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// SyncedAt: the table is always current.
+func (f *Slurm) SyncedAt() time.Time { return time.Now() }
+
+func (f *Slurm) LiveNode(_ context.Context, name string) (slurmrest.Node, error) {
+	n, err := f.Node(name)
+	if err == slurmrest.ErrStale {
+		return n, slurmrest.ErrUnreachable
+	}
+	return n, err
+}
+
+func (f *Slurm) Drain(_ context.Context, name, reason string) error {
+	return f.Set(name, true, reason, "slurm")
+}
+
+func (f *Slurm) Resume(_ context.Context, name string) error { return f.Set(name, false, "", "slurm") }
+
+func (f *Slurm) DeleteNode(_ context.Context, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stale {
+		return slurmrest.ErrUnreachable
+	}
+	if _, ok := f.nodes[name]; !ok {
+		return slurmrest.ErrNotFound
+	}
+	delete(f.nodes, name)
+	f.Deletes++
+	return nil
+}
+
+// Set drains (with reason) or resumes a node as user by would: "slurm" is
+// onepool's token, anyone else an admin.
+func (f *Slurm) Set(name string, drain bool, reason, by string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stale {
+		return slurmrest.ErrUnreachable
+	}
+	n, ok := f.nodes[name]
+	if !ok {
+		return slurmrest.ErrNotFound
+	}
+	st := slurmrest.NodeState{n.State.Base()}
+	if drain {
+		st = append(st, "DRAIN")
+		n.Reason, n.ReasonSetByUser, n.ReasonChanged = reason, by, time.Now().Truncate(time.Second)
+		if by == "slurm" {
+			f.Drains++
+		}
+	} else if by == "slurm" {
+		f.Resumes++
+	}
+	n.State = st
+	f.nodes[name] = n
+	return nil
+}
+
+// Count reads one of the write counters under the lock.
+func (f *Slurm) Count(c *int) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return *c
+}

@@ -1,0 +1,137 @@
+package nodeset
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/onepool/onepool/internal/testenv"
+	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/slurmrest"
+)
+
+// One slurmd pod on each selected Node, none elsewhere; the status counts
+// them and Slurm's view of their nodes; the busy-node budget exists.
+func TestReconcileOnePodPerSelectedNode(t *testing.T) {
+	e := newNodeSetEnv(t)
+	nodes := e.nodes(3, 2)
+	e.create(1)
+	ns := e.converged(nodes[:2]...)
+	assert.Equal(t, slurmrestCounts(2, 0, 0), [3]int32{ns.Status.Slurm.Idle, ns.Status.Slurm.Allocated, ns.Status.Slurm.Drained})
+	_, onThird := e.pods()[nodes[2]]
+	assert.False(t, onThird, "no pod on the Node the selector leaves out")
+	require.NotNil(t, e.pdb(), "the budget that keeps busy slurmd pods")
+
+	e.labelNode(nodes[2], true)
+	e.converged(nodes...)
+}
+
+func slurmrestCounts(idle, alloc, drained int32) [3]int32 { return [3]int32{idle, alloc, drained} }
+
+// A template change rolls node by node; a node that runs jobs is drained
+// and keeps its pod until they end, then is replaced and resumed.
+func TestReconcileRollsWithoutTakingABusyNode(t *testing.T) {
+	e := newNodeSetEnv(t)
+	nodes := e.nodes(2, 2)
+	e.create(1)
+	old := e.converged(nodes...).Status.TemplateHash
+	busy := nodes[0]
+	e.slurm.SetBase(busy, "ALLOCATED")
+	oldPod := e.pods()[busy]
+
+	ns := e.get()
+	ns.Spec.Template.Annotations = map[string]string{"rev": "2"}
+	require.NoError(t, e.c.Update(context.Background(), ns))
+
+	testenv.Eventually(t, 30*time.Second, "the busy node drained for the update", func() (bool, string) {
+		n := e.slurm.Get(busy)
+		return n.State.Drain() && n.Reason == keys.ReasonNodeSetUpdate, fmt.Sprintf("%v %q", n.State, n.Reason)
+	})
+	testenv.Holds(t, 2*time.Second, "its pod stays while jobs run", func() (bool, string) {
+		p, ok := e.pods()[busy]
+		return ok && p.UID == oldPod.UID, fmt.Sprint(podNodes(e.pods()))
+	})
+	testenv.Eventually(t, 30*time.Second, "its pod carries the busy label (the budget keeps it)", func() (bool, string) {
+		p := e.pods()[busy]
+		return p.Labels[keys.LabelSlurmBusy] == "true", fmt.Sprint(p.Labels)
+	})
+	e.slurm.SetBase(busy, slurmrest.NodeIdle)
+	ns = e.converged(nodes...)
+	assert.NotEqual(t, old, ns.Status.TemplateHash)
+	assert.GreaterOrEqual(t, e.slurm.Count(&e.slurm.Resumes), 2, "each replaced node resumed")
+}
+
+// A Node that leaves the selector: drained with the NodeSet's reason, its
+// pod deleted once free, and its Slurm node record removed.
+func TestReconcileNodeLeaves(t *testing.T) {
+	e := newNodeSetEnv(t)
+	nodes := e.nodes(2, 2)
+	e.create(1)
+	e.converged(nodes...)
+	e.labelNode(nodes[1], false)
+	e.converged(nodes[0])
+	testenv.Eventually(t, 30*time.Second, "the Slurm node record removed", func() (bool, string) {
+		return !e.slurm.Has(nodes[1]), fmt.Sprintf("%+v", e.slurm.Get(nodes[1]))
+	})
+	testenv.Eventually(t, 20*time.Second, "SlurmNodeRemoved", func() (bool, string) {
+		return e.hasEvent(keys.EventSlurmNodeRemoved, nodes[1])
+	})
+}
+
+// While Slurm's state is unknown no pod goes and nothing is drained; the
+// status says why. Known again, the Node that left is taken away.
+func TestReconcileFailsClosedWhileSlurmIsUnknown(t *testing.T) {
+	e := newNodeSetEnv(t)
+	nodes := e.nodes(2, 2)
+	e.create(1)
+	e.converged(nodes...)
+	e.slurm.SetStale(true)
+	e.labelNode(nodes[1], false)
+	testenv.Eventually(t, 30*time.Second, "the status says Slurm is unknown", func() (bool, string) {
+		c := meta.FindStatusCondition(e.get().Status.Conditions, keys.NodeSetSlurmSynced)
+		return c != nil && c.Status == "False" && !e.get().Status.Slurm.Known, fmt.Sprintf("%+v", c)
+	})
+	testenv.Holds(t, 2*time.Second, "no pod deleted, nothing drained", func() (bool, string) {
+		_, ok := e.pods()[nodes[1]]
+		return ok && e.slurm.Count(&e.slurm.Drains) == 0, fmt.Sprint(podNodes(e.pods()))
+	})
+	e.slurm.SetStale(false)
+	e.converged(nodes[0])
+}
+
+// A Failed slurmd pod (evicted, refused at admission) is replaced.
+func TestReconcileReplacesAFailedPod(t *testing.T) {
+	e := newNodeSetEnv(t)
+	nodes := e.nodes(1, 1)
+	e.create(1)
+	e.converged(nodes...)
+	p := e.pods()[nodes[0]]
+	p.Status.Phase, p.Status.Reason = corev1.PodFailed, "Evicted"
+	require.NoError(t, e.c.Status().Update(context.Background(), &p))
+	testenv.Eventually(t, 30*time.Second, "a new pod", func() (bool, string) {
+		n, ok := e.pods()[nodes[0]]
+		return ok && n.UID != p.UID && n.Status.Phase == corev1.PodRunning, fmt.Sprint(podNodes(e.pods()))
+	})
+	ok, seen := e.hasEvent(keys.EventPodFailed, "Evicted")
+	assert.True(t, ok, seen)
+}
+
+// Deleting the NodeSet takes its pods and Slurm node records, then goes.
+func TestReconcileDeletionTakesEverything(t *testing.T) {
+	e := newNodeSetEnv(t)
+	nodes := e.nodes(2, 2)
+	e.create(1)
+	e.converged(nodes...)
+	require.NoError(t, e.c.Delete(context.Background(), e.get(), client.PropagationPolicy("Background")))
+	testenv.Eventually(t, 45*time.Second, "the NodeSet, its pods and Slurm records gone", func() (bool, string) {
+		return e.get() == nil && len(e.pods()) == 0 && !e.slurm.Has(nodes[0]) && !e.slurm.Has(nodes[1]),
+			fmt.Sprintf("pods %v, slurm %v %v", podNodes(e.pods()), e.slurm.Has(nodes[0]), e.slurm.Has(nodes[1]))
+	})
+}
