@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
-	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/agent"
+	"github.com/onepool/onepool/keys"
 )
 
 // DeviceName is the DRA name of the GPU with this minor number, as the

@@ -15,8 +15,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/utils/ptr"
 
-	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/agent"
+	"github.com/onepool/onepool/keys"
 )
 
 const h100 = "NVIDIA H100 80GB HBM3"

@@ -12,8 +12,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/agent"
+	"github.com/onepool/onepool/keys"
 )
 
 // stateFile holds the claims this node has prepared, in the plugin's data

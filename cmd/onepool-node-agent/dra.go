@@ -9,9 +9,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/agent"
 	"github.com/onepool/onepool/agent/dra"
+	"github.com/onepool/onepool/keys"
 )
 
 // Environment variables of the DRA driver's flags.

@@ -18,8 +18,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/agent"
+	"github.com/onepool/onepool/keys"
 )
 
 const usage = `usage: onepool-node-agent <command> [flags]
