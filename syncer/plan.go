@@ -28,10 +28,12 @@ type observed struct {
 	cordonText string // the Node's cordon-reason annotation
 	podGone    bool   // the slurmd pod is being deleted
 	podReady   bool
-	notReadyAt time.Time   // when the pod's Ready condition last turned false
-	record     drainRecord // onepool's record of its drain (Node, else pod)
-	nodeSetRec drainRecord // the NodeSet controller's record of its drain (Node)
-	slurm      slurmrest.Node
+	// nodeMissing: the pod's Node is gone (deleted; it may register again).
+	nodeMissing bool
+	notReadyAt  time.Time   // when the pod's Ready condition last turned false
+	record      drainRecord // onepool's record of its drain (Node, else pod)
+	nodeSetRec  drainRecord // the NodeSet controller's record of its drain (Node)
+	slurm       slurmrest.Node
 }
 
 // drainRecord is the syncer's record of its drain.
@@ -99,6 +101,11 @@ func plan(o observed) decision {
 	case want != "" && drained:
 		// An admin's drain already keeps Slurm off the node; theirs stays.
 		d.keptAdmin = true
+	case want == "" && ours && o.nodeMissing:
+		// The Node was deleted: its cordon is gone with it, but the
+		// machine may be leaving. onepool's drain and its record stay
+		// until the Node is back (or the pod goes).
+		d.applied = o.record.Reason
 	case want == "" && ours:
 		d.action = actResume
 	}

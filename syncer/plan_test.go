@@ -55,6 +55,8 @@ func TestPlan(t *testing.T) {
 			condReason: keys.ConditionReasonDrainedByOwner},
 		{name: "uncordon resumes our drain", o: observed{podReady: true, record: rec(keys.ReasonCordoned), slurm: drainedBy(keys.ReasonCordoned)},
 			action: actResume, condReason: keys.ConditionReasonAvailable},
+		{name: "Node deleted: our drain and its record stay until it is back", o: observed{podReady: true, nodeMissing: true, record: rec(keys.ReasonCordoned), slurm: drainedBy(keys.ReasonCordoned)},
+			condReason: keys.ConditionReasonDrainedByOwner},
 		{name: "uncordon keeps an admin drain", o: observed{podReady: true, slurm: drainedBy("bad ECC")},
 			condReason: keys.ConditionReasonDrained, mirrored: true},
 		// Ownership is onepool's record, not the text.

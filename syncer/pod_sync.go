@@ -85,7 +85,7 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	}
 	o := observed{
 		now: time.Now(), grace: r.opts.NotReadyGrace, podGone: deleting, slurm: st,
-		record: recordOf(pod, node),
+		record: recordOf(pod, node), nodeMissing: node == nil,
 	}
 	o.podReady, o.notReadyAt = podReadiness(pod)
 	if node != nil {
@@ -347,15 +347,13 @@ func recordHolders(pod *corev1.Pod, node *corev1.Node) []client.Object {
 	return []client.Object{pod}
 }
 
-// writeRecord writes the record on the Node (on the pod when the Node is
-// gone) and removes any other copy.
+// writeRecord writes the record on the Node and on the slurmd pod: the
+// Node's copy outlives a replaced pod, the pod's a deleted Node (the soak
+// found a Node deleted and registered again: with the only copy gone, the
+// syncer took its own drain for an admin's and never resumed it).
 func (r *PodReconciler) writeRecord(ctx context.Context, pod *corev1.Pod, node *corev1.Node, rec drainRecord) error {
-	for i, obj := range recordHolders(pod, node) {
-		want := rec
-		if i > 0 {
-			want = drainRecord{}
-		}
-		if err := r.setRecord(ctx, obj, want); err != nil {
+	for _, obj := range recordHolders(pod, node) {
+		if err := r.setRecord(ctx, obj, rec); err != nil {
 			return err
 		}
 	}

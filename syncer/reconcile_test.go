@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -138,4 +139,28 @@ func TestReconcileMirrorsADownNode(t *testing.T) {
 		}
 		return c.Status == corev1.ConditionTrue && c.Reason == keys.ConditionReasonDown, fmt.Sprintf("%+v", *c)
 	})
+}
+
+// A Node deleted while onepool's cordon drain holds: the drain stays while
+// the Node is gone (the machine may be leaving); the Node registers again,
+// uncordoned, and the drain is resumed. The soak found the drain kept for
+// good: its only record was on the deleted Node.
+func TestReconcileNodeDeletedAndBack(t *testing.T) {
+	e := newSyncerEnv(t, Options{}, "gpu-7")
+	pod := e.nodeWithPod("gpu-7")
+	e.cordon(pod.Spec.NodeName, true, "")
+	e.slurmIs("gpu-7", keys.ReasonCordoned)
+	e.eventually(20*time.Second, "the pod holds the record too", func() (bool, string) {
+		p := e.pod(pod.Name)
+		return p.Annotations[keys.AnnotationDrainApplied] == keys.ReasonCordoned, fmt.Sprint(p.Annotations)
+	})
+	node := e.node(pod.Spec.NodeName)
+	require.NoError(t, e.c.Delete(context.Background(), node))
+	e.holds(3*time.Second, "the drain stays while the Node is gone", func() (bool, string) {
+		n := e.slurm.Get("gpu-7")
+		return n.State.Drain() && n.Reason == keys.ReasonCordoned, fmt.Sprintf("%v %q", n.State, n.Reason)
+	})
+	back := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node.Name, Labels: node.Labels}}
+	require.NoError(t, e.c.Create(context.Background(), back))
+	e.slurmIs("gpu-7", "")
 }
