@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -216,18 +215,7 @@ func podNodes(pods map[string]corev1.Pod) []string {
 }
 
 func (e *nodeSetEnv) hasEvent(reason, text string) (bool, string) {
-	evs, err := e.kc.CoreV1().Events(e.ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=gpu"})
-	if err != nil {
-		return false, err.Error()
-	}
-	var seen []string
-	for _, ev := range evs.Items {
-		if ev.Reason == reason && strings.Contains(ev.Message, text) {
-			return true, ""
-		}
-		seen = append(seen, ev.Reason+": "+ev.Message)
-	}
-	return false, strings.Join(seen, " | ")
+	return testenv.HasEvent(e.kc, e.ns, "gpu", reason, text)
 }
 
 func (e *nodeSetEnv) pdb() *policyv1.PodDisruptionBudget {

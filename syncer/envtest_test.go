@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -159,16 +158,5 @@ func (e *syncerEnv) slurmIs(name, reason string) {
 // hasEvent says whether an object got an event with reason whose message
 // holds text.
 func (e *syncerEnv) hasEvent(ns, name, reason, text string) (bool, string) {
-	evs, err := e.kc.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
-	if err != nil {
-		return false, err.Error()
-	}
-	var seen []string
-	for _, ev := range evs.Items {
-		if ev.Reason == reason && strings.Contains(ev.Message, text) {
-			return true, ""
-		}
-		seen = append(seen, ev.Reason+": "+ev.Message)
-	}
-	return false, strings.Join(seen, " | ")
+	return testenv.HasEvent(e.kc, ns, name, reason, text)
 }

@@ -8,13 +8,16 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -125,4 +128,24 @@ func Holds(t *testing.T, d time.Duration, what string, cond func() (bool, string
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// HasEvent says whether object name in namespace ns ("" for every
+// namespace) got an event with reason whose message holds text; otherwise
+// it lists the events it has, for the failure message.
+func HasEvent(kc kubernetes.Interface, ns, name, reason, text string) (bool, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	evs, err := kc.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	if err != nil {
+		return false, err.Error()
+	}
+	var seen []string
+	for _, ev := range evs.Items {
+		if ev.Reason == reason && strings.Contains(ev.Message, text) {
+			return true, ""
+		}
+		seen = append(seen, ev.Reason+": "+ev.Message)
+	}
+	return false, strings.Join(seen, " | ")
 }
