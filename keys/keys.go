@@ -119,6 +119,14 @@ const (
 	AnnotationDrainApplied   = "onepool.dev/drain-applied"
 	AnnotationDrainAppliedAt = "onepool.dev/drain-applied-at"
 
+	// AnnotationDrainReplaced keeps, beside the syncer's record, the record
+	// of its drain that a drain with new words replaces (the cordon's words
+	// changed; the pod deleted while cordoned), as "<RFC 3339 time>
+	// <reason>". Until Slurm shows the new words the drain in Slurm is still
+	// the old one, and still onepool's: a drain request that failed, or
+	// whose answer was lost, leaves it so. It goes once Slurm shows either.
+	AnnotationDrainReplaced = "onepool.dev/drain-replaced"
+
 	// AnnotationNodeSetDrain and AnnotationNodeSetDrainAt on a Node are the
 	// NodeSet controller's record of a drain it made (nodeset update, node
 	// left nodeset), kept apart from the syncer's: it resumes only a drain
@@ -345,6 +353,29 @@ func ReadDrainRecord(a map[string]string, reasonKey, atKey string) DrainRecord {
 	return DrainRecord{Reason: a[reasonKey], At: at}
 }
 
+// Text is the record in one annotation value, "<RFC 3339 time> <reason>"
+// ("" for none).
+func (r DrainRecord) Text() string {
+	if r.Reason == "" {
+		return ""
+	}
+	return r.At.UTC().Format(time.RFC3339) + " " + r.Reason
+}
+
+// ParseDrainRecord reads a record Text wrote. A value without a time that
+// parses gives a record without a time, which matches no drain.
+func ParseDrainRecord(s string) DrainRecord {
+	at, reason, ok := strings.Cut(s, " ")
+	if !ok {
+		return DrainRecord{Reason: s}
+	}
+	t, err := time.Parse(time.RFC3339, at)
+	if err != nil {
+		return DrainRecord{Reason: s}
+	}
+	return DrainRecord{Reason: reason, At: t}
+}
+
 // Annotations returns the record as annotation values ("" for none).
 func (r DrainRecord) Annotations(reasonKey, atKey string) map[string]string {
 	if r.Reason == "" {
@@ -356,8 +387,14 @@ func (r DrainRecord) Annotations(reasonKey, atKey string) map[string]string {
 // MergePatch is the JSON merge patch that writes the record into an
 // object's annotations, or removes it when the record is empty.
 func (r DrainRecord) MergePatch(reasonKey, atKey string) []byte {
+	return AnnotationsPatch(r.Annotations(reasonKey, atKey))
+}
+
+// AnnotationsPatch is the JSON merge patch that sets these annotations,
+// removing those whose value is "".
+func AnnotationsPatch(a map[string]string) []byte {
 	ann := map[string]any{}
-	for k, v := range r.Annotations(reasonKey, atKey) {
+	for k, v := range a {
 		if v == "" {
 			ann[k] = nil
 		} else {

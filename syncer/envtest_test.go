@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/util/retry"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -119,17 +120,20 @@ func (e *syncerEnv) node(name string) *corev1.Node {
 // with the operator's words in onepool's annotation.
 func (e *syncerEnv) cordon(node string, on bool, words string) {
 	e.t.Helper()
-	n := e.node(node)
-	n.Spec.Unschedulable = on
-	if n.Annotations == nil {
-		n.Annotations = map[string]string{}
-	}
-	if on && words != "" {
-		n.Annotations[keys.AnnotationCordonReason] = words
-	} else {
-		delete(n.Annotations, keys.AnnotationCordonReason)
-	}
-	require.NoError(e.t, e.c.Update(context.Background(), n))
+	// The syncer writes the Node too: on a conflict, read it again.
+	require.NoError(e.t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n := e.node(node)
+		n.Spec.Unschedulable = on
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		if on && words != "" {
+			n.Annotations[keys.AnnotationCordonReason] = words
+		} else {
+			delete(n.Annotations, keys.AnnotationCordonReason)
+		}
+		return e.c.Update(context.Background(), n)
+	}))
 }
 
 func (e *syncerEnv) eventually(timeout time.Duration, what string, cond func() (bool, string)) {

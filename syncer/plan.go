@@ -30,29 +30,46 @@ type observed struct {
 	podReady   bool
 	// nodeMissing: the pod's Node is gone (deleted; it may register again).
 	nodeMissing bool
-	notReadyAt  time.Time   // when the pod's Ready condition last turned false
-	record      drainRecord // onepool's record of its drain (Node, else pod)
-	nodeSetRec  drainRecord // the NodeSet controller's record of its drain (Node)
+	notReadyAt  time.Time        // when the pod's Ready condition last turned false
+	record      drainRecord      // onepool's record of its drain (Node, else pod)
+	nodeSetRec  keys.DrainRecord // the NodeSet controller's record of its drain (Node)
 	slurm       slurmrest.Node
 }
 
-// drainRecord is the syncer's record of its drain.
-type drainRecord = keys.DrainRecord
+// drainRecord is the syncer's record of its drain and, while a drain with
+// new words replaces its own, the record of the drain it replaces: until
+// Slurm shows the new words, the drain there is still the old one, and
+// still onepool's (the soak: a cordon's words changed while slurmctld was
+// down; the failed drain left a record Slurm did not match, and the
+// syncer took its own drain for an admin's and never resumed it).
+type drainRecord struct {
+	keys.DrainRecord
+	replaced keys.DrainRecord
+}
 
-// ownsDrain says Slurm's drain is the one the syncer recorded, in a form the
-// syncer makes.
-func ownsDrain(r drainRecord, n slurmrest.Node) bool {
-	return keys.SyncerOwns(r.Reason) && r.Matches(n.State.Drain(), n.Reason, n.ReasonChanged)
+// owned says whether Slurm's drain is one the syncer recorded, in a form
+// the syncer makes, and which record it is.
+func (r drainRecord) owned(n slurmrest.Node) (keys.DrainRecord, bool) {
+	if !keys.SyncerOwns(n.Reason) {
+		return keys.DrainRecord{}, false
+	}
+	for _, c := range []keys.DrainRecord{r.DrainRecord, r.replaced} {
+		if c.Matches(n.State.Drain(), n.Reason, n.ReasonChanged) {
+			return c, true
+		}
+	}
+	return keys.DrainRecord{}, false
 }
 
 // decision is what plan wants done.
 type decision struct {
 	action      slurmAction
-	reason      string // for actDrain
-	redrain     bool   // Slurm was resumed while onepool's cause still holds
-	keptAdmin   bool   // a cause holds but an admin's drain is in place: left alone
-	cordonNote  string // what was changed in the operator's cordon words ("" nothing)
-	applied     string // the reason to keep recorded ("" removes the record); a drain records anew
+	reason      string       // for actDrain
+	redrain     bool         // Slurm was resumed while onepool's cause still holds
+	keptAdmin   bool         // a cause holds but an admin's drain is in place: left alone
+	cordonNote  string       // what was changed in the operator's cordon words ("" nothing)
+	applied     string       // the reason to keep recorded ("" removes the record)
+	record      *drainRecord // to write before acting (nil: leave the record as it is)
 	mirror      map[string]string
 	condition   corev1.NodeCondition
 	recheckIn   time.Duration // come back then (not-ready grace running out)
@@ -86,18 +103,25 @@ func plan(o observed) decision {
 	d.cordonNote, d.recheckIn = note, recheck
 	st := o.slurm.State
 	drained := st.Drain()
-	ours := ownsDrain(o.record, o.slurm)
+	current, ours := o.record.owned(o.slurm)
+	fresh := keys.DrainRecord{Reason: want, At: o.now}
 
 	switch {
 	case want != "" && !drained:
 		d.action, d.reason = actDrain, want
 		d.redrain = o.record.Reason != ""
-		d.applied = want
+		d.applied, d.record = want, &drainRecord{DrainRecord: fresh}
 	case want != "" && ours && o.slurm.Reason != want:
 		// Our drain, another cause now (cordoned, then the pod deleted).
-		d.action, d.reason, d.applied = actDrain, want, want
+		// The drain in place stays recorded until Slurm shows the new one.
+		d.action, d.reason = actDrain, want
+		d.applied, d.record = want, &drainRecord{DrainRecord: fresh, replaced: current}
 	case want != "" && ours:
 		d.applied = want
+		if o.record.replaced.Reason != "" {
+			// Slurm shows one of the two: that one is the record now.
+			d.record = &drainRecord{DrainRecord: current}
+		}
 	case want != "" && drained:
 		// An admin's drain already keeps Slurm off the node; theirs stays.
 		d.keptAdmin = true

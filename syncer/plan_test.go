@@ -20,9 +20,10 @@ func TestPlan(t *testing.T) {
 	drainedBy := func(reason string) slurmrest.Node { return drainedAt(reason, now.Add(-time.Minute)) }
 	// rec is the syncer's record of a drain it made a minute ago (a second
 	// before Slurm's reason time).
-	rec := func(reason string) drainRecord {
-		return drainRecord{Reason: reason, At: now.Add(-time.Minute - time.Second)}
+	rec := func(reason string) keys.DrainRecord {
+		return keys.DrainRecord{Reason: reason, At: now.Add(-time.Minute - time.Second)}
 	}
+	mine := func(reason string) drainRecord { return drainRecord{DrainRecord: rec(reason)} }
 	long := strings.Repeat("w", 300)
 	for _, tc := range []struct {
 		name       string
@@ -48,14 +49,14 @@ func TestPlan(t *testing.T) {
 			action: actDrain, reason: "onepool: node cordoned: " + long[:keys.MaxOperatorReason-len(keys.TruncatedMark)] + keys.TruncatedMark,
 			cordonNote: "cut to 200 bytes", condReason: keys.ConditionReasonDrainedByOwner},
 		{name: "our cut drain in place: nothing to do", o: observed{cordoned: true, cordonText: long, podReady: true,
-			record: rec("onepool: node cordoned: " + long[:keys.MaxOperatorReason-len(keys.TruncatedMark)] + keys.TruncatedMark),
+			record: mine("onepool: node cordoned: " + long[:keys.MaxOperatorReason-len(keys.TruncatedMark)] + keys.TruncatedMark),
 			slurm:  drainedBy("onepool: node cordoned: " + long[:keys.MaxOperatorReason-len(keys.TruncatedMark)] + keys.TruncatedMark)},
 			cordonNote: "cut to 200 bytes", condReason: keys.ConditionReasonDrainedByOwner},
-		{name: "cordoned and drained by us: nothing", o: observed{cordoned: true, podReady: true, record: rec(keys.ReasonCordoned), slurm: drainedBy(keys.ReasonCordoned)},
+		{name: "cordoned and drained by us: nothing", o: observed{cordoned: true, podReady: true, record: mine(keys.ReasonCordoned), slurm: drainedBy(keys.ReasonCordoned)},
 			condReason: keys.ConditionReasonDrainedByOwner},
-		{name: "uncordon resumes our drain", o: observed{podReady: true, record: rec(keys.ReasonCordoned), slurm: drainedBy(keys.ReasonCordoned)},
+		{name: "uncordon resumes our drain", o: observed{podReady: true, record: mine(keys.ReasonCordoned), slurm: drainedBy(keys.ReasonCordoned)},
 			action: actResume, condReason: keys.ConditionReasonAvailable},
-		{name: "Node deleted: our drain and its record stay until it is back", o: observed{podReady: true, nodeMissing: true, record: rec(keys.ReasonCordoned), slurm: drainedBy(keys.ReasonCordoned)},
+		{name: "Node deleted: our drain and its record stay until it is back", o: observed{podReady: true, nodeMissing: true, record: mine(keys.ReasonCordoned), slurm: drainedBy(keys.ReasonCordoned)},
 			condReason: keys.ConditionReasonDrainedByOwner},
 		{name: "uncordon keeps an admin drain", o: observed{podReady: true, slurm: drainedBy("bad ECC")},
 			condReason: keys.ConditionReasonDrained, mirrored: true},
@@ -66,13 +67,13 @@ func TestPlan(t *testing.T) {
 			condReason: keys.ConditionReasonDrained, mirrored: true},
 		{name: "admin's onepool-looking words: the admin's", o: observed{podReady: true, slurm: drainedBy("onepool: maintenance by admin")},
 			condReason: keys.ConditionReasonDrained, mirrored: true},
-		{name: "admin re-drained with our words later: theirs now", o: observed{podReady: true, record: rec(keys.ReasonCordoned),
+		{name: "admin re-drained with our words later: theirs now", o: observed{podReady: true, record: mine(keys.ReasonCordoned),
 			slurm: drainedAt(keys.ReasonCordoned, now.Add(10*time.Minute))}, condReason: keys.ConditionReasonDrained, mirrored: true},
-		{name: "a record without a time matches nothing", o: observed{podReady: true, record: drainRecord{Reason: keys.ReasonCordoned},
+		{name: "a record without a time matches nothing", o: observed{podReady: true, record: drainRecord{DrainRecord: keys.DrainRecord{Reason: keys.ReasonCordoned}},
 			slurm: drainedBy(keys.ReasonCordoned)}, condReason: keys.ConditionReasonDrained, mirrored: true},
-		{name: "record and Slurm differ in words: the admin's", o: observed{podReady: true, record: rec(keys.ReasonCordoned),
+		{name: "record and Slurm differ in words: the admin's", o: observed{podReady: true, record: mine(keys.ReasonCordoned),
 			slurm: drainedBy("bad ECC")}, condReason: keys.ConditionReasonDrained, mirrored: true},
-		{name: "Slurm gives no reason time: the record's words decide", o: observed{podReady: true, record: rec(keys.ReasonPodDeleted),
+		{name: "Slurm gives no reason time: the record's words decide", o: observed{podReady: true, record: mine(keys.ReasonPodDeleted),
 			slurm: drainedAt(keys.ReasonPodDeleted, time.Time{})}, action: actResume, condReason: keys.ConditionReasonAvailable},
 		{name: "a NodeSet drain is the NodeSet's to resume", o: observed{podReady: true, nodeSetRec: rec(keys.ReasonNodeSetUpdate), slurm: drainedBy(keys.ReasonNodeSetUpdate)},
 			condReason: keys.ConditionReasonDrainedByOwner},
@@ -84,13 +85,13 @@ func TestPlan(t *testing.T) {
 			keptAdmin: true, condReason: keys.ConditionReasonDrainedByOwner},
 		{name: "cordon over an admin drain: theirs stays", o: observed{cordoned: true, podReady: true, slurm: drainedBy("bad ECC")},
 			keptAdmin: true, condReason: keys.ConditionReasonDrained, mirrored: true},
-		{name: "resumed in Slurm while cordoned: drain again", o: observed{cordoned: true, podReady: true, record: rec(keys.ReasonCordoned), slurm: idle},
+		{name: "resumed in Slurm while cordoned: drain again", o: observed{cordoned: true, podReady: true, record: mine(keys.ReasonCordoned), slurm: idle},
 			action: actDrain, reason: keys.ReasonCordoned, redrain: true, condReason: keys.ConditionReasonDrainedByOwner},
 		{name: "pod deleted: drain, then the pod may go", o: observed{podGone: true, slurm: idle},
 			action: actDrain, reason: keys.ReasonPodDeleted, release: true, condReason: keys.ConditionReasonDrainedByOwner},
 		{name: "pod deleted on an admin-drained node: may go", o: observed{podGone: true, slurm: drainedBy("bad ECC")},
 			keptAdmin: true, release: true, condReason: keys.ConditionReasonDrained, mirrored: true},
-		{name: "cordoned, then pod deleted: reason follows", o: observed{podGone: true, cordoned: true, record: rec(keys.ReasonCordoned), slurm: drainedBy(keys.ReasonCordoned)},
+		{name: "cordoned, then pod deleted: reason follows", o: observed{podGone: true, cordoned: true, record: mine(keys.ReasonCordoned), slurm: drainedBy(keys.ReasonCordoned)},
 			action: actDrain, reason: keys.ReasonPodDeleted, release: true, condReason: keys.ConditionReasonDrainedByOwner},
 		{name: "not ready within grace: wait", o: observed{notReadyAt: now.Add(-20 * time.Second), grace: time.Minute, slurm: idle},
 			recheck: 40 * time.Second, condReason: keys.ConditionReasonAvailable},
@@ -127,6 +128,75 @@ func TestPlan(t *testing.T) {
 				t.Errorf("recheck in %s, want %s", d.recheckIn, tc.recheck)
 			}
 		})
+	}
+}
+
+// TestPlanKeepsTheReplacedDrain: a drain over onepool's own with new words
+// keeps the old drain recorded until Slurm shows the new one. The soak
+// found the cordon's words changed while slurmctld was down: the record
+// had the new words, Slurm the old, and the drain was never resumed.
+func TestPlanKeepsTheReplacedDrain(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	const oldWords, newWords = keys.ReasonCordoned + ": PSU swap", keys.ReasonCordoned + ": PSU and fan swap"
+	old := keys.DrainRecord{Reason: oldWords, At: now.Add(-10 * time.Minute)}
+	tried := keys.DrainRecord{Reason: newWords, At: now.Add(-2 * time.Minute)}
+	slurmShows := func(r keys.DrainRecord) slurmrest.Node {
+		return slurmrest.Node{Name: "gpu-3", State: slurmrest.NodeState{"IDLE", "DRAIN"}, Reason: r.Reason, ReasonChanged: r.At.Add(time.Second)}
+	}
+	for _, tc := range []struct {
+		name      string
+		o         observed
+		action    slurmAction
+		keptAdmin bool
+		written   *drainRecord // nil: the record is left as it is
+	}{
+		{name: "new words over our drain: the old one stays recorded beside the new",
+			o:      observed{cordoned: true, cordonText: "PSU and fan swap", record: drainRecord{DrainRecord: old}, slurm: slurmShows(old)},
+			action: actDrain, written: &drainRecord{DrainRecord: keys.DrainRecord{Reason: newWords, At: now}, replaced: old}},
+		{name: "that drain failed: Slurm's is still ours, drain again",
+			o:      observed{cordoned: true, cordonText: "PSU and fan swap", record: drainRecord{DrainRecord: tried, replaced: old}, slurm: slurmShows(old)},
+			action: actDrain, written: &drainRecord{DrainRecord: keys.DrainRecord{Reason: newWords, At: now}, replaced: old}},
+		{name: "that drain failed, then uncordoned: ours, resumed",
+			o:      observed{record: drainRecord{DrainRecord: tried, replaced: old}, slurm: slurmShows(old)},
+			action: actResume},
+		{name: "Slurm shows the new words: the new record alone",
+			o:       observed{cordoned: true, cordonText: "PSU and fan swap", record: drainRecord{DrainRecord: tried, replaced: old}, slurm: slurmShows(tried)},
+			written: &drainRecord{DrainRecord: tried}},
+		{name: "the words went back: the old record alone",
+			o:       observed{cordoned: true, cordonText: "PSU swap", record: drainRecord{DrainRecord: tried, replaced: old}, slurm: slurmShows(old)},
+			written: &drainRecord{DrainRecord: old}},
+		{name: "an admin's drain meanwhile: theirs, whatever onepool recorded",
+			o:         observed{cordoned: true, cordonText: "PSU and fan swap", record: drainRecord{DrainRecord: tried, replaced: old}, slurm: slurmShows(keys.DrainRecord{Reason: "bad ECC", At: now})},
+			keptAdmin: true},
+		{name: "the admin used the old words later: theirs",
+			o:         observed{record: drainRecord{DrainRecord: tried, replaced: old}, slurm: slurmShows(keys.DrainRecord{Reason: oldWords, At: now})},
+			keptAdmin: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.o.now, tc.o.podReady = now, true
+			d := plan(tc.o)
+			if d.action != tc.action || d.keptAdmin != tc.keptAdmin {
+				t.Errorf("action %v keptAdmin %v, want %v %v", d.action, d.keptAdmin, tc.action, tc.keptAdmin)
+			}
+			switch {
+			case tc.written == nil && d.record != nil:
+				t.Errorf("record written %+v, want it left", *d.record)
+			case tc.written != nil && (d.record == nil || *d.record != *tc.written):
+				t.Errorf("record written %+v, want %+v", d.record, *tc.written)
+			}
+		})
+	}
+}
+
+func TestDrainRecordText(t *testing.T) {
+	r := keys.DrainRecord{Reason: "onepool: node cordoned: a b", At: time.Date(2026, 11, 26, 3, 4, 5, 0, time.UTC)}
+	if got := keys.ParseDrainRecord(r.Text()); got.Reason != r.Reason || !got.At.Equal(r.At) {
+		t.Errorf("round trip: %+v, want %+v", got, r)
+	}
+	for _, bad := range []string{"", "onepool: node cordoned", "yesterday onepool: node cordoned"} {
+		if got := keys.ParseDrainRecord(bad); !got.At.IsZero() || got.Matches(true, got.Reason, time.Time{}) {
+			t.Errorf("%q read as %+v: a record without a time must match nothing", bad, got)
+		}
 	}
 }
 

@@ -181,20 +181,22 @@ func (r *PodReconciler) cacheBehind(slurmName string) bool {
 // once the Kubernetes side shows it too; nil when nothing changed.
 func (r *PodReconciler) applySlurm(ctx context.Context, pod *corev1.Pod, node *corev1.Node, slurmName string, st slurmrest.Node, d decision) (func(), error) {
 	target := eventTarget(pod, node)
+	// The record first: a drain onepool made but did not write down would
+	// be an admin's drain to it, and never undone.
+	if d.record != nil {
+		if err := r.writeRecord(ctx, pod, node, *d.record); err != nil {
+			return nil, err
+		}
+	}
 	switch d.action {
 	case actDrain:
 		action := "drain"
 		if d.redrain {
 			action = "redrain"
 		}
-		// The record first: a drain onepool made but did not write down
-		// would be an admin's drain to it, and never undone.
-		if err := r.writeRecord(ctx, pod, node, drainRecord{Reason: d.reason, At: time.Now()}); err != nil {
-			return nil, err
-		}
 		if err := r.slurm.Drain(ctx, slurmName, d.reason); err != nil {
 			r.metrics.actions.WithLabelValues(dirToSlurm, action, outcomeError).Inc()
-			r.recorder.Eventf(target, corev1.EventTypeWarning, keys.EventDrainFailed, "draining Slurm node %s: %v", slurmName, err)
+			r.recorder.Eventf(target, corev1.EventTypeWarning, keys.EventDrainFailed, "draining Slurm node %s with %q: %v", slurmName, d.reason, err)
 			return nil, fmt.Errorf("drain %s: %w", slurmName, err)
 		}
 		r.noteWrite(slurmName)
@@ -333,8 +335,9 @@ func (r *PodReconciler) confirmReleasable(ctx context.Context, slurmName string)
 // drain.
 func recordOf(pod *corev1.Pod, node *corev1.Node) drainRecord {
 	for _, obj := range recordHolders(pod, node) {
-		if r := keys.ReadDrainRecord(obj.GetAnnotations(), keys.AnnotationDrainApplied, keys.AnnotationDrainAppliedAt); r.Reason != "" {
-			return r
+		a := obj.GetAnnotations()
+		if r := keys.ReadDrainRecord(a, keys.AnnotationDrainApplied, keys.AnnotationDrainAppliedAt); r.Reason != "" {
+			return drainRecord{DrainRecord: r, replaced: keys.ParseDrainRecord(a[keys.AnnotationDrainReplaced])}
 		}
 	}
 	return drainRecord{}
@@ -372,17 +375,19 @@ func (r *PodReconciler) clearRecord(ctx context.Context, pod *corev1.Pod, node *
 
 // setRecord makes obj hold exactly rec (nothing for an empty one).
 func (r *PodReconciler) setRecord(ctx context.Context, obj client.Object, rec drainRecord) error {
+	want := rec.Annotations(keys.AnnotationDrainApplied, keys.AnnotationDrainAppliedAt)
+	want[keys.AnnotationDrainReplaced] = rec.replaced.Text()
 	have := obj.GetAnnotations()
-	_, hasReason := have[keys.AnnotationDrainApplied]
-	_, hasAt := have[keys.AnnotationDrainAppliedAt]
-	if rec.Reason == "" && !hasReason && !hasAt {
+	same := true
+	for k, v := range want {
+		if cur, ok := have[k]; cur != v || (v == "" && ok) {
+			same = false
+		}
+	}
+	if same {
 		return nil
 	}
-	if want := rec.Annotations(keys.AnnotationDrainApplied, keys.AnnotationDrainAppliedAt); rec.Reason != "" &&
-		have[keys.AnnotationDrainApplied] == want[keys.AnnotationDrainApplied] && have[keys.AnnotationDrainAppliedAt] == want[keys.AnnotationDrainAppliedAt] {
-		return nil
-	}
-	patch := client.RawPatch(types.MergePatchType, rec.MergePatch(keys.AnnotationDrainApplied, keys.AnnotationDrainAppliedAt))
+	patch := client.RawPatch(types.MergePatchType, keys.AnnotationsPatch(want))
 	if err := r.client.Patch(ctx, obj, patch); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("recording onepool's drain on %s: %w", obj.GetName(), err)
 	}

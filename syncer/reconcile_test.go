@@ -164,3 +164,46 @@ func TestReconcileNodeDeletedAndBack(t *testing.T) {
 	require.NoError(t, e.c.Create(context.Background(), back))
 	e.slurmIs("gpu-7", "")
 }
+
+// The cordon's words change while Slurm refuses drains (slurmctld down):
+// the drain in Slurm, with the old words, stays onepool's and an uncordon
+// resumes it. The soak found it kept as an admin's drain for good: the
+// record had been rewritten with the new words before the drain failed.
+func TestReconcileNewWordsWhileDrainsFail(t *testing.T) {
+	e := newSyncerEnv(t, Options{}, "gpu-0")
+	pod := e.nodeWithPod("gpu-0")
+	first, _ := keys.CordonReason("PSU swap")
+	second, _ := keys.CordonReason("PSU and fan swap")
+
+	e.cordon(pod.Spec.NodeName, true, "PSU swap")
+	e.slurmIs("gpu-0", first)
+	e.slurm.RefuseDrains(true)
+	e.cordon(pod.Spec.NodeName, true, "PSU and fan swap")
+	e.eventually(20*time.Second, "a SlurmDrainFailed event", func() (bool, string) {
+		return e.hasEvent("", pod.Spec.NodeName, keys.EventDrainFailed, second)
+	})
+	e.eventually(20*time.Second, "the Node records both drains", func() (bool, string) {
+		a := e.node(pod.Spec.NodeName).Annotations
+		return a[keys.AnnotationDrainApplied] == second && keys.ParseDrainRecord(a[keys.AnnotationDrainReplaced]).Reason == first, fmt.Sprint(a)
+	})
+	assert.False(t, func() bool { ok, _ := e.hasEvent("", pod.Spec.NodeName, keys.EventAdminDrainKept, ""); return ok }(),
+		"onepool's own drain taken for an admin's")
+
+	e.cordon(pod.Spec.NodeName, false, "")
+	e.slurmIs("gpu-0", "")
+	e.eventually(20*time.Second, "the records go", func() (bool, string) {
+		a := e.node(pod.Spec.NodeName).Annotations
+		return a[keys.AnnotationDrainApplied] == "" && a[keys.AnnotationDrainReplaced] == "", fmt.Sprint(a)
+	})
+
+	// Drains work again: new words replace the old, and one record is left.
+	e.slurm.RefuseDrains(false)
+	e.cordon(pod.Spec.NodeName, true, "PSU swap")
+	e.slurmIs("gpu-0", first)
+	e.cordon(pod.Spec.NodeName, true, "PSU and fan swap")
+	e.slurmIs("gpu-0", second)
+	e.eventually(20*time.Second, "one record, the new drain's", func() (bool, string) {
+		a := e.node(pod.Spec.NodeName).Annotations
+		return a[keys.AnnotationDrainApplied] == second && a[keys.AnnotationDrainReplaced] == "", fmt.Sprint(a)
+	})
+}

@@ -14,9 +14,12 @@ import (
 // Slurm is the node table. Writes made as user "slurm" are onepool's and
 // counted; an admin's are made with Set and another user.
 type Slurm struct {
-	mu      sync.Mutex
-	nodes   map[string]slurmrest.Node
-	stale   bool
+	mu    sync.Mutex
+	nodes map[string]slurmrest.Node
+	stale bool
+	// refuse: drain requests fail (slurmctld down behind a slurmrestd
+	// whose node listing the controllers still have).
+	refuse  bool
 	Drains  int
 	Resumes int
 	Deletes int
@@ -123,7 +126,20 @@ func (f *Slurm) LiveNode(_ context.Context, name string) (slurmrest.Node, error)
 }
 
 func (f *Slurm) Drain(_ context.Context, name, reason string) error {
+	f.mu.Lock()
+	refuse := f.refuse
+	f.mu.Unlock()
+	if refuse {
+		return slurmrest.ErrUnreachable
+	}
 	return f.Set(name, true, reason, "slurm")
+}
+
+// RefuseDrains makes onepool's drain requests fail (v true) or work again.
+func (f *Slurm) RefuseDrains(v bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.refuse = v
 }
 
 func (f *Slurm) Resume(_ context.Context, name string) error { return f.Set(name, false, "", "slurm") }
