@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,12 +22,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/onepool/onepool/internal/requeue"
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/nodeset/api/v1alpha1"
-	"github.com/onepool/onepool/slurmrest"
+	"github.com/onepool/onepool/slurmnode"
 )
 
 // The backoff between replacements of a failed slurmd pod on one node
@@ -47,7 +45,6 @@ type Reconciler struct {
 	log      logr.Logger
 
 	mu      sync.Mutex
-	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
 	owner   map[string]types.NamespacedName // Slurm node → its NodeSet, from the last reconciles
 	timeout map[string]bool                 // Slurm nodes already reported past their drain timeout
 	// failed spaces out replacements of failed slurmd pods, per NodeSet
@@ -55,9 +52,10 @@ type Reconciler struct {
 	failed *flowcontrol.Backoff
 }
 
-// Setup builds the controller and registers it with mgr. cache delivers
-// Slurm's node changes; it must run in the same manager.
-func Setup(mgr ctrl.Manager, slurm Slurm, cache *slurmrest.Cache, opts Options) (*Reconciler, error) {
+// Setup builds the controller and registers it with mgr. notify (the Slurm
+// cache; nil for none) delivers Slurm's node changes; it must run in the
+// same manager.
+func Setup(mgr ctrl.Manager, slurm Slurm, notify slurmnode.Notifier, opts Options) (*Reconciler, error) {
 	opts.Default()
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("nodeset options: %w", err)
@@ -72,13 +70,9 @@ func Setup(mgr ctrl.Manager, slurm Slurm, cache *slurmrest.Cache, opts Options) 
 		timeout:  map[string]bool{},
 		failed:   flowcontrol.NewBackOff(failedPodBackoff, failedPodMaxBackoff),
 	}
-	if cache != nil {
-		cache.AddNodeHandler(slurmrest.NodeHandler{
-			Add:    func(n *slurmrest.Node) { r.slurmChanged(n.Name) },
-			Update: func(_, n *slurmrest.Node) { r.slurmChanged(n.Name) },
-			Delete: func(n *slurmrest.Node) { r.slurmChanged(n.Name) },
-		})
-		cache.AddStatusHandler(func(bool) { r.enqueueAll() })
+	events := slurmnode.NewEvents(notify)
+	if err := mgr.Add(events); err != nil {
+		return nil, err
 	}
 	ownedPod := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()[keys.LabelNodeSet] != "" })
 	return r, ctrl.NewControllerManagedBy(mgr).
@@ -87,12 +81,7 @@ func Setup(mgr ctrl.Manager, slurm Slurm, cache *slurmrest.Cache, opts Options) 
 		Owns(&corev1.Pod{}, builder.WithPredicates(ownedPod)).
 		Owns(&policyv1.PodDisruptionBudget{}).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allNodeSets), builder.WithPredicates(nodeChanged())).
-		WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-			r.mu.Lock()
-			r.queue = q
-			r.mu.Unlock()
-			return nil
-		})).
+		WatchesRawSource(events.Source(r.slurmChanged)).
 		WithOptions(controller.Options{RateLimiter: requeue.Limiter()}).
 		Complete(r)
 }
@@ -123,24 +112,18 @@ func nodeChanged() predicate.Funcs {
 	}
 }
 
-func (r *Reconciler) slurmChanged(name string) {
+// slurmChanged maps a Slurm change to the NodeSet holding the node;
+// every NodeSet when Slurm's state turns known or unknown.
+func (r *Reconciler) slurmChanged(ctx context.Context, c slurmnode.Change) []reconcile.Request {
+	if c.All {
+		return r.allNodeSets(ctx, nil)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if key, ok := r.owner[name]; ok && r.queue != nil {
-		r.queue.Add(reconcile.Request{NamespacedName: key})
+	if key, ok := r.owner[c.Node]; ok {
+		return []reconcile.Request{{NamespacedName: key}}
 	}
-}
-
-func (r *Reconciler) enqueueAll() {
-	r.mu.Lock()
-	q := r.queue
-	r.mu.Unlock()
-	if q == nil {
-		return
-	}
-	for _, req := range r.allNodeSets(context.Background(), nil) {
-		q.Add(req)
-	}
+	return nil
 }
 
 // remember records which NodeSet holds which Slurm nodes, so a Slurm event

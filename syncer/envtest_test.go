@@ -9,13 +9,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
-	"k8s.io/client-go/util/retry"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -54,7 +54,7 @@ func newSyncerEnv(t *testing.T, opts Options, names ...string) *syncerEnv {
 		opts.Resync = time.Second
 	}
 	e.c = testenv.Manager(t, env, clientgoscheme.Scheme, func(mgr ctrl.Manager) error {
-		_, err := Setup(mgr, e.slurm, nil, prometheus.NewRegistry(), opts)
+		_, err := Setup(mgr, e.slurm, e.slurm, prometheus.NewRegistry(), opts)
 		return err
 	})
 	var err error

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/slurmnode"
 )
 
 // nodeChanged passes Node events that can change a decision: cordon,
@@ -41,33 +42,19 @@ func (r *PodReconciler) podsOnNode(ctx context.Context, o client.Object) []recon
 	return reqs
 }
 
-// slurmChanged is called by the Slurm cache for every node event. It must
-// not block: it adds to the work queue, which never does.
-func (r *PodReconciler) slurmChanged(slurmNode string) {
-	r.mu.Lock()
-	q := r.queue
-	r.mu.Unlock()
-	if q == nil {
-		return // not started: the first listing of pods looks at every pod anyway
+// slurmChanged maps a Slurm change to the slurmd pods it concerns: the
+// pods serving a changed node; every slurmd pod when Slurm's state is
+// known again (what waited for a known state goes now).
+func (r *PodReconciler) slurmChanged(ctx context.Context, c slurmnode.Change) []reconcile.Request {
+	switch {
+	case c.All && c.Stale:
+		return nil
+	case c.All:
+		return r.listRequests(ctx, client.MatchingLabels(SlurmdPodSelector()))
 	}
-	reqs := r.listRequests(context.Background(), client.MatchingFields{indexSlurmNode: slurmNode})
+	reqs := r.listRequests(ctx, client.MatchingFields{indexSlurmNode: c.Node})
 	r.markLag(reqs)
-	for _, req := range reqs {
-		q.Add(req)
-	}
-}
-
-// enqueueAll looks at every slurmd pod again.
-func (r *PodReconciler) enqueueAll() {
-	r.mu.Lock()
-	q := r.queue
-	r.mu.Unlock()
-	if q == nil {
-		return
-	}
-	for _, req := range r.listRequests(context.Background(), client.MatchingLabels(SlurmdPodSelector())) {
-		q.Add(req)
-	}
+	return reqs
 }
 
 func (r *PodReconciler) listRequests(ctx context.Context, opts ...client.ListOption) []reconcile.Request {

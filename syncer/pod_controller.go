@@ -16,20 +16,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/onepool/onepool/internal/requeue"
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmnode"
-	"github.com/onepool/onepool/slurmrest"
 )
 
 // Field indexes on slurmd pods.
@@ -47,9 +43,8 @@ type PodReconciler struct {
 	metrics  *metrics
 	log      logr.Logger
 
-	mu    sync.Mutex
-	queue workqueue.TypedRateLimitingInterface[reconcile.Request]
-	lag   map[types.NamespacedName]time.Time
+	mu  sync.Mutex
+	lag map[types.NamespacedName]time.Time
 	// wrote is when onepool's last drain or resume of each Slurm node
 	// returned. Until the cache has refreshed after it, the cache's view of
 	// that node predates the write and decides nothing.
@@ -61,9 +56,10 @@ func SlurmdPodSelector() map[string]string {
 	return map[string]string{keys.LabelComponent: keys.ComponentSlurmd}
 }
 
-// Setup builds the syncer and registers it with mgr. cache delivers Slurm's
-// changes; it must run in the same manager (leader only).
-func Setup(mgr ctrl.Manager, slurm Slurm, cache *slurmrest.Cache, reg prometheus.Registerer, opts Options) (*PodReconciler, error) {
+// Setup builds the syncer and registers it with mgr. notify (the Slurm
+// cache; nil for none) delivers Slurm's changes; it must run in the same
+// manager (leader only).
+func Setup(mgr ctrl.Manager, slurm Slurm, notify slurmnode.Notifier, reg prometheus.Registerer, opts Options) (*PodReconciler, error) {
 	opts.Default()
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("syncer options: %w", err)
@@ -100,17 +96,9 @@ func Setup(mgr ctrl.Manager, slurm Slurm, cache *slurmrest.Cache, reg prometheus
 	}); err != nil {
 		return nil, err
 	}
-	if cache != nil {
-		cache.AddNodeHandler(slurmrest.NodeHandler{
-			Add:    func(n *slurmrest.Node) { r.slurmChanged(n.Name) },
-			Update: func(_, n *slurmrest.Node) { r.slurmChanged(n.Name) },
-			Delete: func(n *slurmrest.Node) { r.slurmChanged(n.Name) },
-		})
-		cache.AddStatusHandler(func(stale bool) {
-			if !stale {
-				r.enqueueAll() // what waited for a known state goes now
-			}
-		})
+	events := slurmnode.NewEvents(notify)
+	if err := mgr.Add(events); err != nil {
+		return nil, err
 	}
 	isSlurmd := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetLabels()[keys.LabelComponent] == keys.ComponentSlurmd
@@ -119,12 +107,7 @@ func Setup(mgr ctrl.Manager, slurm Slurm, cache *slurmrest.Cache, reg prometheus
 		Named("onepool-syncer").
 		For(&corev1.Pod{}, builder.WithPredicates(isSlurmd)).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.podsOnNode), builder.WithPredicates(nodeChanged())).
-		WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-			r.mu.Lock()
-			r.queue = q
-			r.mu.Unlock()
-			return nil
-		})).
+		WatchesRawSource(events.Source(r.slurmChanged)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, RateLimiter: requeue.Limiter()}).
 		Complete(r)
 	if err != nil {

@@ -207,3 +207,20 @@ func TestReconcileNewWordsWhileDrainsFail(t *testing.T) {
 		return a[keys.AnnotationDrainApplied] == second && a[keys.AnnotationDrainReplaced] == "", fmt.Sprint(a)
 	})
 }
+
+// Slurm's changes reach the syncer as they happen, not at its next resync:
+// an admin's drain shows on the Node with the resync an hour away.
+func TestReconcileHearsSlurmChanges(t *testing.T) {
+	e := newSyncerEnv(t, Options{Resync: time.Hour}, "gpu-0")
+	pod := e.nodeWithPod("gpu-0")
+	require.NoError(t, e.slurm.Set("gpu-0", true, "bad ECC", "root"))
+	e.eventually(10*time.Second, "the Node mirrors the admin's drain", func() (bool, string) {
+		n := e.node(pod.Spec.NodeName)
+		return n.Annotations[keys.AnnotationSlurmReason] == "bad ECC", fmt.Sprint(n.Annotations)
+	})
+	require.NoError(t, e.slurm.Set("gpu-0", false, "", "root"))
+	e.eventually(10*time.Second, "the mirror goes with the resume", func() (bool, string) {
+		n := e.node(pod.Spec.NodeName)
+		return n.Annotations[keys.AnnotationSlurmReason] == "", fmt.Sprint(n.Annotations)
+	})
+}

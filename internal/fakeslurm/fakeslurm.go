@@ -23,6 +23,41 @@ type Slurm struct {
 	Drains  int
 	Resumes int
 	Deletes int
+
+	nodeHandlers []slurmrest.NodeHandler
+	statusFuncs  []func(stale bool)
+}
+
+// AddNodeHandler: as the Slurm cache, it hears of every node change (as
+// an Update; a deletion as Delete).
+func (f *Slurm) AddNodeHandler(h slurmrest.NodeHandler) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nodeHandlers = append(f.nodeHandlers, h)
+}
+
+// AddStatusHandler: as the Slurm cache, it hears when the table turns
+// stale and fresh again.
+func (f *Slurm) AddStatusHandler(fn func(stale bool)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.statusFuncs = append(f.statusFuncs, fn)
+}
+
+// notify tells the handlers of a change to the node; called without the lock.
+func (f *Slurm) notify(name string) {
+	f.mu.Lock()
+	n, ok := f.nodes[name]
+	hs := slices.Clone(f.nodeHandlers)
+	f.mu.Unlock()
+	for _, h := range hs {
+		switch {
+		case !ok && h.Delete != nil:
+			h.Delete(&slurmrest.Node{Name: name})
+		case ok && h.Update != nil:
+			h.Update(&n, &n)
+		}
+	}
 }
 
 // New has the named nodes IDLE.
@@ -36,6 +71,7 @@ func New(names ...string) *Slurm {
 
 // Add registers (or replaces) a node, as slurmd -Z would.
 func (f *Slurm) Add(n slurmrest.Node) {
+	defer f.notify(n.Name)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.nodes[n.Name] = n
@@ -58,6 +94,7 @@ func (f *Slurm) Get(name string) slurmrest.Node {
 
 // SetBase sets the node's base state (IDLE, ALLOCATED, DOWN), keeping its flags.
 func (f *Slurm) SetBase(name, base string) {
+	defer f.notify(name)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := f.nodes[name]
@@ -73,8 +110,12 @@ func (f *Slurm) SetBase(name, base string) {
 // a cache that lost slurmrestd would.
 func (f *Slurm) SetStale(v bool) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.stale = v
+	fns := slices.Clone(f.statusFuncs)
+	f.mu.Unlock()
+	for _, fn := range fns {
+		fn(v)
+	}
 }
 
 func (f *Slurm) Node(name string) (slurmrest.Node, error) {
@@ -145,6 +186,7 @@ func (f *Slurm) RefuseDrains(v bool) {
 func (f *Slurm) Resume(_ context.Context, name string) error { return f.Set(name, false, "", "slurm") }
 
 func (f *Slurm) DeleteNode(_ context.Context, name string) error {
+	defer f.notify(name)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.stale {
@@ -161,6 +203,7 @@ func (f *Slurm) DeleteNode(_ context.Context, name string) error {
 // Set drains (with reason) or resumes a node as user by would: "slurm" is
 // onepool's token, anyone else an admin.
 func (f *Slurm) Set(name string, drain bool, reason, by string) error {
+	defer f.notify(name)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.stale {
