@@ -121,12 +121,15 @@ $(LAB_DIR)/podgroup-crd.yaml:
 $(BIN)/lab: $(shell find test/lab -name '*.go' -not -name '*_test.go') $(wildcard test/lab/*.manifest) go.mod
 	go build -o $@ ./test/lab/cmd/lab
 
-generate: $(BIN)/controller-gen ## regenerate everything generated (slurmrestd client, NodeSet CRD and deepcopy)
+generate: $(BIN)/controller-gen ## regenerate everything generated (slurmrestd client, NodeSet CRD and deepcopy, the scheduler args' deepcopy, defaults and conversion)
 	go tool oapi-codegen -config openapi/oapi-codegen-v0.0.42.yaml openapi/slurm-v0.0.42.json
 	go tool oapi-codegen -config openapi/oapi-codegen-v0.0.44.yaml openapi/slurm-v0.0.44.json
 	$(BIN)/controller-gen object paths=./nodeset/api/... \
 	  crd:generateEmbeddedObjectMeta=true paths=./nodeset/api/... output:crd:artifacts:config=config/crd/bases
 	cp config/crd/bases/*.yaml charts/onepool/crds/
+	$(BIN)/controller-gen object paths=./scheduler/apis/...
+	go tool defaulter-gen --output-file zz_generated.defaults.go ./scheduler/apis/config/v1
+	go tool conversion-gen --output-file zz_generated.conversion.go ./scheduler/apis/config/v1
 
 $(BIN)/controller-gen: test/tools/controller-gen/go.mod test/tools/controller-gen/go.sum
 	cd test/tools/controller-gen && go build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen

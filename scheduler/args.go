@@ -1,138 +1,34 @@
 package scheduler
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/url"
 	"regexp"
 	"slices"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"sigs.k8s.io/yaml"
 
+	"github.com/onepool/onepool/scheduler/apis/config"
+	configv1 "github.com/onepool/onepool/scheduler/apis/config/v1"
 	"github.com/onepool/onepool/slurmrest"
 )
 
-// ArgsAPIVersion and ArgsKind identify this version of the plugin's args in
-// the KubeSchedulerConfiguration (pluginConfig[].args).
-const (
-	ArgsAPIVersion = "onepool.dev/v1alpha1"
-	ArgsKind       = "OnepoolArgs"
-)
-
-// Args configures the plugin. Zero values take the defaults (SetDefaults).
-type Args struct {
-	metav1.TypeMeta `json:",inline"`
-
-	// SlurmrestURL is slurmrestd's base URL, e.g. http://slurmrestd:6820. Required.
-	SlurmrestURL string `json:"slurmrestURL"`
-	// TokenFile holds the slurmrestd JWT; it is re-read when it changes. Required.
-	TokenFile string `json:"tokenFile"`
-	// SlurmrestAPIVersion forces slurmrestd's REST API version (one of
-	// slurmrest.APIVersions); empty: the newest both sides speak.
-	SlurmrestAPIVersion string `json:"slurmrestAPIVersion,omitempty"`
-	// RequestTimeout bounds every slurmrestd request (10s).
-	RequestTimeout metav1.Duration `json:"requestTimeout,omitempty"`
-	// PollInterval of the Slurm cache (1s).
-	PollInterval metav1.Duration `json:"pollInterval,omitempty"`
-	// JobListInterval: the cache lists Slurm's jobs in full this often, or
-	// sooner when /jobs/state shows a job that appeared, vanished or
-	// changed state; its other polls ask /jobs/state alone (10s). A pending
-	// pod's message then shows a new Slurm reason up to this late.
-	JobListInterval metav1.Duration `json:"jobListInterval,omitempty"`
-	// StaleAfter: without a good Slurm refresh for this long, Slurm's state
-	// is unknown and nothing is submitted, cancelled or evicted (30s).
-	StaleAfter metav1.Duration `json:"staleAfter,omitempty"`
-	// StartPollInterval: how often freshly submitted jobs are asked for
-	// their state until they start, so a pod binds without waiting for the
-	// next cache poll (100ms).
-	StartPollInterval metav1.Duration `json:"startPollInterval,omitempty"`
-	// WatchInterval: how often every other live job onepool owns is asked
-	// for its state (one light /jobs/state request for all of them), so a
-	// pod whose job ended is evicted without waiting for the cache's next
-	// poll (250ms). With no onepool job live nothing is asked.
-	WatchInterval metav1.Duration `json:"watchInterval,omitempty"`
-
-	// DefaultPartition, DefaultQOS and DefaultAccount apply to pods that do
-	// not name one in an annotation; empty leaves the choice to Slurm.
-	DefaultPartition string `json:"defaultPartition,omitempty"`
-	DefaultQOS       string `json:"defaultQOS,omitempty"`
-	DefaultAccount   string `json:"defaultAccount,omitempty"`
-	// DefaultTimeLimit of placeholder jobs; 0 takes the partition's.
-	DefaultTimeLimit metav1.Duration `json:"defaultTimeLimit,omitempty"`
-	// MaxTimeLimit caps the time limit a pod may ask for; 0: no cap.
-	MaxTimeLimit metav1.Duration `json:"maxTimeLimit,omitempty"`
-	// DefaultExclusive is how a pod's job shares its node when the pod's
-	// slurm.onepool.dev/exclusive annotation does not say: "none" (the
-	// default: GPU by GPU with Slurm jobs), "node" (whole nodes, sbatch
-	// --exclusive) or "user" (only with the same user's jobs, --exclusive=user).
-	DefaultExclusive string `json:"defaultExclusive,omitempty"`
-
-	// ReleaseListenAddress is where the plugin answers placeholder scripts
-	// that ask whether their pod is gone (":10270").
-	ReleaseListenAddress string `json:"releaseListenAddress,omitempty"`
-	// ReleaseURL is how placeholder scripts on the Slurm nodes reach that
-	// address: plain http://host:port (bash's /dev/tcp, no TLS). Required.
-	ReleaseURL string `json:"releaseURL"`
-
-	// ImmediateAllocation asks Slurm for an allocation granted inside the
-	// request (salloc --immediate) before queueing a batch placeholder:
-	// when Slurm can place the pod now (resources free, nothing of higher
-	// priority waiting), it is bound in one REST round trip instead of
-	// slurmctld's next scheduling tick. Turn it on only where every Slurm
-	// node runs onepool's release epilog (onepool-node-agent release-wait,
-	// as charts/slurm sets it up): an allocation has no script to hold its
-	// GPUs while the pod stops, the epilog does (false).
-	ImmediateAllocation bool `json:"immediateAllocation,omitempty"`
-
-	// SubmitWorkers submit placeholder jobs in parallel (16).
-	SubmitWorkers int `json:"submitWorkers,omitempty"`
-	// WorkDir is the placeholder jobs' working directory on the nodes (/tmp).
-	WorkDir string `json:"workDir,omitempty"`
-}
-
-// SetDefaults fills the zero fields.
-func (a *Args) SetDefaults() {
-	if a.APIVersion == "" {
-		a.APIVersion, a.Kind = ArgsAPIVersion, ArgsKind
-	}
-	def := func(d *metav1.Duration, v time.Duration) {
-		if d.Duration == 0 {
-			d.Duration = v
-		}
-	}
-	def(&a.RequestTimeout, 10*time.Second)
-	def(&a.PollInterval, time.Second)
-	def(&a.StaleAfter, 30*time.Second)
-	def(&a.JobListInterval, 10*time.Second)
-	def(&a.StartPollInterval, 100*time.Millisecond)
-	def(&a.WatchInterval, 250*time.Millisecond)
-	if a.ReleaseListenAddress == "" {
-		a.ReleaseListenAddress = ":10270"
-	}
-	if a.SubmitWorkers == 0 {
-		a.SubmitWorkers = 16
-	}
-	if a.WorkDir == "" {
-		a.WorkDir = "/tmp"
-	}
-}
+// Args is the plugin's configuration as the framework hands it over:
+// decoded from pluginConfig[].args (apiVersion
+// kubescheduler.config.k8s.io/v1, kind OnepoolArgs), defaulted and
+// converted (scheduler/apis/config).
+type Args = config.OnepoolArgs
 
 // slurmName is what Slurm accepts as a partition, QOS or account name.
 var slurmName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 
-// Validate checks defaulted args.
-func (a *Args) Validate() error {
+// validateArgs checks defaulted args.
+func validateArgs(a *Args) error {
 	var errs field.ErrorList
 	p := field.NewPath("args")
-	if a.APIVersion != ArgsAPIVersion || a.Kind != ArgsKind {
-		errs = append(errs, field.Invalid(p.Child("apiVersion"), a.APIVersion+"/"+a.Kind, "want "+ArgsAPIVersion+", kind "+ArgsKind))
-	}
 	if u, err := url.Parse(a.SlurmrestURL); a.SlurmrestURL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		errs = append(errs, field.Invalid(p.Child("slurmrestURL"), a.SlurmrestURL, "want an http(s) URL"))
 	}
@@ -199,45 +95,17 @@ func releaseHostPort(s string) (host, port string, err error) {
 	return host, u.Port(), nil
 }
 
-// DecodeArgs reads the args the framework hands the factory (nil, or
-// runtime.Unknown holding JSON or YAML), refusing unknown fields, then
-// defaults and validates them.
-func DecodeArgs(obj runtime.Object) (*Args, error) {
-	a := &Args{}
-	if obj != nil {
-		switch o := obj.(type) {
-		case *runtime.Unknown:
-			raw := o.Raw
-			if o.ContentType == runtime.ContentTypeYAML {
-				j, err := yaml.YAMLToJSON(raw)
-				if err != nil {
-					return nil, fmt.Errorf("onepool args: %w", err)
-				}
-				raw = j
-			}
-			if len(raw) > 0 {
-				d := json.NewDecoder(bytes.NewReader(raw))
-				d.DisallowUnknownFields()
-				if err := d.Decode(a); err != nil {
-					return nil, fmt.Errorf("onepool args: %w", err)
-				}
-			}
-		case *Args:
-			*a = *o
-		default:
-			return nil, fmt.Errorf("onepool args: want %s, got %T", ArgsKind, obj)
-		}
+// argsFrom takes the args the framework hands the factory and validates
+// them. Anything but OnepoolArgs means the framework could not decode
+// them (onepool's kinds not registered with it: scheme.Install).
+func argsFrom(obj runtime.Object) (*Args, error) {
+	a, ok := obj.(*Args)
+	if !ok || a == nil {
+		return nil, fmt.Errorf("onepool args: got %T, want kind OnepoolArgs of apiVersion %s decoded by the scheduler framework", obj, configv1.SchemeGroupVersion)
 	}
-	a.SetDefaults()
-	if err := a.Validate(); err != nil {
+	a = a.DeepCopy()
+	if err := validateArgs(a); err != nil {
 		return nil, fmt.Errorf("onepool args: %w", err)
 	}
 	return a, nil
-}
-
-// DeepCopyObject makes Args a runtime.Object, as the framework's plugin
-// args are.
-func (a *Args) DeepCopyObject() runtime.Object {
-	c := *a
-	return &c
 }

@@ -212,5 +212,5 @@ func TestExclusiveModes(t *testing.T) {
 	}
 	a := testArgs(t)
 	a.DefaultExclusive = "always"
-	assert.ErrorContains(t, a.Validate(), "defaultExclusive")
+	assert.ErrorContains(t, validateArgs(a), "defaultExclusive")
 }

@@ -46,7 +46,7 @@ func Factory(leader Leadership) func(context.Context, runtime.Object, fwk.Handle
 }
 
 func newPlugin(ctx context.Context, obj runtime.Object, h fwk.Handle, leader Leadership) (fwk.Plugin, error) {
-	args, err := DecodeArgs(obj)
+	args, err := argsFrom(obj)
 	if err != nil {
 		return nil, err
 	}

@@ -11,8 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 
 	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/scheduler/apis/config"
+	argsscheme "github.com/onepool/onepool/scheduler/apis/config/scheme"
+	configv1 "github.com/onepool/onepool/scheduler/apis/config/v1"
 	"github.com/onepool/onepool/slurmrest"
 )
 
@@ -77,12 +81,27 @@ func podWith(ann map[string]string, gpus int64, cpu, mem string) *corev1.Pod {
 }
 
 func testArgs(t *testing.T) *Args {
-	a := &Args{SlurmrestURL: "http://slurmrestd:6820", TokenFile: "/t", ReleaseURL: "http://onepool:10270", DefaultPartition: "main"}
-	a.SetDefaults()
-	if err := a.Validate(); err != nil {
+	a, err := decodeArgs(`{"slurmrestURL":"http://slurmrestd:6820","tokenFile":"/t","releaseURL":"http://onepool:10270","defaultPartition":"main"}`)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return a
+}
+
+// decodeArgs reads v1 OnepoolArgs (JSON or YAML) as the framework does
+// (strictly, defaulted, converted to the internal version), then as the
+// plugin's factory does.
+func decodeArgs(raw string) (*Args, error) {
+	s := runtime.NewScheme()
+	if err := argsscheme.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	gvk := configv1.SchemeGroupVersion.WithKind("OnepoolArgs")
+	obj, _, err := serializer.NewCodecFactory(s, serializer.EnableStrict).UniversalDecoder(config.SchemeGroupVersion).Decode([]byte(raw), &gvk, nil)
+	if err != nil {
+		return nil, err
+	}
+	return argsFrom(obj)
 }
 
 func TestRequestFor(t *testing.T) {
@@ -136,8 +155,7 @@ func TestJobFor(t *testing.T) {
 }
 
 func TestDecodeArgs(t *testing.T) {
-	good := `{"apiVersion":"onepool.dev/v1alpha1","kind":"OnepoolArgs","slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"http://10.0.0.1:10270"}`
-	a, err := DecodeArgs(&runtime.Unknown{Raw: []byte(good)})
+	a, err := decodeArgs(`{"apiVersion":"kubescheduler.config.k8s.io/v1","kind":"OnepoolArgs","slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"http://10.0.0.1:10270"}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,23 +164,27 @@ func TestDecodeArgs(t *testing.T) {
 		t.Errorf("defaults not applied: %+v", a)
 	}
 	for name, raw := range map[string]string{
-		"unknown field":   `{"slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"http://h:1","partiton":"x"}`,
-		"no url":          `{"tokenFile":"/t","releaseURL":"http://h:1"}`,
-		"no token":        `{"slurmrestURL":"http://s:6820","releaseURL":"http://h:1"}`,
-		"https release":   `{"slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"https://h:1"}`,
-		"release no port": `{"slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"http://h"}`,
-		"bad qos":         `{"slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"http://h:1","defaultQOS":"a b"}`,
-		"stale < 2 polls": `{"slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"http://h:1","pollInterval":"10s","staleAfter":"15s"}`,
-		"other version":   `{"apiVersion":"onepool.dev/v2","kind":"OnepoolArgs","slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"http://h:1"}`,
-		"relative wd":     `{"slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"http://h:1","workDir":"tmp"}`,
+		"unknown field":    `{"slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"http://h:1","partiton":"x"}`,
+		"no url":           `{"tokenFile":"/t","releaseURL":"http://h:1"}`,
+		"no token":         `{"slurmrestURL":"http://s:6820","releaseURL":"http://h:1"}`,
+		"https release":    `{"slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"https://h:1"}`,
+		"release no port":  `{"slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"http://h"}`,
+		"bad qos":          `{"slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"http://h:1","defaultQOS":"a b"}`,
+		"stale < 2 polls":  `{"slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"http://h:1","pollInterval":"10s","staleAfter":"15s"}`,
+		"other version":    `{"apiVersion":"onepool.dev/v1alpha1","kind":"OnepoolArgs","slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"http://h:1"}`,
+		"relative wd":      `{"slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"http://h:1","workDir":"tmp"}`,
+		"too many workers": `{"slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"http://h:1","submitWorkers":65}`,
 	} {
-		if _, err := DecodeArgs(&runtime.Unknown{Raw: []byte(raw)}); err == nil {
+		if _, err := decodeArgs(raw); err == nil {
 			t.Errorf("%s: accepted %s", name, raw)
 		}
 	}
 	y := "slurmrestURL: http://s:6820\ntokenFile: /t\nreleaseURL: http://h:1\n"
-	if _, err := DecodeArgs(&runtime.Unknown{Raw: []byte(y), ContentType: runtime.ContentTypeYAML}); err != nil {
+	if _, err := decodeArgs(y); err != nil {
 		t.Errorf("YAML args: %v", err)
+	}
+	if _, err := argsFrom(&runtime.Unknown{Raw: []byte(`{}`)}); err == nil || !strings.Contains(err.Error(), "kubescheduler.config.k8s.io/v1") {
+		t.Errorf("args the framework did not decode: %v", err)
 	}
 }
 

@@ -27,9 +27,16 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 
 	"github.com/onepool/onepool/scheduler"
+	"github.com/onepool/onepool/scheduler/apis/config/scheme"
 )
 
 func main() {
+	// OnepoolArgs decoded, defaulted and converted by the framework, as an
+	// in-tree plugin's args are.
+	if err := scheme.Install(); err != nil {
+		fmt.Fprintln(os.Stderr, "onepool-scheduler: registering OnepoolArgs:", err)
+		os.Exit(1)
+	}
 	os.Exit(cli.Run(newCommand()))
 }
 

@@ -62,7 +62,7 @@ profiles:
   pluginConfig:
   - name: Onepool
     args:
-      apiVersion: onepool.dev/v1alpha1
+      apiVersion: kubescheduler.config.k8s.io/v1
       kind: OnepoolArgs
       slurmrestURL: %s
       tokenFile: %s
