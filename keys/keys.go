@@ -127,6 +127,12 @@ const (
 	// whose answer was lost, leaves it so. It goes once Slurm shows either.
 	AnnotationDrainReplaced = "onepool.dev/drain-replaced"
 
+	// AnnotationDrainResumed is the syncer's record of the drain it resumed
+	// last, as "<RFC 3339 time> <reason>": slurmctld restarted before saving
+	// its state brings that drain back, with its old reason and time, and
+	// it is still onepool's to resume.
+	AnnotationDrainResumed = "onepool.dev/drain-resumed"
+
 	// AnnotationNodeSetDrain and AnnotationNodeSetDrainAt on a Node are the
 	// NodeSet controller's record of a drain it made (nodeset update, node
 	// left nodeset), kept apart from the syncer's: it resumes only a drain

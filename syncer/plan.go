@@ -36,15 +36,22 @@ type observed struct {
 	slurm       slurmrest.Node
 }
 
-// drainRecord is the syncer's record of its drain and, while a drain with
-// new words replaces its own, the record of the drain it replaces: until
-// Slurm shows the new words, the drain there is still the old one, and
-// still onepool's (the soak: a cordon's words changed while slurmctld was
-// down; the failed drain left a record Slurm did not match, and the
-// syncer took its own drain for an admin's and never resumed it).
+// drainRecord is the syncer's record of its drains. Slurm may show a drain
+// of onepool's that onepool no longer thinks in place, and each is kept
+// until it cannot come back:
+//   - replaced: a drain with new words replaces onepool's own; until Slurm
+//     shows the new words, the drain there is still the old one (the soak:
+//     a cordon's words changed while slurmctld was down; the failed drain
+//     left a record Slurm did not match, and the syncer took its own drain
+//     for an admin's and never resumed it).
+//   - resumed: the drain onepool resumed last. slurmctld restarted before
+//     saving its state (scontrol reconfigure in 24.11, a crash) brings the
+//     drain back with its old reason and time (the soak saw it: onepool's
+//     resume undone 3 s later, then kept as an admin's drain for good).
 type drainRecord struct {
 	keys.DrainRecord
 	replaced keys.DrainRecord
+	resumed  keys.DrainRecord
 }
 
 // owned says whether Slurm's drain is one the syncer recorded, in a form
@@ -53,12 +60,26 @@ func (r drainRecord) owned(n slurmrest.Node) (keys.DrainRecord, bool) {
 	if !keys.SyncerOwns(n.Reason) {
 		return keys.DrainRecord{}, false
 	}
-	for _, c := range []keys.DrainRecord{r.DrainRecord, r.replaced} {
+	for _, c := range []keys.DrainRecord{r.DrainRecord, r.replaced, r.resumed} {
 		if c.Matches(n.State.Drain(), n.Reason, n.ReasonChanged) {
 			return c, true
 		}
 	}
 	return keys.DrainRecord{}, false
+}
+
+// only says whether the record holds exactly c as its drain in place.
+func (r drainRecord) only(c keys.DrainRecord) bool {
+	return r.Reason == c.Reason && r.At.Equal(c.At) && r.replaced.Reason == ""
+}
+
+// withoutInPlace is the record with no drain in place (the resumed one
+// kept); nil when that is what it holds already.
+func (r drainRecord) withoutInPlace() *drainRecord {
+	if r.Reason == "" && r.replaced.Reason == "" {
+		return nil
+	}
+	return &drainRecord{resumed: r.resumed}
 }
 
 // decision is what plan wants done.
@@ -68,7 +89,6 @@ type decision struct {
 	redrain     bool         // Slurm was resumed while onepool's cause still holds
 	keptAdmin   bool         // a cause holds but an admin's drain is in place: left alone
 	cordonNote  string       // what was changed in the operator's cordon words ("" nothing)
-	applied     string       // the reason to keep recorded ("" removes the record)
 	record      *drainRecord // to write before acting (nil: leave the record as it is)
 	mirror      map[string]string
 	condition   corev1.NodeCondition
@@ -110,28 +130,32 @@ func plan(o observed) decision {
 	case want != "" && !drained:
 		d.action, d.reason = actDrain, want
 		d.redrain = o.record.Reason != ""
-		d.applied, d.record = want, &drainRecord{DrainRecord: fresh}
+		d.record = &drainRecord{DrainRecord: fresh, resumed: o.record.resumed}
 	case want != "" && ours && o.slurm.Reason != want:
 		// Our drain, another cause now (cordoned, then the pod deleted).
 		// The drain in place stays recorded until Slurm shows the new one.
 		d.action, d.reason = actDrain, want
-		d.applied, d.record = want, &drainRecord{DrainRecord: fresh, replaced: current}
+		d.record = &drainRecord{DrainRecord: fresh, replaced: current, resumed: o.record.resumed}
 	case want != "" && ours:
-		d.applied = want
-		if o.record.replaced.Reason != "" {
-			// Slurm shows one of the two: that one is the record now.
-			d.record = &drainRecord{DrainRecord: current}
+		if !o.record.only(current) {
+			// Slurm shows one of those recorded: that one is in place.
+			d.record = &drainRecord{DrainRecord: current, resumed: o.record.resumed}
 		}
 	case want != "" && drained:
-		// An admin's drain already keeps Slurm off the node; theirs stays.
+		// An admin's drain already keeps Slurm off the node; theirs stays,
+		// and onepool has no drain in place.
 		d.keptAdmin = true
+		d.record = o.record.withoutInPlace()
 	case want == "" && ours && o.nodeMissing:
 		// The Node was deleted: its cordon is gone with it, but the
 		// machine may be leaving. onepool's drain and its record stay
 		// until the Node is back (or the pod goes).
-		d.applied = o.record.Reason
 	case want == "" && ours:
 		d.action = actResume
+		d.record = &drainRecord{resumed: current}
+	default:
+		// No cause and no drain of onepool's: none in place.
+		d.record = o.record.withoutInPlace()
 	}
 	d.releasePod = o.podGone && (drained || d.action == actDrain)
 

@@ -132,9 +132,11 @@ func TestPlan(t *testing.T) {
 }
 
 // TestPlanKeepsTheReplacedDrain: a drain over onepool's own with new words
-// keeps the old drain recorded until Slurm shows the new one. The soak
-// found the cordon's words changed while slurmctld was down: the record
-// had the new words, Slurm the old, and the drain was never resumed.
+// keeps the old drain recorded until Slurm shows the new one, and a
+// resumed drain stays recorded in case Slurm brings it back. The soak
+// found both: the cordon's words changed while slurmctld was down (the
+// record had the new words, Slurm the old), and a resume undone by
+// slurmctld's restart; each drain was then kept as an admin's for good.
 func TestPlanKeepsTheReplacedDrain(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	const oldWords, newWords = keys.ReasonCordoned + ": PSU swap", keys.ReasonCordoned + ": PSU and fan swap"
@@ -158,7 +160,7 @@ func TestPlanKeepsTheReplacedDrain(t *testing.T) {
 			action: actDrain, written: &drainRecord{DrainRecord: keys.DrainRecord{Reason: newWords, At: now}, replaced: old}},
 		{name: "that drain failed, then uncordoned: ours, resumed",
 			o:      observed{record: drainRecord{DrainRecord: tried, replaced: old}, slurm: slurmShows(old)},
-			action: actResume},
+			action: actResume, written: &drainRecord{resumed: old}},
 		{name: "Slurm shows the new words: the new record alone",
 			o:       observed{cordoned: true, cordonText: "PSU and fan swap", record: drainRecord{DrainRecord: tried, replaced: old}, slurm: slurmShows(tried)},
 			written: &drainRecord{DrainRecord: tried}},
@@ -167,10 +169,25 @@ func TestPlanKeepsTheReplacedDrain(t *testing.T) {
 			written: &drainRecord{DrainRecord: old}},
 		{name: "an admin's drain meanwhile: theirs, whatever onepool recorded",
 			o:         observed{cordoned: true, cordonText: "PSU and fan swap", record: drainRecord{DrainRecord: tried, replaced: old}, slurm: slurmShows(keys.DrainRecord{Reason: "bad ECC", At: now})},
-			keptAdmin: true},
+			keptAdmin: true, written: &drainRecord{}},
 		{name: "the admin used the old words later: theirs",
-			o:         observed{record: drainRecord{DrainRecord: tried, replaced: old}, slurm: slurmShows(keys.DrainRecord{Reason: oldWords, At: now})},
-			keptAdmin: false},
+			o:       observed{record: drainRecord{DrainRecord: tried, replaced: old}, slurm: slurmShows(keys.DrainRecord{Reason: oldWords, At: now})},
+			written: &drainRecord{}},
+		// slurmctld restarted before saving its state brings back a drain
+		// onepool had resumed, with its old reason and time.
+		{name: "a drain we resumed comes back: resumed again",
+			o:      observed{record: drainRecord{resumed: old}, slurm: slurmShows(old)},
+			action: actResume, written: &drainRecord{resumed: old}},
+		{name: "a drain we resumed comes back while cordoned with new words: drained with them",
+			o:      observed{cordoned: true, cordonText: "PSU and fan swap", record: drainRecord{resumed: old}, slurm: slurmShows(old)},
+			action: actDrain, written: &drainRecord{DrainRecord: keys.DrainRecord{Reason: newWords, At: now}, replaced: old, resumed: old}},
+		{name: "a drain we resumed comes back while cordoned with its words: ours in place",
+			o:       observed{cordoned: true, cordonText: "PSU swap", record: drainRecord{resumed: old}, slurm: slurmShows(old)},
+			written: &drainRecord{DrainRecord: old, resumed: old}},
+		{name: "resumed and idle: nothing to write",
+			o: observed{record: drainRecord{resumed: old}, slurm: slurmrest.Node{Name: "gpu-3", State: slurmrest.NodeState{"IDLE"}}}},
+		{name: "an admin drains later with the words we resumed: theirs",
+			o: observed{record: drainRecord{resumed: old}, slurm: slurmShows(keys.DrainRecord{Reason: oldWords, At: now})}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.o.now, tc.o.podReady = now, true

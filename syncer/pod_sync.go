@@ -130,11 +130,6 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		}
 		return ctrl.Result{}, r.releasePod(ctx, pod)
 	}
-	if d.applied == "" {
-		if err := r.clearRecord(ctx, pod, node); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
 	next := r.opts.Resync
 	if d.recheckIn > 0 && d.recheckIn < next {
 		next = d.recheckIn
@@ -336,8 +331,10 @@ func (r *PodReconciler) confirmReleasable(ctx context.Context, slurmName string)
 func recordOf(pod *corev1.Pod, node *corev1.Node) drainRecord {
 	for _, obj := range recordHolders(pod, node) {
 		a := obj.GetAnnotations()
-		if r := keys.ReadDrainRecord(a, keys.AnnotationDrainApplied, keys.AnnotationDrainAppliedAt); r.Reason != "" {
-			return drainRecord{DrainRecord: r, replaced: keys.ParseDrainRecord(a[keys.AnnotationDrainReplaced])}
+		r := drainRecord{DrainRecord: keys.ReadDrainRecord(a, keys.AnnotationDrainApplied, keys.AnnotationDrainAppliedAt),
+			replaced: keys.ParseDrainRecord(a[keys.AnnotationDrainReplaced]), resumed: keys.ParseDrainRecord(a[keys.AnnotationDrainResumed])}
+		if r.Reason != "" || r.replaced.Reason != "" || r.resumed.Reason != "" {
+			return r
 		}
 	}
 	return drainRecord{}
@@ -363,20 +360,11 @@ func (r *PodReconciler) writeRecord(ctx context.Context, pod *corev1.Pod, node *
 	return nil
 }
 
-// clearRecord removes the record wherever it is.
-func (r *PodReconciler) clearRecord(ctx context.Context, pod *corev1.Pod, node *corev1.Node) error {
-	for _, obj := range recordHolders(pod, node) {
-		if err := r.setRecord(ctx, obj, drainRecord{}); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // setRecord makes obj hold exactly rec (nothing for an empty one).
 func (r *PodReconciler) setRecord(ctx context.Context, obj client.Object, rec drainRecord) error {
 	want := rec.Annotations(keys.AnnotationDrainApplied, keys.AnnotationDrainAppliedAt)
 	want[keys.AnnotationDrainReplaced] = rec.replaced.Text()
+	want[keys.AnnotationDrainResumed] = rec.resumed.Text()
 	have := obj.GetAnnotations()
 	same := true
 	for k, v := range want {

@@ -224,3 +224,33 @@ func TestReconcileHearsSlurmChanges(t *testing.T) {
 		return n.Annotations[keys.AnnotationSlurmReason] == "", fmt.Sprint(n.Annotations)
 	})
 }
+
+// slurmctld restarted before saving its state brings back a drain onepool
+// had resumed, with its old reason and time: onepool resumes it again,
+// and does not take it for an admin's.
+func TestReconcileResumeUndoneBySlurm(t *testing.T) {
+	e := newSyncerEnv(t, Options{}, "gpu-0")
+	pod := e.nodeWithPod("gpu-0")
+	want, _ := keys.CordonReason("PSU swap")
+	e.cordon(pod.Spec.NodeName, true, "PSU swap")
+	e.slurmIs("gpu-0", want)
+	saved := e.slurm.Get("gpu-0") // what slurmctld had saved
+
+	e.cordon(pod.Spec.NodeName, false, "")
+	e.slurmIs("gpu-0", "")
+	e.eventually(20*time.Second, "the Node records the resumed drain", func() (bool, string) {
+		a := e.node(pod.Spec.NodeName).Annotations
+		return a[keys.AnnotationDrainApplied] == "" && keys.ParseDrainRecord(a[keys.AnnotationDrainResumed]).Reason == want, fmt.Sprint(a)
+	})
+	resumes := e.slurm.Count(&e.slurm.Resumes)
+
+	e.slurm.Add(saved) // slurmctld restarts from its saved state
+	e.slurmIs("gpu-0", "")
+	assert.Greater(t, e.slurm.Count(&e.slurm.Resumes), resumes, "resumed by onepool")
+	ok, _ := e.hasEvent("", pod.Spec.NodeName, keys.EventAdminDrainKept, "")
+	assert.False(t, ok, "onepool's own drain taken for an admin's")
+	e.holds(2*time.Second, "no mirror of an admin's drain", func() (bool, string) {
+		a := e.node(pod.Spec.NodeName).Annotations
+		return a[keys.AnnotationSlurmReason] == "", fmt.Sprint(a)
+	})
+}

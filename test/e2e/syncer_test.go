@@ -79,7 +79,7 @@ func (e *syncerEnv) cleanup() {
 		time.Sleep(200 * time.Millisecond)
 	}
 	e.kubectlQuiet("uncordon", e.node)
-	e.kubectlQuiet("annotate", "node", e.node, keys.AnnotationCordonReason+"-", keys.AnnotationDrainApplied+"-", keys.AnnotationDrainAppliedAt+"-", keys.AnnotationDrainReplaced+"-")
+	e.kubectlQuiet("annotate", "node", e.node, keys.AnnotationCordonReason+"-", keys.AnnotationDrainApplied+"-", keys.AnnotationDrainAppliedAt+"-", keys.AnnotationDrainReplaced+"-", keys.AnnotationDrainResumed+"-")
 	if kv := scontrolNode(e.t, e.l, e.node); strings.Contains(kv["State"], "DRAIN") {
 		_, _ = e.l.Slurm(ctx, "scontrol", "update", "nodename="+e.node, "state=resume")
 	}
