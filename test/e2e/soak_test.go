@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -98,9 +101,13 @@ func TestSoak(t *testing.T) {
 	go func() { defer bg.Done(); s.watchNodeSetPods(ctx) }()
 	go func() { defer bg.Done(); s.checkLoop(ctx) }()
 
+	// Ctrl-C (or SIGTERM) ends the run early, as if its time were up: the
+	// final convergence, the report and the teardown still run.
+	interrupted, unnotify := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer unnotify()
 	start := time.Now()
 	end := start.Add(time.Duration(minutes * float64(time.Minute)))
-	for time.Now().Before(end) {
+	for time.Now().Before(end) && interrupted.Err() == nil {
 		s.nextStep()
 		if s.rng.IntN(4) == 0 {
 			s.fault()
@@ -108,6 +115,9 @@ func TestSoak(t *testing.T) {
 			s.op()
 			time.Sleep(time.Duration(200+s.rng.IntN(1800)) * time.Millisecond)
 		}
+	}
+	if interrupted.Err() != nil {
+		t.Logf("soak: interrupted after %s; converging and tearing down", time.Since(start).Round(time.Second))
 	}
 	s.setStep("final convergence")
 	s.awaitConvergence("end of the run", time.Now())
@@ -150,6 +160,7 @@ func newSoak(t *testing.T, seed uint64) *soak {
 		t.Fatal(err)
 	}
 
+	s.clearLeftovers(ctx)
 	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns,
 		Labels: map[string]string{lab.LabelGPUClaims: lab.GPUClaimsDisabled}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -206,6 +217,62 @@ func (s *soak) teardown() {
 	_ = s.kc.CoreV1().Namespaces().Delete(ctx, s.ns, metav1.DeleteOptions{})
 	// The admin's drains, and the syncer's "slurmd pod deleted" drains
 	// (no slurmd pod is left to resume them), end with the soak.
+	for _, n := range s.l.NodeNames() {
+		_, _ = s.l.Slurm(ctx, "scontrol", "update", "nodename="+n, "state=resume")
+	}
+}
+
+// clearLeftovers undoes what a soak killed before its teardown left: its
+// namespaces (slurmd and onepool pods), its Slurm jobs, cordons, and
+// drains on the lab's nodes. A clean lab is left as it is.
+func (s *soak) clearLeftovers(ctx context.Context) {
+	nss, err := s.kc.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		s.t.Logf("soak: leftovers: %v", err)
+		return
+	}
+	var left []string
+	for _, ns := range nss.Items {
+		if strings.HasPrefix(ns.Name, "soak-") && ns.Name != s.ns {
+			left = append(left, ns.Name)
+		}
+	}
+	if out, err := s.l.Slurm(ctx, "squeue", "-h", "-o", "%i %j"); err == nil {
+		var jobs []string
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if id, name, ok := strings.Cut(line, " "); ok && strings.HasPrefix(name, "soak-") {
+				jobs = append(jobs, id)
+			}
+		}
+		if len(jobs) > 0 {
+			s.t.Logf("soak: cancelling %d jobs an earlier soak left", len(jobs))
+			_, _ = s.l.Slurm(ctx, append([]string{"scancel"}, jobs...)...)
+		}
+	}
+	if len(left) == 0 {
+		return
+	}
+	s.t.Logf("soak: an earlier soak left %v; clearing it", left)
+	zero := int64(0)
+	for _, ns := range left {
+		_ = s.kc.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+		_ = s.kc.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+	}
+	for _, n := range s.l.NodeNames() {
+		s.setCordon(ctx, n, false, "")
+	}
+	eventuallyCtx(ctx, "the earlier soak's pods gone", func() (bool, string) {
+		for _, ns := range left {
+			pods, err := s.kc.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			if len(pods.Items) > 0 {
+				return false, fmt.Sprintf("%d pods left in %s", len(pods.Items), ns)
+			}
+		}
+		return true, ""
+	})
 	for _, n := range s.l.NodeNames() {
 		_, _ = s.l.Slurm(ctx, "scontrol", "update", "nodename="+n, "state=resume")
 	}
