@@ -232,6 +232,23 @@ const (
 	EventSlurmActFailed   = "SlurmActionFailed"
 )
 
+// Event actions (events.k8s.io's action: what was done, or failed, to the
+// object the event regards).
+const (
+	ActionDrain           = "Drain"
+	ActionResume          = "Resume"
+	ActionMirror          = "Mirror" // Slurm's view written onto the Kubernetes side
+	ActionCreatePod       = "CreatePod"
+	ActionDeletePod       = "DeletePod"
+	ActionReplacePod      = "ReplacePod"
+	ActionRemoveSlurmNode = "RemoveSlurmNode"
+	ActionSync            = "Sync"
+	ActionSchedule        = "Schedule"
+	ActionSubmit          = "Submit"
+	ActionBind            = "Bind"
+	ActionEvict           = "Evict"
+)
+
 // Drain reasons. Every drain onepool makes starts with DrainPrefix. The taxonomy:
 //
 //	onepool: node cordoned[: <operator's words>]   the Node is cordoned

@@ -13,7 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/flowcontrol"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -40,7 +40,7 @@ const (
 type Reconciler struct {
 	client   client.Client
 	slurm    Slurm
-	recorder record.EventRecorder
+	recorder events.EventRecorder
 	opts     Options
 	log      logr.Logger
 
@@ -63,7 +63,7 @@ func Setup(mgr ctrl.Manager, slurm Slurm, notify slurmnode.Notifier, opts Option
 	r := &Reconciler{
 		client:   mgr.GetClient(),
 		slurm:    slurm,
-		recorder: mgr.GetEventRecorderFor("onepool-nodeset"),
+		recorder: mgr.GetEventRecorder("onepool-nodeset"),
 		opts:     opts,
 		log:      mgr.GetLogger().WithName("nodeset"),
 		owner:    map[string]types.NamespacedName{},

@@ -268,10 +268,10 @@ func (r *Reconciler) do(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *corev1.
 		switch {
 		case apierrors.IsAlreadyExists(err):
 		case err != nil:
-			r.recorder.Eventf(ns, corev1.EventTypeWarning, keys.EventPodCreateFailed, "create slurmd pod on %s: %v", n.nodeName, err)
+			r.recorder.Eventf(ns, nil, corev1.EventTypeWarning, keys.EventPodCreateFailed, keys.ActionCreatePod, "create slurmd pod on %s: %v", n.nodeName, err)
 			fail(fmt.Errorf("create pod %s: %w", pod.Name, err))
 		default:
-			r.recorder.Eventf(ns, corev1.EventTypeNormal, keys.EventPodCreated, "created slurmd pod %s on %s", pod.Name, n.nodeName)
+			r.recorder.Eventf(ns, nil, corev1.EventTypeNormal, keys.EventPodCreated, keys.ActionCreatePod, "created slurmd pod %s on %s", pod.Name, n.nodeName)
 		}
 	case actDrain:
 		// The record first: a drain not written down would never be resumed.
@@ -280,11 +280,11 @@ func (r *Reconciler) do(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *corev1.
 			return
 		}
 		if err := r.slurm.Drain(ctx, n.slurmName, s.reason); err != nil {
-			r.recorder.Eventf(ns, corev1.EventTypeWarning, keys.EventSlurmActFailed, "drain Slurm node %s: %v", n.slurmName, err)
+			r.recorder.Eventf(ns, nil, corev1.EventTypeWarning, keys.EventSlurmActFailed, keys.ActionDrain, "drain Slurm node %s: %v", n.slurmName, err)
 			fail(fmt.Errorf("drain %s: %w", n.slurmName, err))
 			return
 		}
-		r.recorder.Eventf(ns, corev1.EventTypeNormal, keys.EventNodeDraining, "drained Slurm node %s (%s); its pod goes once no job runs there", n.slurmName, s.reason)
+		r.recorder.Eventf(ns, nil, corev1.EventTypeNormal, keys.EventNodeDraining, keys.ActionDrain, "drained Slurm node %s (%s); its pod goes once no job runs there", n.slurmName, s.reason)
 	case actDeletePod:
 		if !r.confirmFree(ctx, ns, n, fail) {
 			return
@@ -293,11 +293,11 @@ func (r *Reconciler) do(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *corev1.
 	case actResume:
 		err := r.slurm.Resume(ctx, n.slurmName)
 		if err != nil {
-			r.recorder.Eventf(ns, corev1.EventTypeWarning, keys.EventSlurmActFailed, "resume Slurm node %s: %v", n.slurmName, err)
+			r.recorder.Eventf(ns, nil, corev1.EventTypeWarning, keys.EventSlurmActFailed, keys.ActionResume, "resume Slurm node %s: %v", n.slurmName, err)
 			fail(fmt.Errorf("resume %s: %w", n.slurmName, err))
 			return
 		}
-		r.recorder.Eventf(ns, corev1.EventTypeNormal, keys.EventResumed, "resumed Slurm node %s: its new slurmd pod %s is Ready and registered", n.slurmName, n.pod.Name)
+		r.recorder.Eventf(ns, nil, corev1.EventTypeNormal, keys.EventResumed, keys.ActionResume, "resumed Slurm node %s: its new slurmd pod %s is Ready and registered", n.slurmName, n.pod.Name)
 		if err := r.record(ctx, n.nodeName, keys.DrainRecord{}); err != nil {
 			fail(err)
 		}
@@ -312,12 +312,12 @@ func (r *Reconciler) do(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *corev1.
 				fail(fmt.Errorf("force-delete pod %s: %w", pod.Name, err))
 				continue
 			}
-			r.recorder.Eventf(ns, corev1.EventTypeNormal, keys.EventPodDeleted,
+			r.recorder.Eventf(ns, nil, corev1.EventTypeNormal, keys.EventPodDeleted, keys.ActionDeletePod,
 				"force-deleted slurmd pod %s: its Node %s is gone, so no kubelet will stop it, and Slurm node %s runs nothing", pod.Name, pod.Spec.NodeName, n.slurmName)
 		}
 	case actReplaceFailed:
 		r.failed.Next(failedKey(ns, n.slurmName), r.failed.Clock.Now())
-		r.recorder.Eventf(ns, corev1.EventTypeWarning, keys.EventPodFailed, "slurmd pod %s on %s failed (%s); replacing it",
+		r.recorder.Eventf(ns, nil, corev1.EventTypeWarning, keys.EventPodFailed, keys.ActionReplacePod, "slurmd pod %s on %s failed (%s); replacing it",
 			n.pod.Name, n.nodeName, cmp.Or(n.pod.Status.Reason, n.pod.Status.Message, "no reason given"))
 		r.deletePod(ctx, ns, n.pod, "it failed", fail)
 	case actDeleteSlurmNode:
@@ -326,11 +326,11 @@ func (r *Reconciler) do(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *corev1.
 		}
 		err := r.slurm.DeleteNode(ctx, n.slurmName)
 		if err != nil && !errors.Is(err, slurmrest.ErrNotFound) {
-			r.recorder.Eventf(ns, corev1.EventTypeWarning, keys.EventSlurmActFailed, "remove Slurm node %s: %v", n.slurmName, err)
+			r.recorder.Eventf(ns, nil, corev1.EventTypeWarning, keys.EventSlurmActFailed, keys.ActionRemoveSlurmNode, "remove Slurm node %s: %v", n.slurmName, err)
 			fail(fmt.Errorf("remove Slurm node %s: %w", n.slurmName, err))
 			return
 		}
-		r.recorder.Eventf(ns, corev1.EventTypeNormal, keys.EventSlurmNodeRemoved, "removed Slurm node %s: it left the NodeSet", n.slurmName)
+		r.recorder.Eventf(ns, nil, corev1.EventTypeNormal, keys.EventSlurmNodeRemoved, keys.ActionRemoveSlurmNode, "removed Slurm node %s: it left the NodeSet", n.slurmName)
 	}
 }
 
@@ -391,7 +391,7 @@ func (r *Reconciler) deletePod(ctx context.Context, ns *v1alpha1.NodeSet, pod *c
 		fail(fmt.Errorf("delete pod %s: %w", pod.Name, err))
 		return
 	}
-	r.recorder.Eventf(ns, corev1.EventTypeNormal, keys.EventPodDeleted, "deleted slurmd pod %s: %s", pod.Name, why)
+	r.recorder.Eventf(ns, nil, corev1.EventTypeNormal, keys.EventPodDeleted, keys.ActionDeletePod, "deleted slurmd pod %s: %s", pod.Name, why)
 }
 
 // noteWait reports a drain that outlived the NodeSet's drain timeout, once.
@@ -405,7 +405,7 @@ func (r *Reconciler) noteWait(ns *v1alpha1.NodeSet, n nodeState, s step) {
 	r.timeout[n.slurmName] = over
 	r.mu.Unlock()
 	if first {
-		r.recorder.Eventf(ns, corev1.EventTypeWarning, keys.EventDrainTimeout,
+		r.recorder.Eventf(ns, nil, corev1.EventTypeWarning, keys.EventDrainTimeout, keys.ActionDrain,
 			"Slurm node %s has been drained since %s and still runs jobs; its pod stays until they end", n.slurmName, s.since.UTC().Format(time.RFC3339))
 	}
 }

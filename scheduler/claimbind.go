@@ -43,7 +43,7 @@ func (c *Core) jobOnNodeLocked(pod *corev1.Pod) (*slurmrest.Job, string, error) 
 func (c *Core) AllocateGPUClaim(ctx context.Context, pod *corev1.Pod, node string) error {
 	err := c.allocateGPUClaim(ctx, pod, node)
 	if err != nil && errors.Is(err, ErrGPUClaim) {
-		c.recorder.Eventf(pod, nil, corev1.EventTypeWarning, keys.EventGPUClaimFailed, "Bind", "%v", err)
+		c.recorder.Eventf(pod, nil, corev1.EventTypeWarning, keys.EventGPUClaimFailed, keys.ActionBind, "%v", err)
 	}
 	return err
 }
@@ -128,7 +128,7 @@ func (c *Core) allocateGPUClaim(ctx context.Context, pod *corev1.Pod, node strin
 	for i, r := range results {
 		devs[i] = r.Device
 	}
-	c.recorder.Eventf(pod, nil, corev1.EventTypeNormal, keys.EventGPUsAllocated, "Bind",
+	c.recorder.Eventf(pod, nil, corev1.EventTypeNormal, keys.EventGPUsAllocated, keys.ActionBind,
 		"claim %s holds %v on %s: Slurm job %d's GRES indices %s", claim.Name, devs, node, job.ID, joinInts(indexes))
 	return nil
 }

@@ -237,7 +237,7 @@ func (c *Core) invalidRequest(pod *corev1.Pod, err error) {
 	c.invalid[pod.UID] = err.Error()
 	c.mu.Unlock()
 	if last != err.Error() {
-		c.recorder.Eventf(pod, nil, corev1.EventTypeWarning, keys.EventInvalidRequest, "Schedule", "%v", err)
+		c.recorder.Eventf(pod, nil, corev1.EventTypeWarning, keys.EventInvalidRequest, keys.ActionSchedule, "%v", err)
 	}
 }
 

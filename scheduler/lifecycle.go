@@ -159,7 +159,7 @@ func (c *Core) evictOrDelete(ctx context.Context, pod *corev1.Pod, cause evictio
 	}
 	c.mu.Unlock()
 	if !seen {
-		c.recorder.Eventf(pod, nil, corev1.EventTypeWarning, cause.reason, "Evict", "%s", cause.note)
+		c.recorder.Eventf(pod, nil, corev1.EventTypeWarning, cause.reason, keys.ActionEvict, "%s", cause.note)
 		c.metrics.evictions.WithLabelValues(cause.label).Inc()
 	}
 	err := evict(ctx, c.kube.CoreV1().Pods(pod.Namespace), pod, grace)
@@ -167,7 +167,7 @@ func (c *Core) evictOrDelete(ctx context.Context, pod *corev1.Pod, cause evictio
 		return nil
 	}
 	if apierrors.IsTooManyRequests(err) && apierrors.HasStatusCause(err, policyv1.DisruptionBudgetCause) {
-		c.recorder.Eventf(pod, nil, corev1.EventTypeWarning, keys.EventBudgetOverridden, "Delete",
+		c.recorder.Eventf(pod, nil, corev1.EventTypeWarning, keys.EventBudgetOverridden, keys.ActionDeletePod,
 			"a PodDisruptionBudget refused the eviction; the pod is deleted anyway: Slurm has already decided (%s)", cause.note)
 		opts := deleteWithUID(pod.UID)
 		opts.GracePeriodSeconds = grace

@@ -116,7 +116,7 @@ func (c *Core) submit(ctx context.Context, key string) error {
 		if rejected(err) {
 			err = explainRejection(err, members[0], req, largestOffer(c.nodes))
 			for _, m := range members {
-				c.recorder.Eventf(m, nil, corev1.EventTypeWarning, keys.EventJobRejected, "Submit", "Slurm rejected the placeholder job: %v", err)
+				c.recorder.Eventf(m, nil, corev1.EventTypeWarning, keys.EventJobRejected, keys.ActionSubmit, "Slurm rejected the placeholder job: %v", err)
 			}
 			return finish(err, true, "", members)
 		}
@@ -166,7 +166,7 @@ func (c *Core) submit(ctx context.Context, key string) error {
 	}
 	c.log.V(2).Info("Submitted a placeholder job", "owner", o.String(), "job", id, "allocatedAtOnce", now)
 	for _, m := range members {
-		c.recorder.Eventf(m, nil, corev1.EventTypeNormal, keys.EventJobSubmitted, "Submit", msg, id)
+		c.recorder.Eventf(m, nil, corev1.EventTypeNormal, keys.EventJobSubmitted, keys.ActionSubmit, msg, id)
 	}
 	// The job id is written on the pods by the lifecycle workers once the
 	// job is seen (recordJobID), off this path: a burst's submissions then

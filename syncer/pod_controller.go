@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,7 +38,7 @@ const (
 type PodReconciler struct {
 	client   client.Client
 	slurm    Slurm
-	recorder record.EventRecorder
+	recorder events.EventRecorder
 	opts     Options
 	metrics  *metrics
 	log      logr.Logger
@@ -71,7 +71,7 @@ func Setup(mgr ctrl.Manager, slurm Slurm, notify slurmnode.Notifier, reg prometh
 	r := &PodReconciler{
 		client:   mgr.GetClient(),
 		slurm:    slurm,
-		recorder: mgr.GetEventRecorderFor("onepool-syncer"),
+		recorder: mgr.GetEventRecorder("onepool-syncer"),
 		opts:     opts,
 		metrics:  m,
 		log:      mgr.GetLogger().WithName("syncer"),

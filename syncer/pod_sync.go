@@ -68,7 +68,7 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 			log.V(1).Info("Slurm does not know the node yet; slurmd may still be registering", "slurmNode", slurmName)
 			return ctrl.Result{RequeueAfter: min(wait, r.opts.Resync)}, nil
 		}
-		r.recorder.Eventf(pod, corev1.EventTypeWarning, keys.EventSlurmUnavailable,
+		r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, keys.EventSlurmUnavailable, keys.ActionSync,
 			"Slurm has no node %q %s after the pod was made; nothing is changed", slurmName, r.opts.RegisterGrace)
 		return ctrl.Result{RequeueAfter: r.opts.Resync}, nil
 	case err != nil:
@@ -95,11 +95,11 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	d := plan(o)
 	if d.cordonNote != "" && d.action == actDrain && node != nil {
 		// Once, with the drain that carries the changed words.
-		r.recorder.Eventf(node, corev1.EventTypeWarning, keys.EventBadAnnotation,
+		r.recorder.Eventf(node, nil, corev1.EventTypeWarning, keys.EventBadAnnotation, keys.ActionDrain,
 			"annotation %s: %s; draining with %q", keys.AnnotationCordonReason, d.cordonNote, d.reason)
 	}
 	if d.keptAdmin && o.record.Reason == "" && node != nil && o.cordoned {
-		r.recorder.Eventf(node, corev1.EventTypeNormal, keys.EventAdminDrainKept, "Slurm node %s is drained by an admin (%q); onepool leaves that drain alone", slurmName, st.Reason)
+		r.recorder.Eventf(node, nil, corev1.EventTypeNormal, keys.EventAdminDrainKept, keys.ActionDrain, "Slurm node %s is drained by an admin (%q); onepool leaves that drain alone", slurmName, st.Reason)
 	}
 	announce, err := r.applySlurm(ctx, pod, node, slurmName, st, d)
 	if err != nil {
@@ -191,31 +191,31 @@ func (r *PodReconciler) applySlurm(ctx context.Context, pod *corev1.Pod, node *c
 		}
 		if err := r.slurm.Drain(ctx, slurmName, d.reason); err != nil {
 			r.metrics.actions.WithLabelValues(dirToSlurm, action, outcomeError).Inc()
-			r.recorder.Eventf(target, corev1.EventTypeWarning, keys.EventDrainFailed, "draining Slurm node %s with %q: %v", slurmName, d.reason, err)
+			r.recorder.Eventf(target, nil, corev1.EventTypeWarning, keys.EventDrainFailed, keys.ActionDrain, "draining Slurm node %s with %q: %v", slurmName, d.reason, err)
 			return nil, fmt.Errorf("drain %s: %w", slurmName, err)
 		}
 		r.noteWrite(slurmName)
 		r.metrics.actions.WithLabelValues(dirToSlurm, action, outcomeSuccess).Inc()
 		if d.redrain {
 			return func() {
-				r.recorder.Eventf(target, corev1.EventTypeWarning, keys.EventRedrained,
+				r.recorder.Eventf(target, nil, corev1.EventTypeWarning, keys.EventRedrained, keys.ActionDrain,
 					"Slurm node %s was resumed in Slurm while %q still holds; drained again", slurmName, d.reason)
 			}, nil
 		}
 		return func() {
-			r.recorder.Eventf(target, corev1.EventTypeNormal, keys.EventDrained, "Slurm node %s drained: %s", slurmName, d.reason)
+			r.recorder.Eventf(target, nil, corev1.EventTypeNormal, keys.EventDrained, keys.ActionDrain, "Slurm node %s drained: %s", slurmName, d.reason)
 		}, nil
 	case actResume:
 		err := r.slurm.Resume(ctx, slurmName)
 		if err != nil {
 			r.metrics.actions.WithLabelValues(dirToSlurm, "resume", outcomeError).Inc()
-			r.recorder.Eventf(target, corev1.EventTypeWarning, keys.EventResumeFailed, "resuming Slurm node %s: %v", slurmName, err)
+			r.recorder.Eventf(target, nil, corev1.EventTypeWarning, keys.EventResumeFailed, keys.ActionResume, "resuming Slurm node %s: %v", slurmName, err)
 			return nil, fmt.Errorf("resume %s: %w", slurmName, err)
 		}
 		r.noteWrite(slurmName)
 		r.metrics.actions.WithLabelValues(dirToSlurm, "resume", outcomeSuccess).Inc()
 		return func() {
-			r.recorder.Eventf(target, corev1.EventTypeNormal, keys.EventResumed, "Slurm node %s resumed (onepool's drain %q no longer has a cause)", slurmName, st.Reason)
+			r.recorder.Eventf(target, nil, corev1.EventTypeNormal, keys.EventResumed, keys.ActionResume, "Slurm node %s resumed (onepool's drain %q no longer has a cause)", slurmName, st.Reason)
 		}, nil
 	}
 	return nil, nil
@@ -274,9 +274,9 @@ func (r *PodReconciler) applyMirror(ctx context.Context, pod *corev1.Pod, node *
 	}
 	r.metrics.actions.WithLabelValues(dirToKube, "condition", outcomeSuccess).Inc()
 	if (old == nil || old.Status != c.Status) && d.mirror != nil {
-		r.recorder.Eventf(node, corev1.EventTypeWarning, keys.EventSlurmUnavailable, "Slurm holds the node out: %s: %s", c.Reason, c.Message)
+		r.recorder.Eventf(node, nil, corev1.EventTypeWarning, keys.EventSlurmUnavailable, keys.ActionMirror, "Slurm holds the node out: %s: %s", c.Reason, c.Message)
 	} else if old != nil && old.Status == corev1.ConditionTrue && c.Status == corev1.ConditionFalse {
-		r.recorder.Eventf(node, corev1.EventTypeNormal, keys.EventSlurmAvailable, "Slurm may place jobs on this node again")
+		r.recorder.Eventf(node, nil, corev1.EventTypeNormal, keys.EventSlurmAvailable, keys.ActionMirror, "Slurm may place jobs on this node again")
 	}
 	return true, nil
 }

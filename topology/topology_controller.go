@@ -11,7 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -79,7 +79,7 @@ type Reconciler struct {
 	reader   client.Reader // the ConfigMap, read live: no informer on every ConfigMap
 	slurm    SlurmNodes
 	opts     Options
-	recorder record.EventRecorder
+	recorder events.EventRecorder
 	log      logr.Logger
 
 	mu       sync.Mutex
@@ -97,7 +97,7 @@ func Setup(mgr ctrl.Manager, slurm SlurmNodes, cache *slurmrest.Cache, opts Opti
 	}
 	r := &Reconciler{
 		client: mgr.GetClient(), reader: mgr.GetAPIReader(), slurm: slurm, opts: opts,
-		recorder: mgr.GetEventRecorderFor("onepool-topology"),
+		recorder: mgr.GetEventRecorder("onepool-topology"),
 		log:      mgr.GetLogger().WithName("topology"),
 		reported: map[string]string{},
 	}

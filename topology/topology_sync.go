@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
 )
 
@@ -100,7 +101,7 @@ func (r *Reconciler) report(problems []Problem, nodes map[string]*corev1.Node) {
 			continue
 		}
 		if k := nodes[p.Node]; k != nil {
-			r.recorder.Event(k, corev1.EventTypeWarning, p.Reason, p.Message)
+			r.recorder.Eventf(k, nil, corev1.EventTypeWarning, p.Reason, keys.ActionSync, "%s", p.Message)
 		} else {
 			r.log.Info("Slurm node without a Kubernetes Node", "node", p.Node, "topology", p.Message)
 		}

@@ -339,11 +339,17 @@ func (e *syncerEnv) oneWarning(start time.Time, reason string, parts ...string) 
 		}
 		var mine []corev1.Event
 		for _, ev := range evs.Items {
-			if !ev.FirstTimestamp.Time.Before(start.Truncate(time.Second)) {
+			// events.k8s.io events carry eventTime (and a series when
+			// repeated); core/v1 ones firstTimestamp (and a count).
+			at := ev.FirstTimestamp.Time
+			if !ev.EventTime.IsZero() {
+				at = ev.EventTime.Time
+			}
+			if !at.Before(start.Truncate(time.Second)) {
 				mine = append(mine, ev)
 			}
 		}
-		if len(mine) != 1 || mine[0].Count > 1 {
+		if len(mine) != 1 || mine[0].Count > 1 || (mine[0].Series != nil && mine[0].Series.Count > 1) {
 			return false, fmt.Sprintf("%d events: %+v", len(mine), mine)
 		}
 		for _, p := range parts {
