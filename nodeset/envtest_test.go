@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -131,17 +132,21 @@ func (e *nodeSetEnv) nodes(n, selected int) []string {
 
 func (e *nodeSetEnv) labelNode(name string, on bool) {
 	e.t.Helper()
-	n := &corev1.Node{}
-	require.NoError(e.t, e.c.Get(context.Background(), types.NamespacedName{Name: name}, n))
-	if n.Labels == nil {
-		n.Labels = map[string]string{}
-	}
-	if on {
-		n.Labels[e.label] = "true"
-	} else {
-		delete(n.Labels, e.label)
-	}
-	require.NoError(e.t, e.c.Update(context.Background(), n))
+	require.NoError(e.t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n := &corev1.Node{}
+		if err := e.c.Get(context.Background(), types.NamespacedName{Name: name}, n); err != nil {
+			return err
+		}
+		if n.Labels == nil {
+			n.Labels = map[string]string{}
+		}
+		if on {
+			n.Labels[e.label] = "true"
+		} else {
+			delete(n.Labels, e.label)
+		}
+		return e.c.Update(context.Background(), n)
+	}))
 }
 
 func (e *nodeSetEnv) create(maxUnavailable int) {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/onepool/onepool/internal/testenv"
@@ -46,9 +47,13 @@ func TestReconcileRollsWithoutTakingABusyNode(t *testing.T) {
 	e.slurm.SetBase(busy, "ALLOCATED")
 	oldPod := e.pods()[busy]
 
-	ns := e.get()
-	ns.Spec.Template.Annotations = map[string]string{"rev": "2"}
-	require.NoError(t, e.c.Update(context.Background(), ns))
+	// The controller writes the NodeSet's status as Slurm changes: on a
+	// conflict, read it again.
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ns := e.get()
+		ns.Spec.Template.Annotations = map[string]string{"rev": "2"}
+		return e.c.Update(context.Background(), ns)
+	}))
 
 	testenv.Eventually(t, 30*time.Second, "the busy node drained for the update", func() (bool, string) {
 		n := e.slurm.Get(busy)
@@ -63,7 +68,7 @@ func TestReconcileRollsWithoutTakingABusyNode(t *testing.T) {
 		return p.Labels[keys.LabelSlurmBusy] == "true", fmt.Sprint(p.Labels)
 	})
 	e.slurm.SetBase(busy, slurmrest.NodeIdle)
-	ns = e.converged(nodes...)
+	ns := e.converged(nodes...)
 	assert.NotEqual(t, old, ns.Status.TemplateHash)
 	assert.GreaterOrEqual(t, e.slurm.Count(&e.slurm.Resumes), 2, "each replaced node resumed")
 }
