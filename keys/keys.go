@@ -136,7 +136,9 @@ const (
 	// AnnotationNodeSetDrain and AnnotationNodeSetDrainAt on a Node are the
 	// NodeSet controller's record of a drain it made (nodeset update, node
 	// left nodeset), kept apart from the syncer's: it resumes only a drain
-	// it recorded.
+	// it recorded. The record stays after the resume (it matches only that
+	// drain): slurmctld restarted before saving its state brings the drain
+	// back, and the NodeSet resumes it again.
 	AnnotationNodeSetDrain   = "onepool.dev/nodeset-drain-applied"
 	AnnotationNodeSetDrainAt = "onepool.dev/nodeset-drain-applied-at"
 

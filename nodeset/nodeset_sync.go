@@ -298,9 +298,10 @@ func (r *Reconciler) do(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *corev1.
 			return
 		}
 		r.recorder.Eventf(ns, nil, corev1.EventTypeNormal, keys.EventResumed, keys.ActionResume, "resumed Slurm node %s: its new slurmd pod %s is Ready and registered", n.slurmName, n.pod.Name)
-		if err := r.record(ctx, n.nodeName, keys.DrainRecord{}); err != nil {
-			fail(err)
-		}
+		// The record stays: it matches only this drain (its words and
+		// time), and slurmctld restarted before saving its state brings
+		// this drain back; the NodeSet resumes it again. A new drain
+		// replaces the record.
 	case actForceDelete:
 		if !r.confirmFree(ctx, ns, n, fail) {
 			return

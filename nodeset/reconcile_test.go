@@ -59,6 +59,7 @@ func TestReconcileRollsWithoutTakingABusyNode(t *testing.T) {
 		n := e.slurm.Get(busy)
 		return n.State.Drain() && n.Reason == keys.ReasonNodeSetUpdate, fmt.Sprintf("%v %q", n.State, n.Reason)
 	})
+	saved := e.slurm.Get(busy) // the drain as slurmctld saved it
 	testenv.Holds(t, 2*time.Second, "its pod stays while jobs run", func() (bool, string) {
 		p, ok := e.pods()[busy]
 		return ok && p.UID == oldPod.UID, fmt.Sprint(podNodes(e.pods()))
@@ -71,6 +72,19 @@ func TestReconcileRollsWithoutTakingABusyNode(t *testing.T) {
 	ns := e.converged(nodes...)
 	assert.NotEqual(t, old, ns.Status.TemplateHash)
 	assert.GreaterOrEqual(t, e.slurm.Count(&e.slurm.Resumes), 2, "each replaced node resumed")
+
+	// slurmctld restarted before saving its state brings the update's
+	// drain back (its words and time; slurmd registers again): the
+	// NodeSet resumes it again.
+	resumes := e.slurm.Count(&e.slurm.Resumes)
+	back := e.slurm.Get(busy)
+	back.State = slurmrest.NodeState{back.State.Base(), "DRAIN"}
+	back.Reason, back.ReasonChanged, back.ReasonSetByUser = saved.Reason, saved.ReasonChanged, saved.ReasonSetByUser
+	e.slurm.Add(back)
+	testenv.Eventually(t, 30*time.Second, "the drain that came back resumed", func() (bool, string) {
+		n := e.slurm.Get(busy)
+		return !n.State.Drain() && e.slurm.Count(&e.slurm.Resumes) > resumes, fmt.Sprintf("%v %q", n.State, n.Reason)
+	})
 }
 
 // A Node that leaves the selector: drained with the NodeSet's reason, its
