@@ -26,8 +26,14 @@ fi
 
 # A previous run's lab must be down and unmounted before its folder goes:
 # rm must never walk into a bind mount of /dev or /home.
+# Inside its own network namespace while that exists: outside it, the same
+# ports are this machine's own lab's.
 if [ -d "$clone/.lab" ]; then
-	(cd "$clone" && ONEPOOL_LAB_DIR="$clone/.lab" go run ./test/lab/cmd/lab down) || true
+	inns=()
+	if ip netns list | grep -qw "$ns"; then
+		inns=(ip netns exec "$ns")
+	fi
+	(cd "$clone" && ONEPOOL_LAB_DIR="$clone/.lab" "${inns[@]}" go run ./test/lab/cmd/lab down) || true
 fi
 if grep -q " $dir/" /proc/mounts; then
 	echo "ci-fresh: mounts remain under $dir; not removing it:" >&2
