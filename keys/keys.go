@@ -360,15 +360,32 @@ const RecordSlack = time.Minute
 // Matches says whether Slurm's drain (drained, its reason, when the reason
 // was set; zero when Slurm gave no time) is the recorded one. A record
 // without a time matches nothing.
+//
+// Slurm appends its own cause to a drain's reason when it sets the node
+// down ("<reason> : Not responding", a slurmd that stopped answering, as
+// on a cordoned node being rebooted) and moves the reason time: that is
+// still the recorded drain (SlurmAppended).
 func (r DrainRecord) Matches(drained bool, reason string, changed time.Time) bool {
-	if r.Reason == "" || r.At.IsZero() || !drained || reason != r.Reason {
+	if r.Reason == "" || r.At.IsZero() || !drained {
 		return false
 	}
-	if changed.IsZero() {
-		return true
+	switch {
+	case reason == r.Reason:
+		if changed.IsZero() {
+			return true
+		}
+		d := changed.Sub(r.At)
+		return d <= RecordSlack && d >= -RecordSlack
+	case SlurmAppended(reason, r.Reason):
+		return changed.IsZero() || changed.After(r.At.Add(-RecordSlack))
 	}
-	d := changed.Sub(r.At)
-	return d <= RecordSlack && d >= -RecordSlack
+	return false
+}
+
+// SlurmAppended says reason is base with Slurm's own cause appended (Slurm
+// joins them with " : " when it sets a drained node down).
+func SlurmAppended(reason, base string) bool {
+	return base != "" && strings.HasPrefix(reason, base+" : ")
 }
 
 // ReadDrainRecord reads a record from annotations; a time that does not

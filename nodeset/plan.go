@@ -43,7 +43,7 @@ type nodeState struct {
 // its form that it recorded when it drained. Only such a drain is resumed.
 func (n nodeState) ownDrain() bool {
 	s := n.slurm
-	return s.found && keys.NodeSetOwns(s.node.Reason) && n.record.Matches(s.node.State.Drain(), s.node.Reason, s.node.ReasonChanged)
+	return s.found && keys.NodeSetOwns(n.record.Reason) && n.record.Matches(s.node.State.Drain(), s.node.Reason, s.node.ReasonChanged)
 }
 
 type action int
@@ -109,7 +109,8 @@ func planNode(n nodeState, p params, update bool) step {
 		if n.terminating > 0 {
 			return terminating(n)
 		}
-		if s.known && s.found && s.node.State.Drain() && !s.node.State.Busy() && s.node.Reason == p.leftReason {
+		if s.known && s.found && s.node.State.Drain() && !s.node.State.Busy() &&
+			(s.node.Reason == p.leftReason || keys.SlurmAppended(s.node.Reason, p.leftReason)) {
 			return step{act: actDeleteSlurmNode}
 		}
 		return step{}
@@ -176,6 +177,11 @@ func takeAway(n nodeState, reason string) step {
 		return step{act: actDrain, reason: reason}
 	case reason != keys.ReasonNodeSetUpdate && keys.SyncerOwns(s.node.Reason):
 		// The node leaves: the record goes too, so the drain becomes ours.
+		return step{act: actDrain, reason: reason}
+	case reason != keys.ReasonNodeSetUpdate && n.ownDrain() && s.node.Reason != reason && !keys.SlurmAppended(s.node.Reason, reason):
+		// The node leaves while the NodeSet's update drain holds (the
+		// NodeSet deleted mid-update): drained again for leaving, so its
+		// Slurm node is removed once free instead of staying drained.
 		return step{act: actDrain, reason: reason}
 	case s.node.State.Busy():
 		return step{act: actWait, why: "jobs still run on the Slurm node", busy: true, since: s.node.ReasonChanged}

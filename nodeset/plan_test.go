@@ -72,6 +72,14 @@ func TestPlanNode(t *testing.T) {
 		{"pod gone, our record free: remove it", nodeState{slurm: slurmNode(leftReason("h100"), t0, "IDLE", "DRAIN")}, false, actDeleteSlurmNode, ""},
 		{"pod gone, our record busy: keep", nodeState{slurm: slurmNode(leftReason("h100"), t0, "ALLOCATED", "DRAIN")}, false, actNone, ""},
 		{"pod gone, another NodeSet's reason: keep", nodeState{slurm: slurmNode(leftReason("a100"), t0, "IDLE", "DRAIN")}, false, actNone, ""},
+		// Slurm appends its own cause once the gone slurmd stops answering.
+		{"pod gone, our record with Slurm's cause appended: remove it", nodeState{slurm: slurmNode(leftReason("h100")+" : Not responding", t0.Add(3*time.Minute), "IDLE", "DRAIN")}, false, actDeleteSlurmNode, ""},
+		{"pod gone, another NodeSet's with Slurm's cause: keep", nodeState{slurm: slurmNode(leftReason("a100")+" : Not responding", t0, "IDLE", "DRAIN")}, false, actNone, ""},
+		// The NodeSet deleted mid-update: its update drain becomes the leaving one.
+		{"left the set while its update drain holds: drained for leaving", nodeState{record: rec(keys.ReasonNodeSetUpdate), pod: pod("old", true),
+			slurm: slurmNode(keys.ReasonNodeSetUpdate+" : Not responding", t0.Add(3*time.Minute), "IDLE", "DRAIN")}, false, actDrain, leftReason("h100")},
+		{"left the set while an admin's drain in the update's words holds: kept", nodeState{pod: pod("old", true),
+			slurm: slurmNode(keys.ReasonNodeSetUpdate, t0, "IDLE", "DRAIN")}, false, actDeletePod, ""},
 		{"pod gone, record but Slurm unknown: nothing", nodeState{slurm: unknown}, false, actNone, ""},
 		{"outdated, not chosen: nothing", nodeState{wanted: true, pod: pod("old", true), slurm: busy}, false, actNone, ""},
 		{"outdated, chosen: drain for update", nodeState{wanted: true, pod: pod("old", true), slurm: busy}, true, actDrain, keys.ReasonNodeSetUpdate},

@@ -57,11 +57,8 @@ type drainRecord struct {
 // owned says whether Slurm's drain is one the syncer recorded, in a form
 // the syncer makes, and which record it is.
 func (r drainRecord) owned(n slurmrest.Node) (keys.DrainRecord, bool) {
-	if !keys.SyncerOwns(n.Reason) {
-		return keys.DrainRecord{}, false
-	}
 	for _, c := range []keys.DrainRecord{r.DrainRecord, r.replaced, r.resumed} {
-		if c.Matches(n.State.Drain(), n.Reason, n.ReasonChanged) {
+		if keys.SyncerOwns(c.Reason) && c.Matches(n.State.Drain(), n.Reason, n.ReasonChanged) {
 			return c, true
 		}
 	}
@@ -131,7 +128,7 @@ func plan(o observed) decision {
 		d.action, d.reason = actDrain, want
 		d.redrain = o.record.Reason != ""
 		d.record = &drainRecord{DrainRecord: fresh, resumed: o.record.resumed}
-	case want != "" && ours && o.slurm.Reason != want:
+	case want != "" && ours && o.slurm.Reason != want && !keys.SlurmAppended(o.slurm.Reason, want):
 		// Our drain, another cause now (cordoned, then the pod deleted).
 		// The drain in place stays recorded until Slurm shows the new one.
 		d.action, d.reason = actDrain, want
@@ -163,7 +160,7 @@ func plan(o observed) decision {
 	// the NodeSet controller's by their records; the node agent's GPU
 	// health drains by their reason (an admin resumes them). Any other
 	// drain is the admin's.
-	nodeSets := keys.NodeSetOwns(o.slurm.Reason) && o.nodeSetRec.Matches(drained, o.slurm.Reason, o.slurm.ReasonChanged)
+	nodeSets := keys.NodeSetOwns(o.nodeSetRec.Reason) && o.nodeSetRec.Matches(drained, o.slurm.Reason, o.slurm.ReasonChanged)
 	onepools := ours || nodeSets || keys.AgentOwns(o.slurm.Reason)
 	d.mirror, d.condition, d.unavailable = mirror(o.slurm, d.action, onepools)
 	return d

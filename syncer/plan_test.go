@@ -58,6 +58,14 @@ func TestPlan(t *testing.T) {
 			action: actResume, condReason: keys.ConditionReasonAvailable},
 		{name: "Node deleted: our drain and its record stay until it is back", o: observed{podReady: true, nodeMissing: true, record: mine(keys.ReasonCordoned), slurm: drainedBy(keys.ReasonCordoned)},
 			condReason: keys.ConditionReasonDrainedByOwner},
+		// Slurm appends its own cause when the slurmd stops answering (a
+		// cordoned node rebooted) and moves the reason time.
+		{name: "our drain with Slurm's cause appended: still ours, resumed on uncordon", o: observed{podReady: true, record: mine(keys.ReasonCordoned),
+			slurm: drainedAt(keys.ReasonCordoned+" : Not responding", now.Add(5*time.Minute))}, action: actResume, condReason: keys.ConditionReasonAvailable},
+		{name: "our drain with Slurm's cause appended, still cordoned: nothing", o: observed{cordoned: true, podReady: true, record: mine(keys.ReasonCordoned),
+			slurm: drainedAt(keys.ReasonCordoned+" : Not responding", now.Add(5*time.Minute))}, condReason: keys.ConditionReasonDrainedByOwner},
+		{name: "an admin's drain with Slurm's cause appended: theirs", o: observed{podReady: true, record: mine(keys.ReasonCordoned),
+			slurm: drainedAt("bad ECC : Not responding", now)}, condReason: keys.ConditionReasonDrained, mirrored: true},
 		{name: "uncordon keeps an admin drain", o: observed{podReady: true, slurm: drainedBy("bad ECC")},
 			condReason: keys.ConditionReasonDrained, mirrored: true},
 		// Ownership is onepool's record, not the text.
