@@ -38,7 +38,7 @@ fi
 # What lab down leaves (a run cut off while the real node ran: its kubelet's
 # volumes, containerd's sandboxes) is unmounted here, deepest first; a mount
 # that will not go stops the run before rm.
-grep " $dir/" /proc/mounts | awk '{print $2}' | awk '{print length, $0}' | sort -rn | cut -d' ' -f2- |
+{ grep " $dir/" /proc/mounts || true; } | awk '{print $2}' | awk '{print length, $0}' | sort -rn | cut -d' ' -f2- |
 	while read -r m; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done
 if grep -q " $dir/" /proc/mounts; then
 	echo "ci-fresh: mounts remain under $dir; not removing it:" >&2
