@@ -254,3 +254,27 @@ func TestReconcileResumeUndoneBySlurm(t *testing.T) {
 		return a[keys.AnnotationSlurmReason] == "", fmt.Sprint(a)
 	})
 }
+
+// Cordon, then the node reboots: Slurm marks it down and extends onepool's
+// reason with its own cause ("… : Not responding", a new reason time).
+// Back up and uncordoned, the drain is still onepool's and is resumed.
+func TestReconcileCordonedNodeRebooted(t *testing.T) {
+	e := newSyncerEnv(t, Options{}, "gpu-0")
+	pod := e.nodeWithPod("gpu-0")
+	want, _ := keys.CordonReason("reboot for firmware")
+	e.cordon(pod.Spec.NodeName, true, "reboot for firmware")
+	e.slurmIs("gpu-0", want)
+
+	down := e.slurm.Get("gpu-0")
+	down.State = slurmrest.NodeState{slurmrest.NodeDown, "DRAIN"}
+	down.Reason, down.ReasonChanged = want+" : Not responding", time.Now().Add(3*time.Minute).Truncate(time.Second)
+	e.slurm.Add(down)
+	e.holds(2*time.Second, "no redrain over Slurm's words while cordoned", func() (bool, string) {
+		n := e.slurm.Get("gpu-0")
+		return n.Reason == want+" : Not responding", n.Reason
+	})
+	e.slurm.SetBase("gpu-0", slurmrest.NodeIdle) // back up; Slurm keeps the drain
+
+	e.cordon(pod.Spec.NodeName, false, "")
+	e.slurmIs("gpu-0", "")
+}
