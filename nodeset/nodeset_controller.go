@@ -70,8 +70,8 @@ func Setup(mgr ctrl.Manager, slurm Slurm, notify slurmnode.Notifier, opts Option
 		timeout:  map[string]bool{},
 		failed:   flowcontrol.NewBackOff(failedPodBackoff, failedPodMaxBackoff),
 	}
-	events := slurmnode.NewEvents(notify)
-	if err := mgr.Add(events); err != nil {
+	slurmEvents := slurmnode.NewEvents(notify)
+	if err := mgr.Add(slurmEvents); err != nil {
 		return nil, err
 	}
 	ownedPod := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()[keys.LabelNodeSet] != "" })
@@ -81,7 +81,7 @@ func Setup(mgr ctrl.Manager, slurm Slurm, notify slurmnode.Notifier, opts Option
 		Owns(&corev1.Pod{}, builder.WithPredicates(ownedPod)).
 		Owns(&policyv1.PodDisruptionBudget{}).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allNodeSets), builder.WithPredicates(nodeChanged())).
-		WatchesRawSource(events.Source(r.slurmChanged)).
+		WatchesRawSource(slurmEvents.Source(r.slurmChanged)).
 		WithOptions(controller.Options{RateLimiter: requeue.Limiter()}).
 		Complete(r)
 }

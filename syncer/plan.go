@@ -45,9 +45,9 @@ type observed struct {
 //     left a record Slurm did not match, and the syncer took its own drain
 //     for an admin's and never resumed it).
 //   - resumed: the drain onepool resumed last. slurmctld restarted before
-//     saving its state (a crash, SIGKILL) brings the
-//     drain back with its old reason and time (the soak saw it: onepool's
-//     resume undone 3 s later, then kept as an admin's drain for good).
+//     saving its state (a crash, SIGKILL) brings the drain back with its
+//     old reason and time (the soak saw it: onepool's resume undone 3 s
+//     later, then kept as an admin's drain for good).
 type drainRecord struct {
 	keys.DrainRecord
 	replaced keys.DrainRecord

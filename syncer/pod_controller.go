@@ -96,8 +96,8 @@ func Setup(mgr ctrl.Manager, slurm Slurm, notify slurmnode.Notifier, reg prometh
 	}); err != nil {
 		return nil, err
 	}
-	events := slurmnode.NewEvents(notify)
-	if err := mgr.Add(events); err != nil {
+	slurmEvents := slurmnode.NewEvents(notify)
+	if err := mgr.Add(slurmEvents); err != nil {
 		return nil, err
 	}
 	isSlurmd := predicate.NewPredicateFuncs(func(o client.Object) bool {
@@ -107,7 +107,7 @@ func Setup(mgr ctrl.Manager, slurm Slurm, notify slurmnode.Notifier, reg prometh
 		Named("onepool-syncer").
 		For(&corev1.Pod{}, builder.WithPredicates(isSlurmd)).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.podsOnNode), builder.WithPredicates(nodeChanged())).
-		WatchesRawSource(events.Source(r.slurmChanged)).
+		WatchesRawSource(slurmEvents.Source(r.slurmChanged)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, RateLimiter: requeue.Limiter()}).
 		Complete(r)
 	if err != nil {

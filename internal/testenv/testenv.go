@@ -8,6 +8,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -93,7 +95,13 @@ func Manager(t *testing.T, e *envtest.Environment, scheme *runtime.Scheme, setup
 		case err := <-done:
 			require.NoError(t, err)
 		case <-time.After(30 * time.Second):
-			t.Error("the manager did not stop within 30 s")
+			// What still runs says why: every goroutine's stack, to a file.
+			f := filepath.Join(os.TempDir(), fmt.Sprintf("testenv-stop-%d-%d.txt", os.Getpid(), time.Now().UnixNano()))
+			if out, err := os.Create(f); err == nil {
+				_ = pprof.Lookup("goroutine").WriteTo(out, 2)
+				_ = out.Close()
+			}
+			t.Errorf("the manager did not stop within 30 s (goroutines: %s)", f)
 		}
 	})
 	c, err := client.New(e.Config, client.Options{Scheme: scheme})
