@@ -363,16 +363,26 @@ func withoutEnv(env []string, name string) []string {
 	return out
 }
 
+// Discover lists the node's GPUs exactly as run and detect find them
+// (bounded NVML calls, the inventory's device files), and shuts lib down.
+func Discover(ctx context.Context, lib Library) ([]GPU, error) {
+	gpus, _, err := discover(ctx, lib)
+	if err != nil {
+		return nil, fmt.Errorf("GPU discovery: %w", err)
+	}
+	lib.Shutdown()
+	return gpus, nil
+}
+
 // Detect is the detect subcommand: it prints what run would register.
 func Detect(ctx context.Context, cfg NodeConfig, lib Library, out io.Writer) error {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
-	gpus, _, err := discover(ctx, lib)
+	gpus, err := Discover(ctx, lib)
 	if err != nil {
-		return fmt.Errorf("GPU discovery: %w", err)
+		return err
 	}
-	lib.Shutdown()
 	nc, err := cfg.nodeConf(gpus)
 	if err != nil {
 		return err
