@@ -137,9 +137,9 @@ func TestBenchGPU(t *testing.T) {
 	}
 	report("claim_allocation_overhead_p50_ms", percentileMS(with, 0.50)-percentileMS(without, 0.50), "ms")
 	report("claim_allocation_overhead_p99_ms", percentileMS(with, 0.99)-percentileMS(without, 0.99), "ms")
-	report("pod_to_bound_with_claim_p50_ms", percentileMS(with, 0.50), "ms")
-	report("pod_to_bound_without_claim_p50_ms", percentileMS(without, 0.50), "ms")
-	report("prepare_resources_p99_ms", percentileMS(prep, 0.99), "ms")
+	reportPercentile("pod_to_bound_with_claim_p50_ms", with, 0.50)
+	reportPercentile("pod_to_bound_without_claim_p50_ms", without, 0.50)
+	reportPercentile("prepare_resources_p99_ms", prep, 0.99)
 }
 
 // startGPUNodeSet runs the agent with its DRA driver on nodes and waits for

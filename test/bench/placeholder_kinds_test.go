@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -101,13 +100,8 @@ func TestBenchPlaceholderKinds(t *testing.T) {
 			scancel(ctx, b)
 			time.Sleep(2 * time.Second) // b's end, before the next run
 		}
-		ms := func(d []time.Duration, p float64) float64 {
-			s := slices.Clone(d)
-			slices.Sort(s)
-			return float64(s[int(p*float64(len(s)-1))].Milliseconds())
-		}
-		report("placeholder_"+kind.name+"_submit_to_running_p50_ms", ms(start, 0.5), "ms")
-		report("placeholder_"+kind.name+"_cancel_to_next_job_running_p50_ms", ms(handOver, 0.5), "ms")
-		report("placeholder_"+kind.name+"_cancel_to_next_job_running_max_ms", ms(handOver, 1), "ms")
+		reportPercentile("placeholder_"+kind.name+"_submit_to_running_p50_ms", start, 0.5)
+		reportPercentile("placeholder_"+kind.name+"_cancel_to_next_job_running_p50_ms", handOver, 0.5)
+		reportPercentile("placeholder_"+kind.name+"_cancel_to_next_job_running_max_ms", handOver, 1)
 	}
 }

@@ -78,8 +78,8 @@ func benchPreemption(t *testing.T, kc kubernetes.Interface, sc *slurmrest.Client
 		lat = append(lat, at.Sub(j.PreemptTime))
 		waitJobRunning(t, sc, id, 2*time.Minute)
 	}
-	report("preempt_to_pod_evicting_p50_ms", percentileMS(lat, 0.50), "ms")
-	report("preempt_to_pod_evicting_p99_ms", percentileMS(lat, 0.99), "ms")
+	reportPercentile("preempt_to_pod_evicting_p50_ms", lat, 0.50)
+	reportPercentile("preempt_to_pod_evicting_p99_ms", lat, 0.99)
 }
 
 func waitJobRunning(t *testing.T, sc *slurmrest.Client, id uint32, timeout time.Duration) {

@@ -54,8 +54,8 @@ func TestBenchScheduler(t *testing.T) {
 		at := w.waitBound(t, name, 30*time.Second)
 		lat = append(lat, at.Sub(start))
 	}
-	report("pod_to_bound_p50_ms", percentileMS(lat, 0.50), "ms")
-	report("pod_to_bound_p99_ms", percentileMS(lat, 0.99), "ms")
+	reportPercentile("pod_to_bound_p50_ms", lat, 0.50)
+	reportPercentile("pod_to_bound_p99_ms", lat, 0.99)
 	cleanupSchedBench(t, kc, sc)
 
 	// A burst: every pod created at once by 16 clients.
@@ -92,8 +92,8 @@ func TestBenchScheduler(t *testing.T) {
 		}
 		ev = append(ev, w.waitGone(t, n, 30*time.Second).Sub(start))
 	}
-	report("job_end_to_pod_evicted_p50_ms", percentileMS(ev, 0.50), "ms")
-	report("job_end_to_pod_evicted_p99_ms", percentileMS(ev, 0.99), "ms")
+	reportPercentile("job_end_to_pod_evicted_p50_ms", ev, 0.50)
+	reportPercentile("job_end_to_pod_evicted_p99_ms", ev, 0.99)
 	cleanupSchedBench(t, kc, sc)
 
 	benchPreemption(t, kc, sc, w, len(l.NodeNames()))

@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -40,11 +39,20 @@ func report(name string, value float64, unit string) {
 
 // reportPrec prints one figure with prec decimals (see report).
 func reportPrec(name string, value float64, prec int, unit string) {
+	fmt.Printf("BENCH %s %.*f %s slurm=%s\n", name, prec, value, unit, benchRelease())
+}
+
+// reportN prints a figure taken over n samples (a percentile): n=N follows.
+func reportN(name string, value float64, unit string, n int) {
+	fmt.Printf("BENCH %s %.0f %s slurm=%s n=%d\n", name, value, unit, benchRelease(), n)
+}
+
+func benchRelease() string {
 	release := os.Getenv(lab.EnvSlurm)
 	if r, err := lab.ReleaseNamed(release); err == nil {
 		release = r.Name
 	}
-	fmt.Printf("BENCH %s %.*f %s slurm=%s\n", name, prec, value, unit, release)
+	return release
 }
 
 // sum adds every series of the named metric family.
@@ -152,15 +160,11 @@ func TestBenchSlurmrest(t *testing.T) {
 	if len(samples) < minSamples {
 		t.Fatalf("only %d change samples in %s, want %d", len(samples), elapsed, minSamples)
 	}
-	slices.Sort(samples)
-	pct := func(p float64) float64 {
-		return float64(samples[int(p*float64(len(samples)-1))]) / float64(time.Millisecond)
-	}
 	report("slurmrest_changing_requests_per_min", (req2-req1)*perMin, "requests/min")
 	report("slurmrest_changing_bytes_per_min", (bytes2-bytes1)*perMin, "bytes/min")
 	report("slurmrest_change_samples", float64(len(samples)), "samples")
-	report("slurmrest_change_to_event_p50_ms", pct(0.50), "ms")
-	report("slurmrest_change_to_event_p99_ms", pct(0.99), "ms")
+	reportPercentile("slurmrest_change_to_event_p50_ms", samples, 0.50)
+	reportPercentile("slurmrest_change_to_event_p99_ms", samples, 0.99)
 
 	// A quiet minute again: what an idle cluster costs after churn (on
 	// 24.11 nodes that went NOT_RESPONDING once kept every delta full).

@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +22,7 @@ import (
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
 	"github.com/onepool/onepool/test/lab"
+	"github.com/onepool/onepool/test/stats"
 )
 
 const (
@@ -81,8 +81,8 @@ func TestBenchSyncer(t *testing.T) {
 		}
 		c2d = append(c2d, time.Since(start))
 	}
-	report("cordon_to_drain_p50_ms", percentileMS(c2d, 0.50), "ms")
-	report("cordon_to_drain_p99_ms", percentileMS(c2d, 0.99), "ms")
+	reportPercentile("cordon_to_drain_p50_ms", c2d, 0.50)
+	reportPercentile("cordon_to_drain_p99_ms", c2d, 0.99)
 
 	// scontrol drain → annotation on the slurmd pod.
 	w := newPodWatcher(t, kc)
@@ -117,14 +117,19 @@ func TestBenchSyncer(t *testing.T) {
 	if len(d2a) < syncerSamples {
 		t.Fatalf("only %d drain samples", len(d2a))
 	}
-	report("drain_to_annotation_p50_ms", percentileMS(d2a, 0.50), "ms")
-	report("drain_to_annotation_p99_ms", percentileMS(d2a, 0.99), "ms")
+	reportPercentile("drain_to_annotation_p50_ms", d2a, 0.50)
+	reportPercentile("drain_to_annotation_p99_ms", d2a, 0.99)
 }
 
+// percentileMS is the nearest-rank percentile of d in milliseconds.
 func percentileMS(d []time.Duration, p float64) float64 {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return float64(s[int(p*float64(len(s)-1))]) / float64(time.Millisecond)
+	return float64(stats.Percentile(d, p)) / float64(time.Millisecond)
+}
+
+// reportPercentile prints the nearest-rank p-percentile of d with the
+// number of samples it is taken over (n=...).
+func reportPercentile(name string, d []time.Duration, p float64) {
+	reportN(name, percentileMS(d, p), "ms", len(d))
 }
 
 func setCordon(ctx context.Context, kc kubernetes.Interface, node string, on bool) error {

@@ -96,8 +96,8 @@ func TestBenchWorkloads(t *testing.T) {
 		at := waitFor(fmt.Sprintf("%d GPUs in use", want), time.Minute, func() bool { return inUse() == want })
 		down = append(down, at.Sub(start))
 	}
-	report("scale_down_to_gpus_free_p50_ms", percentileMS(down, 0.50), "ms")
-	report("scale_down_to_gpus_free_p99_ms", percentileMS(down, 0.99), "ms")
+	reportPercentile("scale_down_to_gpus_free_p50_ms", down, 0.50)
+	reportPercentile("scale_down_to_gpus_free_p99_ms", down, 0.99)
 
 	// Training on every node preempts the replicas; from its end until the
 	// recreated replicas run again.
