@@ -27,9 +27,9 @@ SCHEDULER_PLUGINS_VERSION := v0.35.4-devel
 # with a bare "context deadline exceeded" when its workers are starved at the
 # deadline (golang/go#75804, fixed in go1.27); seen here in `make ci-fresh` under load.
 FUZZTIME ?= 100000x
-UNIT_PKGS := ./internal/... ./slurmnode/... ./agent/... ./slurmrest/... ./gpuwebhook/... ./test/lab/... ./keys/... ./syncer/... ./scheduler/... ./nodeset/... ./topology/... ./cmd/... ./examples/...
+UNIT_PKGS := ./internal/... ./slurmnode/... ./agent/... ./slurmrest/... ./gpuwebhook/... ./test/lab/... ./keys/... ./syncer/... ./scheduler/... ./nodeset/... ./topology/... ./cmd/... ./examples/... ./test/gpuproof/...
 
-.PHONY: help up down lab-status lab-manifest ci-fresh images tools node-tools generate openapi-spec vet unit fuzz e2e e2e-node e2e-26.05 test bench bench-install bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-slurm-chart bench-gpu bench-placeholders bench-workloads spank soak soak-short
+.PHONY: help up down lab-status lab-manifest ci-fresh images images-dockerfile gpu-proof tools node-tools generate openapi-spec vet unit fuzz e2e e2e-node e2e-26.05 test bench bench-install bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-slurm-chart bench-gpu bench-placeholders bench-workloads spank soak soak-short
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -49,8 +49,23 @@ lab-manifest: $(BIN)/lab ## record the rootfs's packages as proven (test/lab/roo
 ci-fresh: ## what CI does, on a fresh clone of HEAD with no .lab/ (own network namespace; a running lab is left alone)
 	test/ci-fresh.sh
 
-images: ## the Dockerfile's targets (controller-manager, scheduler, node-agent) as OCI archives in .lab/images, with buildah; no Docker daemon or registry
-	build/images.sh
+# The images are assembled, not built (test/lab/images.go): the Slurm rootfs
+# as Debian made it is their shared base layer, onepool's binaries and the
+# jail plugin go on top; seconds, no package installed again. The Dockerfile
+# builds the same contents with Docker (TestImagesMatchTheDockerfile);
+# `make images-dockerfile` builds it with buildah, as before.
+IMAGE_VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+images: $(BIN)/lab $(BIN)/onepool-controller-manager $(BIN)/onepool-scheduler $(BIN)/onepool-node-agent ## onepool's eight images (the Dockerfile's targets) as OCI archives in .lab/images, assembled from the rootfs and .lab/bin in seconds
+	$(BIN)/lab rootfs
+	$(MAKE) spank
+	$(BIN)/lab images $(CURDIR) $(IMAGE_VERSION)
+
+gpu-proof: ## the real-GPU proof (test/gpuproof): build its binaries into .gpuproof/bin, run it here; on a GPU machine run test/gpuproof/run.sh with .gpuproof carried
+	test/gpuproof/build.sh
+	test/gpuproof/run.sh .gpuproof/bin
+
+images-dockerfile: ## the Dockerfile's targets built with buildah (slow: packages installed per image); OCI archives in .lab/images
+	build/images-dockerfile.sh
 
 tools: $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kubectl $(BIN)/etcd $(BIN)/kwok $(LAB_DIR)/kwok-stages.yaml $(BIN)/lab $(BIN)/onepool-controller-manager $(BIN)/onepool-scheduler $(BIN)/onepool-node-agent $(BIN)/helm $(LAB_DIR)/podgroup-crd.yaml ## build the lab's binaries (cached in .lab/bin) and onepool's
 
@@ -204,7 +219,15 @@ soak: tools ## the fault soak on the lab (SOAK_MINUTES, default 10; SOAK_SEED re
 soak-short: ## the short soak make test runs (3 minutes, seed 1 unless SOAK_SEED)
 	$(MAKE) soak SOAK_MINUTES=3 SOAK_SEED=$(or $(SOAK_SEED),1)
 
-test: vet unit fuzz e2e soak-short e2e-node e2e-26.05 ## everything CI runs: the suites and a 3-minute fault soak on Slurm 24.11, then the e2e suite on 26.05
+# Each stage is timed (a line `STAGE <name> <seconds> s`; make ci-fresh
+# collects them), and each starts from a clean lab (lab.StartClean).
+TEST_STAGES := vet unit fuzz e2e soak-short images e2e-node e2e-26.05
+test: ## everything CI runs: the suites and a 3-minute fault soak on Slurm 24.11, then the e2e suite on 26.05; a timed line per stage
+	@for s in $(TEST_STAGES); do \
+	  start=$$(date +%s); \
+	  $(MAKE) --no-print-directory $$s || { echo "STAGE $$s FAILED after $$(( $$(date +%s) - start )) s"; exit 1; }; \
+	  echo "STAGE $$s $$(( $$(date +%s) - start )) s"; \
+	done
 
 bench: bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-gpu bench-placeholders bench-workloads bench-install bench-slurm-chart ## every benchmark; BENCH lines
 

@@ -76,15 +76,6 @@ go mod download
 (cd test/tools/kubelet && go mod download)
 modcache=$(go env GOMODCACHE)
 
-# onepool's images, in a buildah storage of the clone's own (nothing reused
-# from this machine's earlier builds); debootstrap needs the mirror. The run
-# below builds them again from that storage's layer cache.
-export IMAGES_STORAGE="$clone/.lab/images/storage"
-echo "ci-fresh: make images (needs the mirror)"
-images_start=$(date +%s)
-make images 2>&1 | tee -a "$log"
-images_done=$(date +%s)
-
 ip netns add "$ns"
 trap 'ip netns del "$ns" 2>/dev/null || true' EXIT
 ip -n "$ns" link set lo up
@@ -93,8 +84,9 @@ ip -n "$ns" link set lo up
 ip -n "$ns" addr add 10.99.0.1/32 dev lo
 
 echo "ci-fresh: CI=true bash .ci/run (network namespace $ns)"
+ci_start=$(date +%s)
 rc=0
-nsenter --net="/var/run/netns/$ns" env CI=true ONEPOOL_LAB_DIR="$clone/.lab" IMAGES_STORAGE="$IMAGES_STORAGE" \
+nsenter --net="/var/run/netns/$ns" env CI=true ONEPOOL_LAB_DIR="$clone/.lab" \
 	GOPROXY="file://$modcache/cache/download" GOSUMDB=off \
 	bash .ci/run </dev/null >>"$log" 2>&1 || rc=$?
 end=$(date +%s)
@@ -102,7 +94,8 @@ end=$(date +%s)
 echo "ci-fresh: the rootfs's packages:"
 grep -E '^(slurmctld|slurmdbd|slurmrestd|munge|mariadb-server|libmariadb3:amd64) ' "$clone/.lab/rootfs.manifest" | sed 's/^/    /' || true
 grep -A 50 'differs from the packages last proven' "$log" | grep '^lab:   ' | sed 's/^/    /' || true
-echo "ci-fresh: exit $rc; wall time $((end - start)) s (rootfs $((rootfs_done - start)) s, images $((images_done - images_start)) s, .ci/run $((end - images_done)) s)"
+echo "ci-fresh: exit $rc; wall time $((end - start)) s (rootfs and downloads $((ci_start - start)) s, .ci/run $((end - ci_start)) s); make test's stages:"
+grep -E '^STAGE ' "$log" | sed 's/^/    /' || true
 if [ "$rc" != 0 ]; then
 	echo "ci-fresh: the last lines of $log:"
 	tail -40 "$log"

@@ -48,13 +48,22 @@ func newNodeSetEnv(t *testing.T, name string) *nodeSetEnv {
 		t.Fatal(err)
 	}
 	e := &nodeSetEnv{t: t, l: l, c: c, name: name, label: "e2e.onepool.dev/nodeset-" + name}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: nodeSetNS}}
-	if err := c.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := ensureNodeSetNamespace(context.Background(), c); err != nil {
 		t.Fatal(err)
 	}
 	e.cleanup()
 	t.Cleanup(e.cleanup)
 	return e
+}
+
+// ensureNodeSetNamespace makes the namespace the NodeSets of the tests
+// and the soak live in, unless it is there.
+func ensureNodeSetNamespace(ctx context.Context, c client.Client) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: nodeSetNS}}
+	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
 }
 
 // nodeSet is the NodeSet the tests apply: the node agent as slurmd's

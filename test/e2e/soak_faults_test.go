@@ -75,6 +75,9 @@ func (s *soak) fault() {
 	}
 	time.Sleep(time.Until(hold))
 	undone := time.Now()
+	// Before the lab is brought back: whatever is down now and was not
+	// the fault's own kill exited by itself.
+	s.checkExits(f.name)
 	if f.restore != nil {
 		if err := f.restore(ctx); err != nil {
 			s.violate("the lab came back after "+f.name, err.Error())

@@ -33,6 +33,10 @@ func (s *soak) nodeSetEnv() *nodeSetEnv {
 // startNodeSet applies the NodeSet over the first two dynamic nodes.
 func (s *soak) startNodeSet(ctx context.Context) error {
 	e := s.nodeSetEnv()
+	// The soak may be the first to use the lab (`make soak` alone).
+	if err := ensureNodeSetNamespace(ctx, s.c); err != nil {
+		return err
+	}
 	e.cleanup() // a run that died may have left it
 	for _, n := range s.l.DynNodeNames()[:2] {
 		if err := s.labelDyn(ctx, n, true); err != nil {

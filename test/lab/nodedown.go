@@ -40,7 +40,7 @@ func (l *Lab) StopNode(ctx context.Context) error {
 	errs = append(errs, l.stopRealKubelet(), l.stopDaemon("kube-scheduler"), l.stopClusterNet(ctx))
 	l.markNodeUnknown(ctx)
 	if l.running(l.containerdDaemon()) != 0 {
-		errs = append(errs, l.stopNodeTasks(ctx))
+		l.stopNodeTasks(ctx)
 	}
 	errs = append(errs, l.stopDaemon(containerdDaemon))
 	errs = append(errs, l.killNodeLeftovers())
@@ -91,29 +91,39 @@ func (l *Lab) deleteNodePods(ctx context.Context) error {
 }
 
 // stopNodeTasks kills and deletes the containerd tasks (pod sandboxes and
-// containers) that outlived the kubelet, static pods among them.
-func (l *Lab) stopNodeTasks(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	out, err := l.ctr(ctx, "tasks", "ls", "-q")
+// containers) that outlived the kubelet, static pods among them. It never
+// fails StopNode: a task whose delete does not go through (its shim already
+// gone, containerd slow: "context deadline exceeded" in CI, 2026-11-26) is
+// logged, and what it leaves is killed and unmounted by the steps after,
+// which do report what stays.
+func (l *Lab) stopNodeTasks(ctx context.Context) {
+	lsCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	out, err := l.ctr(lsCtx, "tasks", "ls", "-q")
+	cancel()
 	if err != nil {
-		return err
+		fmt.Fprintf(l.cfg.Log, "lab: node tasks not listed (the processes left are killed next): %v\n", err)
+		return
 	}
-	var errs []error
 	for _, id := range strings.Fields(string(out)) {
-		_, _ = l.ctr(ctx, "tasks", "kill", "--signal", "SIGKILL", id)
+		// Each task has its own bound, so one slow task does not use up
+		// the others' time.
+		tctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		_, _ = l.ctr(tctx, "tasks", "kill", "--signal", "SIGKILL", id)
 		var last error
-		for i := 0; i < 50; i++ { // 10 s
-			if _, last = l.ctr(ctx, "tasks", "delete", id); last == nil {
+		for tctx.Err() == nil {
+			if _, last = l.ctr(tctx, "tasks", "delete", id); last == nil {
 				break
 			}
-			time.Sleep(200 * time.Millisecond)
+			select {
+			case <-tctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
 		}
+		cancel()
 		if last != nil {
-			errs = append(errs, last)
+			fmt.Fprintf(l.cfg.Log, "lab: node task %s not deleted (its processes are killed next): %v\n", id, last)
 		}
 	}
-	return errors.Join(errs...)
 }
 
 // killNodeLeftovers kills what the daemons left: shims of this lab's

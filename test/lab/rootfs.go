@@ -25,7 +25,9 @@ var rootfsPackages = []string{
 	"munge", "slurmctld", "slurmd", "slurmrestd", "slurm-client",
 	"libslurm-dev", "slurm-wlm-jwt-plugin", "gcc", "libc6-dev", "make",
 	// Accounting, which QOS and preemption need.
-	"slurmdbd", "mariadb-server",
+	"slurmdbd", "mariadb-server", "mariadb-client",
+	// The rest of what onepool's images install (the rootfs is their base).
+	"ca-certificates",
 	// The static shell of the SPANK jail's small rootfs.
 	"busybox-static",
 	// The real node's container runtime (test/lab/node.go runs these
@@ -67,6 +69,11 @@ func (l *Lab) buildRootFS(ctx context.Context) (bool, error) {
 	}
 	if err == nil { // a rootfs with another package list: add what is missing
 		fmt.Fprintln(l.cfg.Log, "lab: package list changed; apt-get install into the existing rootfs")
+		// The base image layer was this rootfs as Debian made it; now
+		// that it holds the lab's setup too, images need a new rootfs.
+		if err := removeBaseLayer(root + baseLayerSuffix); err != nil {
+			return false, err
+		}
 		if err := l.aptInstall(ctx, root); err != nil {
 			return false, err
 		}
@@ -92,6 +99,13 @@ func (l *Lab) bootstrap(ctx context.Context, root, marker string) error {
 	if err := runLogged(ctx, 15*time.Minute, logPath, "debootstrap", "--variant=minbase", l.cfg.Slurm.Suite, tmp, debianMirror); err != nil {
 		return err
 	}
+	// The users the Dockerfile's images fix before Debian's packages make
+	// them, so the rootfs is also the base of onepool's images (images.go).
+	for _, argv := range imageUsers {
+		if err := runLoggedIn(ctx, time.Minute, logPath, tmp, argv...); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintln(l.cfg.Log, "lab: apt-get install in the chroot (about a minute)")
 	if err := l.aptInstall(ctx, tmp); err != nil {
 		return err
@@ -99,6 +113,14 @@ func (l *Lab) bootstrap(ctx context.Context, root, marker string) error {
 	if err := unmountUnder(tmp); err != nil {
 		return err
 	}
+	// The rootfs as Debian made it, before the lab configures anything in
+	// it: the base layer of onepool's images (`make images`).
+	start := time.Now()
+	layer, err := writeBaseLayer(tmp, root+baseLayerSuffix)
+	if err != nil {
+		return fmt.Errorf("base image layer: %w", err)
+	}
+	fmt.Fprintf(l.cfg.Log, "lab: base image layer %s (%d MB, %s)\n", layer.Path, layer.Size>>20, time.Since(start).Round(time.Second))
 	if err := os.WriteFile(filepath.Join(tmp, rootfsMarker), []byte(marker), 0o644); err != nil {
 		return err
 	}

@@ -9,6 +9,31 @@ import (
 // Status writes one line per lab daemon: running with its pid, or stopped.
 // It returns how many are not running.
 func (l *Lab) Status(w io.Writer) int {
+	down := 0
+	for _, d := range l.daemons(w) {
+		if pid := l.running(d); pid != 0 {
+			fmt.Fprintf(w, "%-16s running  pid %d\n", d.name, pid)
+		} else {
+			fmt.Fprintf(w, "%-16s stopped\n", d.name)
+			down++
+		}
+	}
+	return down
+}
+
+// StoppedDaemons names the lab daemons that are not running.
+func (l *Lab) StoppedDaemons() []string {
+	var out []string
+	for _, d := range l.daemons(io.Discard) {
+		if l.running(d) == 0 {
+			out = append(out, d.name)
+		}
+	}
+	return out
+}
+
+// daemons are every daemon of the lab (what cannot be listed is said on w).
+func (l *Lab) daemons(w io.Writer) []daemon {
 	ds, err := l.slurmDaemons()
 	if err != nil {
 		fmt.Fprintf(w, "slurm rootfs: %v\n", err)
@@ -23,17 +48,7 @@ func (l *Lab) Status(w io.Writer) int {
 	if !ChartMode() { // the chart's pods otherwise
 		ds = append(ds, l.controllerManager(), l.scheduler(0))
 	}
-	ds = append(ds, l.nodeDaemons()...)
-	down := 0
-	for _, d := range ds {
-		if pid := l.running(d); pid != 0 {
-			fmt.Fprintf(w, "%-16s running  pid %d\n", d.name, pid)
-		} else {
-			fmt.Fprintf(w, "%-16s stopped\n", d.name)
-			down++
-		}
-	}
-	return down
+	return append(ds, l.nodeDaemons()...)
 }
 
 // Env returns shell lines that point kubectl, Slurm tools and onepool at the lab.

@@ -21,7 +21,8 @@ var (
 )
 
 // Shared returns the lab for tests, bringing it up (or reusing a running one)
-// once per test binary. ONEPOOL_LAB_ONLY=slurm brings up only Slurm. A lab
+// once per test binary, and clean (StartClean: no Slurm job, no drain, no
+// cordon, whatever an earlier stage left). ONEPOOL_LAB_ONLY=slurm brings up only Slurm. A lab
 // that cannot come up fails the test with the step and log that broke.
 //
 // The test is skipped, with the reason, when the lab cannot be meant: the
@@ -51,10 +52,15 @@ func Shared(tb testing.TB) *Lab {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 		defer cancel()
-		if os.Getenv("ONEPOOL_LAB_ONLY") == "slurm" {
+		slurmOnly := os.Getenv("ONEPOOL_LAB_ONLY") == "slurm"
+		if slurmOnly {
 			sharedErr = l.UpSlurm(ctx)
 		} else {
 			sharedErr = l.Up(ctx)
+		}
+		if sharedErr == nil {
+			// Whatever the stage before left, this one starts clean.
+			sharedErr = l.StartClean(ctx, slurmOnly)
 		}
 		sharedLab = l
 	})

@@ -17,6 +17,8 @@ const usage = `usage: lab COMMAND
   up [--slurm-only]        bring the lab up (or reuse what runs)
   down                     stop every lab process and unmount the rootfs
   rootfs                   only build (or update) the Slurm chroot: the step that needs the network
+  images SRC VERSION [T..] onepool's images as OCI archives in .lab/images (make images): the rootfs's
+                           base layer, .lab/bin's binaries, SRC's build/slurm and spank/onepool_jail.so
   status                   which lab daemons run, and the rootfs's packages against the proven manifest
   manifest [--accept]      how the rootfs's packages differ from test/lab/rootfs-trixie.manifest;
                            --accept records them there as proven (after a passing make test)
@@ -67,6 +69,15 @@ func run(args []string) error {
 		return l.Down(ctx)
 	case "rootfs":
 		return l.EnsureRootFS(ctx)
+	case "images":
+		if len(rest) < 2 {
+			return fmt.Errorf("images takes SRC VERSION [TARGET...]\n%s", usage)
+		}
+		targets := rest[2:]
+		if len(targets) == 0 {
+			targets = lab.ImageNames()
+		}
+		return l.BuildImages(ctx, rest[0], rest[1], targets)
 	case "status":
 		n := l.Status(os.Stdout)
 		if err := l.ManifestStatus(ctx, os.Stdout); err != nil {

@@ -1,0 +1,182 @@
+package lab
+
+import (
+	"archive/tar"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/onepool/onepool/test/lab/oci"
+)
+
+// dockerStage is what one stage of the Dockerfile installs and sets.
+type dockerStage struct {
+	parent     string
+	packages   []string
+	copies     []string // destinations of COPY from the build stage or build/slurm
+	entrypoint []string
+	user       string
+}
+
+// parseDockerfile reads the stages of the repository's Dockerfile:
+// FROM ... AS, apt-get install, COPY, USER and ENTRYPOINT.
+func parseDockerfile(t *testing.T) map[string]*dockerStage {
+	t.Helper()
+	b, err := os.ReadFile("../../Dockerfile")
+	require.NoError(t, err)
+	text := strings.ReplaceAll(string(b), "\\\n", " ")
+	stages := map[string]*dockerStage{}
+	var cur *dockerStage
+	install := regexp.MustCompile(`apt-get install -y --no-install-recommends ([a-z0-9 .+-]+)`)
+	for _, line := range strings.Split(text, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		switch f[0] {
+		case "FROM":
+			if len(f) == 4 && f[2] == "AS" {
+				cur = &dockerStage{parent: f[1]}
+				stages[f[3]] = cur
+			}
+		case "RUN":
+			for _, m := range install.FindAllStringSubmatch(line, -1) {
+				for _, p := range strings.Fields(m[1]) {
+					if p != "&&" {
+						cur.packages = append(cur.packages, p)
+					}
+				}
+			}
+		case "COPY":
+			cur.copies = append(cur.copies, f[1:]...)
+		case "USER":
+			cur.user = f[1]
+		case "ENTRYPOINT":
+			require.NoError(t, json.Unmarshal([]byte(strings.TrimPrefix(line, "ENTRYPOINT ")), &cur.entrypoint), line)
+		}
+	}
+	return stages
+}
+
+// The images `make images` assembles are the Dockerfile's targets: the
+// same names, the packages of their stages (all in the rootfs they are
+// made of), the same binaries and scripts, users and entrypoints.
+func TestImagesMatchTheDockerfile(t *testing.T) {
+	stages := parseDockerfile(t)
+	var targets []string
+	for name := range stages {
+		if name != "build" && name != "slurm-common" {
+			targets = append(targets, name)
+		}
+	}
+	slices.Sort(targets)
+	names := ImageNames()
+	slices.Sort(names)
+	require.Equal(t, targets, names, "the Dockerfile's targets")
+
+	for _, spec := range imageSpecs {
+		t.Run(spec.Name, func(t *testing.T) {
+			var pkgs, copies []string
+			common := false
+			for s := stages[spec.Name]; s != nil; s = stages[s.parent] {
+				pkgs = append(pkgs, s.packages...)
+				copies = append(copies, s.copies...)
+				common = common || s == stages["slurm-common"]
+			}
+			want := slices.Clone(spec.Packages)
+			slices.Sort(pkgs)
+			slices.Sort(want)
+			assert.Equal(t, pkgs, want, "packages")
+			for _, p := range want {
+				assert.Contains(t, rootfsPackages, p, "the lab rootfs (the images' base) installs it")
+			}
+			assert.Equal(t, common, spec.Common, "built on slurm-common")
+			if spec.Binary != "" {
+				assert.Contains(t, copies, "/out/"+spec.Binary, "copies its binary")
+			}
+			if spec.Script != "" {
+				assert.Contains(t, copies, "build/slurm/"+spec.Script)
+			}
+			if common {
+				for _, s := range slurmCommonScripts {
+					assert.Contains(t, copies, "build/slurm/"+s)
+				}
+				assert.Contains(t, copies, JailPluginPath)
+			}
+			assert.Equal(t, stages[spec.Name].entrypoint, spec.Config.Entrypoint, "entrypoint")
+			user := ""
+			for s := stages[spec.Name]; s != nil && user == ""; s = stages[s.parent] {
+				user = s.user
+			}
+			assert.Equal(t, user, spec.Config.User, "user")
+		})
+	}
+}
+
+// The Dockerfile fixes the uids of slurm and slurmrestd; the rootfs the
+// images are made of makes them with the same ids.
+func TestImageUsersMatchTheDockerfile(t *testing.T) {
+	b, err := os.ReadFile("../../Dockerfile")
+	require.NoError(t, err)
+	df := string(b)
+	for _, argv := range imageUsers {
+		if argv[0] != "useradd" {
+			continue
+		}
+		uid, name := argv[slices.Index(argv, "-u")+1], argv[len(argv)-1]
+		assert.Regexp(t, `useradd -r -u `+uid+` -g `+name+` `, df, "the Dockerfile makes %s with uid %s", name, uid)
+	}
+}
+
+// The base layer is the rootfs less what must not be in an image: the
+// munge key Debian generated, the lab's own tools, the runtime's folders'
+// content, apt's lists.
+func TestBaseLayerLeavesOutKeysToolsAndRuntimeFolders(t *testing.T) {
+	root := t.TempDir()
+	for name, content := range map[string]string{
+		"etc/munge/munge.key":                "secret",
+		"usr/sbin/slurmd":                    "ELF",
+		"usr/bin/containerd":                 "ELF",
+		"var/lib/dpkg/info/containerd.list":  "/.\n/usr\n/usr/bin\n/usr/bin/containerd\n",
+		"var/lib/apt/lists/deb.debian.org_x": "list",
+		"dev/null":                           "",
+		"etc/resolv.conf":                    "nameserver 10.0.0.1",
+		"usr/share/doc/slurmd/copyright":     "text",
+		rootfsMarker:                         "pkgs",
+	} {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(root, name)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(root, name), []byte(content), 0o644))
+	}
+	layer, err := writeBaseLayer(root, filepath.Join(t.TempDir(), "base.tar"))
+	require.NoError(t, err)
+	loaded, err := oci.LoadLayer(layer.Path)
+	require.NoError(t, err)
+	assert.Equal(t, layer, loaded, "the digest is kept beside the layer")
+	f, err := os.Open(layer.Path)
+	require.NoError(t, err)
+	defer f.Close()
+	var names []string
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		names = append(names, h.Name)
+	}
+	assert.Contains(t, names, "usr/sbin/slurmd")
+	assert.Contains(t, names, "dev/", "the folder stays")
+	assert.Contains(t, names, "etc/munge/")
+	for _, gone := range []string{"etc/munge/munge.key", "usr/bin/containerd", "var/lib/apt/lists/deb.debian.org_x", "dev/null", "etc/resolv.conf", "usr/share/doc/slurmd/copyright", rootfsMarker} {
+		assert.NotContains(t, names, gone)
+	}
+}
