@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -44,6 +45,19 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() (b
 
 // scontrolNode returns `scontrol show node -o NAME` as key=value pairs: what
 // an admin would look at, read past slurmrestd.
+// holds checks that cond stays true for d, polled every 250 ms: room for
+// a wrong action to show, and a failure the moment it does.
+func holds(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		if ok, state := cond(); !ok {
+			t.Fatalf("%s stopped holding: %s", what, state)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
 func scontrolNode(t *testing.T, l *lab.Lab, name string) map[string]string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
@@ -122,4 +136,52 @@ func sleepJob(name string, gpus int) slurmrest.JobSubmit {
 		Environment: []string{"PATH=/usr/bin:/bin"},
 		Comment:     "onepool e2e",
 	}
+}
+
+// slurmUnknown makes Slurm's state unknown to onepool's components for a
+// test, until the returned end is called (also at cleanup). In process
+// mode the components talk to slurmrestd through a proxy that fails every
+// read and forwards every write: a component that acts on an unknown
+// state would change Slurm for real, so "Slurm unchanged" is an assert
+// that can fail (writesReach is true). The chart's components take
+// slurmrestd's URL from the chart's values: there slurmrestd is stopped,
+// no write can reach Slurm, and writesReach is false.
+func slurmUnknown(t *testing.T, l *lab.Lab) (end func(), writesReach bool) {
+	t.Helper()
+	ctx := context.Background()
+	if lab.ChartMode() {
+		if err := l.StopSlurmrestd(); err != nil {
+			t.Fatal(err)
+		}
+		var once sync.Once
+		end = func() {
+			once.Do(func() {
+				if err := l.StartSlurmrestd(ctx); err != nil {
+					t.Errorf("slurmrestd back: %v", err)
+				}
+			})
+		}
+		t.Cleanup(end)
+		return end, false
+	}
+	px, err := startFaultProxy(l.RESTURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	px.set(proxyReadsFail)
+	if err := l.SetComponentRESTURL(ctx, px.URL()); err != nil {
+		_ = px.Close()
+		t.Fatal(err)
+	}
+	var once sync.Once
+	end = func() {
+		once.Do(func() {
+			if err := l.SetComponentRESTURL(ctx, ""); err != nil {
+				t.Errorf("components back on slurmrestd: %v", err)
+			}
+			_ = px.Close()
+		})
+	}
+	t.Cleanup(end)
+	return end, true
 }

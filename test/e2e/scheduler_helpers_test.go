@@ -260,15 +260,11 @@ func jobIDs(js []slurmrest.Job) []string {
 // holdsPod checks that cond stays true of the pod for d.
 func (e *schedEnv) holdsPod(d time.Duration, name string, cond func(*corev1.Pod) (bool, string)) {
 	e.t.Helper()
-	end := time.Now().Add(d)
-	for time.Now().Before(end) {
+	holds(e.t, d, "pod "+name, func() (bool, string) {
 		p, err := e.get(name)
 		if err != nil {
-			e.t.Fatalf("pod %s: %v", name, err)
+			return false, err.Error()
 		}
-		if ok, state := cond(p); !ok {
-			e.t.Fatalf("pod %s: stopped holding: %s", name, state)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return cond(p)
+	})
 }

@@ -20,11 +20,12 @@ const (
 	proxyFail                      // 503, a body that is not slurmrestd's
 	proxyErrors                    // HTTP 200 with an errors array and nothing else
 	proxyCut                       // forward, then cut the body half way
+	proxyReadsFail                 // 503 to every GET, writes forwarded
 	proxyModeLast                  // number of modes
 )
 
 func (m proxyMode) String() string {
-	return [...]string{"pass", "slow", "5xx", "200-with-errors", "cut-mid-body"}[m]
+	return [...]string{"pass", "slow", "5xx", "200-with-errors", "cut-mid-body", "reads-fail"}[m]
 }
 
 // faultProxy stands between onepool's components and slurmrestd and, on
@@ -65,15 +66,18 @@ func (p *faultProxy) count(m proxyMode) bool {
 func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	mode := p.current()
 	p.count(mode)
-	switch mode {
-	case proxyFail:
+	switch {
+	case mode == proxyReadsFail && r.Method == http.MethodGet:
+		http.Error(w, "soak: reads fail", http.StatusServiceUnavailable)
+		return
+	case mode == proxyFail:
 		http.Error(w, "upstream connect error or disconnect/reset before headers", http.StatusServiceUnavailable)
 		return
-	case proxyErrors:
+	case mode == proxyErrors:
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"errors":[{"description":"soak: injected failure","error_number":9999,"error":"Unspecified error","source":"soak"}],"warnings":[],"meta":{}}`)
 		return
-	case proxySlow:
+	case mode == proxySlow:
 		select {
 		case <-time.After(3 * time.Second):
 		case <-r.Context().Done():
