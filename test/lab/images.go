@@ -50,11 +50,12 @@ var baseLayerSkips = []string{
 }
 
 // baseLayerPackages: the lab's own tools in the rootfs, which no image
-// needs (Debian's files of these packages are left out): the real node's
-// runtime, the jail's shell, the compiler the jail plugin is built with.
+// needs (Debian's files of the packages these globs name are left out):
+// the real node's runtime, the jail's shell, the compiler the jail plugin
+// is built with (gcc-14 in trixie, gcc-15 in sid).
 var baseLayerPackages = []string{"containerd", "runc", "busybox-static",
-	"gcc-14-x86-64-linux-gnu", "cpp-14-x86-64-linux-gnu", "libgcc-14-dev", "libasan8", "libtsan2", "liblsan0", "libubsan1", "libhwasan0",
-	"binutils-x86-64-linux-gnu", "linux-libc-dev"}
+	"gcc-[0-9]*-x86-64-linux-gnu", "cpp-[0-9]*-x86-64-linux-gnu", "libgcc-[0-9]*-dev", "libasan[0-9]*", "libtsan[0-9]*",
+	"liblsan[0-9]*", "libubsan[0-9]*", "libhwasan[0-9]*", "binutils-x86-64-linux-gnu", "linux-libc-dev"}
 
 // writeBaseLayer writes root (a rootfs just built) as a layer tar at path,
 // and its digest beside it.
@@ -91,16 +92,22 @@ func ignoreNotExist(err error) error {
 	return err
 }
 
-// dpkgFiles lists the regular files and links dpkg installed for pkgs
-// (paths relative to root); a package not installed lists nothing.
-func dpkgFiles(root string, pkgs []string) (map[string]bool, error) {
+// dpkgFiles lists the regular files and links dpkg installed for the
+// packages the globs name (paths relative to root); a glob that names no
+// installed package lists nothing.
+func dpkgFiles(root string, globs []string) (map[string]bool, error) {
 	out := map[string]bool{}
-	for _, p := range pkgs {
-		for _, name := range []string{p + ".list", p + ":amd64.list"} {
-			f, err := os.Open(filepath.Join(root, "var/lib/dpkg/info", name))
-			if errors.Is(err, fs.ErrNotExist) {
-				continue
+	for _, g := range globs {
+		var lists []string
+		for _, suffix := range []string{".list", ":amd64.list"} {
+			m, err := filepath.Glob(filepath.Join(root, "var/lib/dpkg/info", g+suffix))
+			if err != nil {
+				return nil, err
 			}
+			lists = append(lists, m...)
+		}
+		for _, list := range lists {
+			f, err := os.Open(list)
 			if err != nil {
 				return nil, err
 			}

@@ -218,19 +218,14 @@ func writeIfChanged(path, body string) (bool, error) {
 	return true, os.WriteFile(path, []byte(body), 0o644)
 }
 
-// slurmctldArgv: the lab removes the saved node state when the config
-// changes (nodes start from the new config; jobs keep their state). Slurm
-// 26.05 refuses to start with job state but no node state ("fatal: No node
-// state file ... to recover") unless told to go on (-i); 24.11 went on.
+// slurmctldArgv: slurmctld goes on past state files it cannot read (-i),
+// as the slurm chart's image runs it. Slurm 26.05 otherwise refuses to
+// start after a SIGKILL that came before its first save of a state file
+// ("fatal: No Assoc usage file ... to recover": the 26.05 soak), or with
+// job state but no node state (the lab removes the saved node state when
+// the config changes); 24.11 went on by itself.
 func (l *Lab) slurmctldArgv() []string {
-	argv := []string{"/usr/sbin/slurmctld", "-D"}
-	spool := filepath.Join(l.RootFS(), "var/spool/slurmctld")
-	_, jobErr := os.Stat(filepath.Join(spool, "job_state"))
-	_, nodeErr := os.Stat(filepath.Join(spool, "node_state"))
-	if jobErr == nil && errors.Is(nodeErr, os.ErrNotExist) {
-		argv = append(argv, "-i")
-	}
-	return argv
+	return []string{"/usr/sbin/slurmctld", "-D", "-i"}
 }
 
 func (l *Lab) slurmDaemons() ([]daemon, error) {
