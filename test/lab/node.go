@@ -471,14 +471,5 @@ func (l *Lab) nodeDaemons() []daemon {
 
 // NodeStatus writes a line per node daemon and returns how many are down.
 func (l *Lab) NodeStatus(w io.Writer) int {
-	down := 0
-	for _, d := range []daemon{l.containerdDaemon(), l.realKubeletDaemon("")} {
-		if pid := l.running(d); pid != 0 {
-			fmt.Fprintf(w, "%-16s running  pid %d\n", d.name, pid)
-		} else {
-			fmt.Fprintf(w, "%-16s stopped\n", d.name)
-			down++
-		}
-	}
-	return down
+	return l.statusLines(w, []daemon{l.containerdDaemon(), l.realKubeletDaemon("")})
 }

@@ -8,9 +8,13 @@ import (
 
 // Status writes one line per lab daemon: running with its pid, or stopped.
 // It returns how many are not running.
-func (l *Lab) Status(w io.Writer) int {
+func (l *Lab) Status(w io.Writer) int { return l.statusLines(w, l.daemons(w)) }
+
+// statusLines writes a line per daemon: running with its pid, or stopped;
+// it returns how many are stopped.
+func (l *Lab) statusLines(w io.Writer, ds []daemon) int {
 	down := 0
-	for _, d := range l.daemons(w) {
+	for _, d := range ds {
 		if pid := l.running(d); pid != 0 {
 			fmt.Fprintf(w, "%-16s running  pid %d\n", d.name, pid)
 		} else {
