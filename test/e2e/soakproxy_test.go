@@ -15,13 +15,13 @@ import (
 type proxyMode int32
 
 const (
-	proxyPass     proxyMode = iota // forward
-	proxySlow                      // forward after 3 s
-	proxyFail                      // 503, a body that is not slurmrestd's
-	proxyErrors                    // HTTP 200 with an errors array and nothing else
-	proxyCut                       // forward, then cut the body half way
-	proxyReadsFail                 // 503 to every GET, writes forwarded
-	proxyModeLast                  // number of modes
+	proxyPass      proxyMode = iota // forward
+	proxySlow                       // forward after 3 s
+	proxyFail                       // 503, a body that is not slurmrestd's
+	proxyErrors                     // HTTP 200 with an errors array and nothing else
+	proxyCut                        // forward, then cut the body half way
+	proxyReadsFail                  // 503 to every GET, writes forwarded
+	proxyModeLast                   // number of modes
 )
 
 func (m proxyMode) String() string {
