@@ -124,7 +124,9 @@ const (
 	// changed; the pod deleted while cordoned), as "<RFC 3339 time>
 	// <reason>". Until Slurm shows the new words the drain in Slurm is still
 	// the old one, and still onepool's: a drain request that failed, or
-	// whose answer was lost, leaves it so. It goes once Slurm shows either.
+	// whose answer was lost, leaves it so. Once Slurm shows the new words it
+	// stays while they are in place: a slurmctld restart before Slurm saved
+	// them brings the old words back, which are then drained over again.
 	AnnotationDrainReplaced = "onepool.dev/drain-replaced"
 
 	// AnnotationDrainResumed is the syncer's record of the drain it resumed

@@ -43,7 +43,9 @@ type observed struct {
 //     shows the new words, the drain there is still the old one (the soak:
 //     a cordon's words changed while slurmctld was down; the failed drain
 //     left a record Slurm did not match, and the syncer took its own drain
-//     for an admin's and never resumed it).
+//     for an admin's and never resumed it). Once Slurm shows the new words
+//     the old drain stays recorded: a slurmctld restart before it saved
+//     its state brings the old words back, and they are drained over again.
 //   - resumed: the drain onepool resumed last. slurmctld restarted before
 //     saving its state (a crash, SIGKILL) brings the drain back with its
 //     old reason and time (the soak saw it: onepool's resume undone 3 s
@@ -65,9 +67,10 @@ func (r drainRecord) owned(n slurmrest.Node) (keys.DrainRecord, bool) {
 	return keys.DrainRecord{}, false
 }
 
-// only says whether the record holds exactly c as its drain in place.
-func (r drainRecord) only(c keys.DrainRecord) bool {
-	return r.Reason == c.Reason && r.At.Equal(c.At) && r.replaced.Reason == ""
+// same says whether two records hold the same drains.
+func (r drainRecord) same(o drainRecord) bool {
+	eq := func(a, b keys.DrainRecord) bool { return a.Reason == b.Reason && a.At.Equal(b.At) }
+	return eq(r.DrainRecord, o.DrainRecord) && eq(r.replaced, o.replaced) && eq(r.resumed, o.resumed)
 }
 
 // withoutInPlace is the record with no drain in place (the resumed one
@@ -134,9 +137,18 @@ func plan(o observed) decision {
 		d.action, d.reason = actDrain, want
 		d.record = &drainRecord{DrainRecord: fresh, replaced: current, resumed: o.record.resumed}
 	case want != "" && ours:
-		if !o.record.only(current) {
-			// Slurm shows one of those recorded: that one is in place.
-			d.record = &drainRecord{DrainRecord: current, resumed: o.record.resumed}
+		// Slurm shows one of those recorded: that one is in place.
+		next := drainRecord{DrainRecord: current, resumed: o.record.resumed}
+		if current.Reason == o.record.Reason && current.At.Equal(o.record.At) {
+			// The new words are in place; the drain they replaced stays
+			// recorded, as a resumed one does: slurmctld restarted before
+			// saving its state brings the old words back (the soak,
+			// 2026-11-26: cordon words changed, slurmctld SIGKILLed, the
+			// old words back and kept as an admin's drain for good).
+			next.replaced = o.record.replaced
+		}
+		if !o.record.same(next) {
+			d.record = &next
 		}
 	case want != "" && drained:
 		// An admin's drain already keeps Slurm off the node; theirs stays,

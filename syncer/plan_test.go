@@ -163,15 +163,20 @@ func TestPlanKeepsTheReplacedDrain(t *testing.T) {
 		{name: "new words over our drain: the old one stays recorded beside the new",
 			o:      observed{cordoned: true, cordonText: "PSU and fan swap", record: drainRecord{DrainRecord: old}, slurm: slurmShows(old)},
 			action: actDrain, written: &drainRecord{DrainRecord: keys.DrainRecord{Reason: newWords, At: now}, replaced: old}},
+		// Also: the new words were in place, and slurmctld, restarted before
+		// it saved them, brings the old back (the soak, 2026-11-26): the
+		// record kept the old (below), so the old words are ours.
 		{name: "that drain failed: Slurm's is still ours, drain again",
 			o:      observed{cordoned: true, cordonText: "PSU and fan swap", record: drainRecord{DrainRecord: tried, replaced: old}, slurm: slurmShows(old)},
 			action: actDrain, written: &drainRecord{DrainRecord: keys.DrainRecord{Reason: newWords, At: now}, replaced: old}},
 		{name: "that drain failed, then uncordoned: ours, resumed",
 			o:      observed{record: drainRecord{DrainRecord: tried, replaced: old}, slurm: slurmShows(old)},
 			action: actResume, written: &drainRecord{resumed: old}},
-		{name: "Slurm shows the new words: the new record alone",
-			o:       observed{cordoned: true, cordonText: "PSU and fan swap", record: drainRecord{DrainRecord: tried, replaced: old}, slurm: slurmShows(tried)},
-			written: &drainRecord{DrainRecord: tried}},
+		{name: "Slurm shows the new words: the old stays recorded, it may come back",
+			o: observed{cordoned: true, cordonText: "PSU and fan swap", record: drainRecord{DrainRecord: tried, replaced: old}, slurm: slurmShows(tried)}},
+		{name: "Slurm shows the new words over a record without the old: the new record alone",
+			o:       observed{cordoned: true, cordonText: "PSU and fan swap", record: drainRecord{DrainRecord: tried, resumed: old}, slurm: slurmShows(tried)},
+			written: nil},
 		{name: "the words went back: the old record alone",
 			o:       observed{cordoned: true, cordonText: "PSU swap", record: drainRecord{DrainRecord: tried, replaced: old}, slurm: slurmShows(old)},
 			written: &drainRecord{DrainRecord: old}},

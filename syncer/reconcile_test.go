@@ -196,16 +196,24 @@ func TestReconcileNewWordsWhileDrainsFail(t *testing.T) {
 		return a[keys.AnnotationDrainApplied] == "" && a[keys.AnnotationDrainReplaced] == "", fmt.Sprint(a)
 	})
 
-	// Drains work again: new words replace the old, and one record is left.
+	// Drains work again: new words replace the old; the old drain stays
+	// recorded, since a slurmctld restart before it saved its state brings
+	// the old words back (the soak, 2026-11-26: then kept as an admin's
+	// drain for good). onepool drains over them with the new words again.
 	e.slurm.RefuseDrains(false)
 	e.cordon(pod.Spec.NodeName, true, "PSU swap")
 	e.slurmIs("gpu-0", first)
+	saved := e.slurm.Get("gpu-0") // what slurmctld had saved
 	e.cordon(pod.Spec.NodeName, true, "PSU and fan swap")
 	e.slurmIs("gpu-0", second)
-	e.eventually(20*time.Second, "one record, the new drain's", func() (bool, string) {
+	e.eventually(20*time.Second, "the new drain in place, the old one recorded", func() (bool, string) {
 		a := e.node(pod.Spec.NodeName).Annotations
-		return a[keys.AnnotationDrainApplied] == second && a[keys.AnnotationDrainReplaced] == "", fmt.Sprint(a)
+		return a[keys.AnnotationDrainApplied] == second && keys.ParseDrainRecord(a[keys.AnnotationDrainReplaced]).Reason == first, fmt.Sprint(a)
 	})
+	e.slurm.Add(saved) // slurmctld restarts from its saved state
+	e.slurmIs("gpu-0", second)
+	ok, _ := e.hasEvent("", pod.Spec.NodeName, keys.EventAdminDrainKept, "")
+	assert.False(t, ok, "onepool's own drain taken for an admin's")
 }
 
 // Slurm's changes reach the syncer as they happen, not at its next resync:
