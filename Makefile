@@ -139,8 +139,8 @@ $(BIN)/lab: $(shell find test/lab -name '*.go' -not -name '*_test.go') $(wildcar
 generate: $(BIN)/controller-gen ## regenerate everything generated (slurmrestd client, NodeSet CRD and deepcopy, the scheduler args' deepcopy, defaults and conversion)
 	go tool oapi-codegen -config openapi/oapi-codegen-v0.0.42.yaml openapi/slurm-v0.0.42.json
 	go tool oapi-codegen -config openapi/oapi-codegen-v0.0.44.yaml openapi/slurm-v0.0.44.json
-	$(BIN)/controller-gen object paths=./nodeset/api/... \
-	  crd:generateEmbeddedObjectMeta=true paths=./nodeset/api/... output:crd:artifacts:config=config/crd/bases
+	$(BIN)/controller-gen object paths=./nodeset/api/... paths=./tenancy/api/... \
+	  crd:generateEmbeddedObjectMeta=true paths=./nodeset/api/... paths=./tenancy/api/... output:crd:artifacts:config=config/crd/bases
 	cp config/crd/bases/*.yaml charts/onepool/crds/
 	$(BIN)/controller-gen object paths=./scheduler/apis/...
 	go tool defaulter-gen --output-file zz_generated.defaults.go ./scheduler/apis/config/v1

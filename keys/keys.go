@@ -211,11 +211,12 @@ const (
 
 	// Scheduler events, on the pod.
 	EventJobSubmitted   = "SlurmJobSubmitted"
-	EventJobRejected    = "SlurmJobRejected"    // Slurm refused the placeholder job
-	EventInvalidRequest = "InvalidSlurmRequest" // a pod annotation or request onepool cannot turn into a job
-	EventJobEnded       = "SlurmJobEnded"       // the job ended in Slurm; the pod is evicted
-	EventJobMissing     = "SlurmJobMissing"     // Slurm no longer knows the job; the pod is evicted
-	EventJobPreempted   = "SlurmJobPreempted"   // Slurm began preempting the job; the pod is evicted before its deadline
+	EventJobRejected    = "SlurmJobRejected"      // Slurm refused the placeholder job
+	EventInvalidRequest = "InvalidSlurmRequest"   // a pod annotation or request onepool cannot turn into a job
+	EventPolicyRefused  = "RefusedByTenantPolicy" // the namespace's TenantPolicy does not allow what the pod asks (or none covers it)
+	EventJobEnded       = "SlurmJobEnded"         // the job ended in Slurm; the pod is evicted
+	EventJobMissing     = "SlurmJobMissing"       // Slurm no longer knows the job; the pod is evicted
+	EventJobPreempted   = "SlurmJobPreempted"     // Slurm began preempting the job; the pod is evicted before its deadline
 	EventEvictFailed    = "EvictionFailed"
 	// EventBudgetOverridden: a PodDisruptionBudget refused the eviction of a
 	// pod whose job Slurm ended or preempts; the pod is deleted anyway.
@@ -285,13 +286,18 @@ const (
 )
 
 // Placeholder jobs. The comment of every job onepool's scheduler makes
-// starts with PlaceholderCommentPrefix ("onepool:pod=<ns>/<name>;uid=<uid>"
-// or "onepool:group=<ns>/<podgroup>"); whatever holds such a job's GPUs
-// after Slurm ended it (the placeholder script, the release epilog) asks
-// GET <releaseURL>ReleasePath<job id> until it answers 200.
+// starts with PlaceholderCommentPrefix ("onepool:pod=<ns>/<name>;uid=<uid>;sig=<hmac>"
+// or "onepool:group=<ns>/<podgroup>;uid=<uid>;sig=<hmac>"); the signature,
+// keyed by the Secret's PlaceholderKeyData (PlaceholderKeyPrevious is still
+// accepted), is what makes it onepool's: the prefix alone proves nothing.
+// Whatever holds such a job's GPUs after Slurm ended it (the placeholder
+// script, the release epilog) asks GET <releaseURL>ReleasePath<job id>
+// until it answers 200.
 const (
 	PlaceholderCommentPrefix = "onepool:"
 	ReleasePath              = "/v1/placeholders/"
+	PlaceholderKeyData       = "key"
+	PlaceholderKeyPrevious   = "previous"
 )
 
 // SyncerOwns says whether a drain reason has the form of one the syncer

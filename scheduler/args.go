@@ -35,6 +35,9 @@ func validateArgs(a *Args) error {
 	if a.TokenFile == "" {
 		errs = append(errs, field.Required(p.Child("tokenFile"), "the slurmrestd token file"))
 	}
+	if _, _, err := secretRef(a.PlaceholderKeySecret); err != nil {
+		errs = append(errs, field.Invalid(p.Child("placeholderKeySecret"), a.PlaceholderKeySecret, err.Error()))
+	}
 	if v := a.SlurmrestAPIVersion; v != "" && !slices.Contains(slurmrest.APIVersions, v) {
 		errs = append(errs, field.NotSupported(p.Child("slurmrestAPIVersion"), v, slurmrest.APIVersions))
 	}

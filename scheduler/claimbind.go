@@ -72,7 +72,7 @@ func (c *Core) allocateGPUClaim(ctx context.Context, pod *corev1.Pod, node strin
 	if apierrors.IsNotFound(err) {
 		// onepool's webhook names the claim and leaves it to onepool to
 		// make: it holds the pod's count and goes with the pod.
-		r, rerr := requestFor(pod, c.args)
+		r, rerr := c.request(pod)
 		if rerr != nil {
 			return fmt.Errorf("%w: %w", ErrGPUClaim, rerr)
 		}

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -38,6 +39,7 @@ type Core struct {
 	jobs     JobCache
 	kube     kubernetes.Interface
 	groups   GroupReader
+	tenants  Tenants
 	nodes    corelisters.NodeLister
 	slices   resourcelisters.ResourceSliceLister
 	claims   resourcelisters.ResourceClaimLister
@@ -46,6 +48,9 @@ type Core struct {
 	script   func(owner) string
 	leader   Leadership
 	metrics  *metrics
+	// proof signs and checks placeholder comments; set before any job is
+	// read (Run loads it) and never changed after.
+	proof *commentKeys
 
 	mu     sync.Mutex
 	synced bool
@@ -76,7 +81,10 @@ type CoreConfig struct {
 	Jobs   JobCache
 	Kube   kubernetes.Interface
 	Groups GroupReader
-	Nodes  corelisters.NodeLister
+	// Tenants says which TenantPolicy covers a pod's namespace; nil: no
+	// policy applies (every pod asks what it likes).
+	Tenants Tenants
+	Nodes   corelisters.NodeLister
 	// Slices and Claims are read to allocate GPU claims from Slurm's
 	// answer; nil: pods with a GPU claim are not bound.
 	Slices   resourcelisters.ResourceSliceLister
@@ -89,6 +97,9 @@ type CoreConfig struct {
 	Leader Leadership
 	// Registerer receives the plugin's metrics; nil: not exported.
 	Registerer prometheus.Registerer
+	// PlaceholderKey signs placeholder comments; nil: Run reads it from
+	// Args.PlaceholderKeySecret.
+	PlaceholderKey []byte
 }
 
 // NewCore returns a Core; Run starts its loops.
@@ -105,9 +116,15 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 		g.Lead()
 		leader = g
 	}
+	var proof *commentKeys
+	if cfg.PlaceholderKey != nil {
+		if proof, err = newCommentKeys(cfg.PlaceholderKey); err != nil {
+			return nil, fmt.Errorf("onepool: %w", err)
+		}
+	}
 	return &Core{
-		leader: leader, metrics: m,
-		args: cfg.Args, log: cfg.Log, slurm: cfg.Slurm, jobs: cfg.Jobs, kube: cfg.Kube, groups: cfg.Groups,
+		leader: leader, metrics: m, proof: proof,
+		args: cfg.Args, log: cfg.Log, slurm: cfg.Slurm, jobs: cfg.Jobs, kube: cfg.Kube, groups: cfg.Groups, tenants: cfg.Tenants,
 		nodes: cfg.Nodes, slices: cfg.Slices, claims: cfg.Claims, recorder: cfg.Recorder, activate: cfg.Activate,
 		script:    func(o owner) string { return placeholderScript(o, host, port) },
 		pods:      map[types.UID]*corev1.Pod{},
@@ -137,8 +154,11 @@ type Decision struct {
 // Place decides for one pod in a scheduling cycle. It never calls Slurm:
 // it reads onepool's records and queues work.
 func (c *Core) Place(pod *corev1.Pod) Decision {
-	if _, err := requestFor(pod, c.args); err != nil {
+	if _, err := c.request(pod); err != nil {
 		c.invalidRequest(pod, err)
+		if errors.Is(err, errPolicy) {
+			return Decision{Message: "refused: " + err.Error()}
+		}
 		return Decision{Message: "invalid Slurm request: " + err.Error()}
 	}
 	o := ownerOf(pod)
@@ -237,7 +257,11 @@ func (c *Core) invalidRequest(pod *corev1.Pod, err error) {
 	c.invalid[pod.UID] = err.Error()
 	c.mu.Unlock()
 	if last != err.Error() {
-		c.recorder.Eventf(pod, nil, corev1.EventTypeWarning, keys.EventInvalidRequest, keys.ActionSchedule, "%v", err)
+		reason := keys.EventInvalidRequest
+		if errors.Is(err, errPolicy) {
+			reason = keys.EventPolicyRefused
+		}
+		c.recorder.Eventf(pod, nil, corev1.EventTypeWarning, reason, keys.ActionSchedule, "%v", err)
 	}
 }
 
@@ -277,7 +301,7 @@ func (c *Core) membersLocked(o owner) []*corev1.Pod {
 // not submit are ignored; a placeholder of an owner onepool has no record
 // of (after a restart) is adopted.
 func (c *Core) observe(j slurmrest.Job) {
-	o, ok := parseComment(j.Comment)
+	o, ok := c.proof.parse(j.Comment)
 	if !ok {
 		return
 	}
@@ -316,6 +340,8 @@ func (c *Core) observe(j slurmrest.Job) {
 		}
 	}
 	if p.jobID == j.ID {
+		// The id is this owner's whatever another placement claimed.
+		c.byJob[j.ID] = key
 		started := j.State.Base() == slurmrest.JobRunning && (p.job == nil || p.job.State.Base() == slurmrest.JobPending)
 		changed, err := p.setJob(j)
 		if err != nil {

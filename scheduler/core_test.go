@@ -78,16 +78,22 @@ func (f *fakeSlurm) JobStates(context.Context, []uint32) ([]slurmrest.JobStateEn
 type fakeJobs struct {
 	stale     bool
 	refreshes atomic.Int32
-	count     atomic.Int32 // JobCount
-	lastSync  atomic.Int64 // LastSync, unix nanoseconds
+	count     atomic.Int32             // JobCount
+	lastSync  atomic.Int64             // LastSync, unix nanoseconds
+	listed    map[uint32]slurmrest.Job // what Job finds; set before use
 }
 
-func (f *fakeJobs) Job(uint32) (slurmrest.Job, error) { return slurmrest.Job{}, slurmrest.ErrNotFound }
-func (f *fakeJobs) Stale() bool                       { return f.stale }
-func (f *fakeJobs) RefreshJobs()                      { f.refreshes.Add(1) }
-func (f *fakeJobs) JobCount() int                     { return int(f.count.Load()) }
-func (f *fakeJobs) LastSync() time.Time               { return time.Unix(0, f.lastSync.Load()) }
-func (f *fakeJobs) synced()                           { f.lastSync.Store(time.Now().UnixNano()) }
+func (f *fakeJobs) Job(id uint32) (slurmrest.Job, error) {
+	if j, ok := f.listed[id]; ok {
+		return j, nil
+	}
+	return slurmrest.Job{}, slurmrest.ErrNotFound
+}
+func (f *fakeJobs) Stale() bool         { return f.stale }
+func (f *fakeJobs) RefreshJobs()        { f.refreshes.Add(1) }
+func (f *fakeJobs) JobCount() int       { return int(f.count.Load()) }
+func (f *fakeJobs) LastSync() time.Time { return time.Unix(0, f.lastSync.Load()) }
+func (f *fakeJobs) synced()             { f.lastSync.Store(time.Now().UnixNano()) }
 
 type coreFixture struct {
 	core  *Core
@@ -113,7 +119,7 @@ func newCoreFixture(t *testing.T) *coreFixture {
 	var err error
 	f.core, err = NewCore(CoreConfig{
 		Args: testArgs(t), Log: klog.Background(), Slurm: f.slurm, Jobs: f.jobs, Kube: kube,
-		Nodes: inf.Core().V1().Nodes().Lister(), Recorder: events.NewFakeRecorder(100),
+		Nodes: inf.Core().V1().Nodes().Lister(), Recorder: events.NewFakeRecorder(100), PlaceholderKey: testKey,
 		Activate: func(ps []*corev1.Pod) {
 			for _, p := range ps {
 				f.woken = append(f.woken, p.Name)
@@ -130,7 +136,7 @@ func newCoreFixture(t *testing.T) *coreFixture {
 }
 
 func (f *coreFixture) job(id uint32, state string, nodes string) slurmrest.Job {
-	return slurmrest.Job{ID: id, Comment: ownerOf(f.pod).comment(), State: slurmrest.JobState{state}, Nodes: nodes, SubmitTime: time.Now()}
+	return slurmrest.Job{ID: id, Comment: f.core.proof.comment(ownerOf(f.pod)), State: slurmrest.JobState{state}, Nodes: nodes, SubmitTime: time.Now()}
 }
 
 func TestCoreAdoptsARunningJobAndBindsWithoutSubmitting(t *testing.T) {

@@ -207,7 +207,7 @@ func TestExclusiveModes(t *testing.T) {
 			}
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, r.Sharing)
-			assert.Equal(t, tt.want, jobFor(owner{Name: "p"}, r, 1, a, "").Sharing)
+			assert.Equal(t, tt.want, jobFor(owner{Name: "p"}, "", r, 1, a, "").Sharing)
 		})
 	}
 	a := testArgs(t)

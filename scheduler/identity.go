@@ -1,6 +1,9 @@
 package scheduler
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"fmt"
 	"strings"
 
@@ -14,9 +17,11 @@ import (
 // all pods of a PodGroup (a gang, placed as one multi-node job).
 type owner struct {
 	Namespace string
-	Name      string    // the pod's or the PodGroup's name
-	UID       types.UID // the pod's; empty for a group
-	Group     bool
+	Name      string // the pod's or the PodGroup's name
+	// UID is the pod's, or the PodGroup's once read (a group owner made
+	// from a pod has none; its key does not need one).
+	UID   types.UID
+	Group bool
 }
 
 // ownerOf returns the owner a pod belongs to.
@@ -49,39 +54,108 @@ const commentPrefix = keys.PlaceholderCommentPrefix
 // jobName is the placeholder job's name as squeue shows it.
 func (o owner) jobName() string { return "onepool/" + o.Namespace + "/" + o.Name }
 
-// comment encodes the owner into the job's comment.
-func (o owner) comment() string {
+// body is what a placeholder's comment says of its owner: the pod (or
+// PodGroup) by namespace, name and uid.
+func (o owner) body() string {
+	kind := "pod="
 	if o.Group {
-		return fmt.Sprintf("%sgroup=%s/%s", commentPrefix, o.Namespace, o.Name)
+		kind = "group="
 	}
-	return fmt.Sprintf("%spod=%s/%s;uid=%s", commentPrefix, o.Namespace, o.Name, o.UID)
+	return fmt.Sprintf("%s%s/%s;uid=%s", kind, o.Namespace, o.Name, o.UID)
 }
 
-// parseComment reads an owner back from a job comment; ok is false for
-// jobs onepool did not submit.
-func parseComment(c string) (owner, bool) {
+// parseBody reads an owner back from a comment's body; ok is false for
+// anything onepool would not have written.
+func parseBody(b string) (owner, bool) {
+	o := owner{}
+	rest, ok := strings.CutPrefix(b, "pod=")
+	if !ok {
+		if rest, ok = strings.CutPrefix(b, "group="); !ok {
+			return owner{}, false
+		}
+		o.Group = true
+	}
+	nsName, uid, ok := strings.Cut(rest, ";uid=")
+	if !ok || uid == "" || strings.ContainsAny(uid, "/;") {
+		return owner{}, false
+	}
+	ns, name, ok := strings.Cut(nsName, "/")
+	if !ok || ns == "" || name == "" || strings.ContainsAny(name, "/;") {
+		return owner{}, false
+	}
+	o.Namespace, o.Name, o.UID = ns, name, types.UID(uid)
+	return o, true
+}
+
+// sigLen is the length in bytes of a comment's signature (HMAC-SHA256
+// cut to 128 bits: a forgery needs the key, not luck).
+const sigLen = 16
+
+// commentKeys prove that onepool made a placeholder job: its comment ends
+// with an HMAC over the body, keyed by a secret only onepool's scheduler
+// holds. Anyone can copy a comment, no one can make one for another pod;
+// a copy of a live placeholder's comment is a second job for the same
+// owner, and onepool keeps the older (its own) and cancels the copy.
+type commentKeys struct {
+	sign   []byte   // signs new comments
+	accept [][]byte // every key a comment may be signed with (sign first)
+}
+
+// newCommentKeys returns keys that sign with current and also accept
+// comments signed with previous (a rotation); empty previous ones are
+// skipped.
+func newCommentKeys(current []byte, previous ...[]byte) (*commentKeys, error) {
+	if len(current) < minKeyLen {
+		return nil, fmt.Errorf("the placeholder signing key has %d bytes, want at least %d", len(current), minKeyLen)
+	}
+	k := &commentKeys{sign: current, accept: [][]byte{current}}
+	for _, p := range previous {
+		if len(p) >= minKeyLen {
+			k.accept = append(k.accept, p)
+		}
+	}
+	return k, nil
+}
+
+// minKeyLen is the shortest signing key accepted, in bytes.
+const minKeyLen = 32
+
+func mac(key []byte, body string) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(body))
+	return m.Sum(nil)[:sigLen]
+}
+
+// comment encodes the owner, signed, into a job's comment.
+func (k *commentKeys) comment(o owner) string {
+	b := o.body()
+	return commentPrefix + b + ";sig=" + base64.RawURLEncoding.EncodeToString(mac(k.sign, b))
+}
+
+// parse reads the owner from a job's comment; ok is false unless onepool
+// signed it (a job a Slurm user made with a comment of onepool's form).
+func (k *commentKeys) parse(c string) (owner, bool) {
 	rest, ok := strings.CutPrefix(c, commentPrefix)
 	if !ok {
 		return owner{}, false
 	}
-	if g, ok := strings.CutPrefix(rest, "group="); ok {
-		ns, name, ok := strings.Cut(g, "/")
-		if !ok || ns == "" || name == "" || strings.ContainsAny(name, "/;") {
-			return owner{}, false
-		}
-		return owner{Namespace: ns, Name: name, Group: true}, true
+	i := strings.LastIndex(rest, ";sig=")
+	if i < 0 {
+		return owner{}, false
 	}
-	p, ok := strings.CutPrefix(rest, "pod=")
+	b := rest[:i]
+	sig, err := base64.RawURLEncoding.DecodeString(rest[i+len(";sig="):])
+	if err != nil || len(sig) != sigLen {
+		return owner{}, false
+	}
+	o, ok := parseBody(b)
 	if !ok {
 		return owner{}, false
 	}
-	nsName, uid, ok := strings.Cut(p, ";uid=")
-	if !ok || uid == "" {
-		return owner{}, false
+	for _, key := range k.accept {
+		if hmac.Equal(sig, mac(key, b)) {
+			return o, true
+		}
 	}
-	ns, name, ok := strings.Cut(nsName, "/")
-	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-		return owner{}, false
-	}
-	return owner{Namespace: ns, Name: name, UID: types.UID(uid)}, true
+	return owner{}, false
 }

@@ -24,9 +24,16 @@ func listByGroup(name string) metav1.ListOptions {
 	return metav1.ListOptions{LabelSelector: labels.Set{keys.LabelPodGroup: name}.String()}
 }
 
-// GroupReader reads a PodGroup's minimum member count.
+// GroupReader reads a PodGroup.
 type GroupReader interface {
-	MinMember(ctx context.Context, namespace, name string) (int, error)
+	Group(ctx context.Context, namespace, name string) (Group, error)
+}
+
+// Group is what onepool reads of a PodGroup: its uid (named in the gang's
+// placeholder comment) and how many pods one job places.
+type Group struct {
+	UID       types.UID
+	MinMember int
 }
 
 // PodGroupGVR is scheduler-plugins' PodGroup (coscheduling).
@@ -35,14 +42,18 @@ var PodGroupGVR = schema.GroupVersionResource{Group: "scheduling.x-k8s.io", Vers
 // DynamicGroups reads PodGroups without importing scheduler-plugins' types.
 type DynamicGroups struct{ Client dynamic.Interface }
 
-func (g DynamicGroups) MinMember(ctx context.Context, namespace, name string) (int, error) {
+func (g DynamicGroups) Group(ctx context.Context, namespace, name string) (Group, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	u, err := g.Client.Resource(PodGroupGVR).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return 0, fmt.Errorf("PodGroup %s/%s: %w", namespace, name, err)
+		return Group{}, fmt.Errorf("PodGroup %s/%s: %w", namespace, name, err)
 	}
-	return minMemberOf(u)
+	n, err := minMemberOf(u)
+	if err != nil {
+		return Group{}, err
+	}
+	return Group{UID: u.GetUID(), MinMember: n}, nil
 }
 
 func minMemberOf(u *unstructured.Unstructured) (int, error) {

@@ -181,12 +181,21 @@ func (c *Core) evictOrDelete(ctx context.Context, pod *corev1.Pod, cause evictio
 	return err
 }
 
-// dropIfIdle forgets a placement whose pods and job are both done.
+// dropIfIdle forgets a placement whose pods and job are both done; pods
+// that wait for their TenantPolicy's GPU cap try again.
 func (c *Core) dropIfIdle(key string, p *placement) {
+	var wake []*corev1.Pod
+	defer func() { c.activate(wake) }()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.places[key] != p || p.submitting || len(c.membersLocked(p.owner)) > 0 {
 		return
+	}
+	for _, q := range c.places {
+		if q.capped {
+			q.capped = false
+			wake = append(wake, c.membersLocked(q.owner)...)
+		}
 	}
 	delete(c.places, key)
 	delete(c.byJob, p.jobID)

@@ -30,6 +30,10 @@ type placement struct {
 	inDoubt  time.Time
 	rejected bool   // Slurm refused the job as asked: wait for a pod change
 	waiting  string // why nothing is submitted yet (an incomplete gang)
+	// reserved: GPUs counted against the TenantPolicy's cap while the
+	// submission is under way (0 once it ends).
+	reserved int64
+	capped   bool // waits for the TenantPolicy's GPU cap
 
 	nodes    []string             // the allocation, in Slurm's order
 	assigned map[types.UID]string // pod → Slurm node

@@ -13,12 +13,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
+	tenancyv1alpha1 "github.com/onepool/onepool/tenancy/api/v1alpha1"
 )
 
 // Name is the plugin's name in the scheduler configuration.
@@ -70,10 +72,16 @@ func newPlugin(ctx context.Context, obj runtime.Object, h fwk.Handle, leader Lea
 	}
 	pods := h.SharedInformerFactory().Core().V1().Pods()
 	dra := h.SharedInformerFactory().Resource().V1()
+	// TenantPolicies through a dynamic informer of their own (the
+	// framework's factory knows only Kubernetes' types).
+	policies := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0).ForResource(tenancyv1alpha1.Resource)
+	namespaces := h.SharedInformerFactory().Core().V1().Namespaces()
 	core, err := NewCore(CoreConfig{
 		Args: args, Log: log, Slurm: client, Jobs: jobs, Kube: h.ClientSet(),
-		Groups: DynamicGroups{Client: dyn}, Nodes: h.SharedInformerFactory().Core().V1().Nodes().Lister(),
-		Slices: dra.ResourceSlices().Lister(), Claims: dra.ResourceClaims().Lister(),
+		Groups:  DynamicGroups{Client: dyn},
+		Tenants: InformerTenants{Policies: policies.Lister(), Namespaces: namespaces.Lister(), Default: args.DefaultTenantPolicy},
+		Nodes:   h.SharedInformerFactory().Core().V1().Nodes().Lister(),
+		Slices:  dra.ResourceSlices().Lister(), Claims: dra.ResourceClaims().Lister(),
 		Recorder: h.EventRecorder(), Leader: leader, Registerer: reg,
 		Activate: func(ps []*corev1.Pod) {
 			if len(ps) == 0 {
@@ -97,7 +105,15 @@ func newPlugin(ctx context.Context, obj runtime.Object, h fwk.Handle, leader Lea
 		l.Close()
 		return nil, fmt.Errorf("onepool: %w", err)
 	}
-	go core.Run(ctx, pods.Informer().HasSynced, jobs, l)
+	if _, err := policies.Informer().AddEventHandler(core.PolicyEventHandler()); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("onepool: %w", err)
+	}
+	go policies.Informer().Run(ctx.Done())
+	synced := func() bool {
+		return pods.Informer().HasSynced() && namespaces.Informer().HasSynced() && policies.Informer().HasSynced()
+	}
+	go core.Run(ctx, synced, jobs, l)
 	return &Plugin{core: core}, nil
 }
 

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,21 +47,50 @@ func TestExpandHostlist(t *testing.T) {
 	}
 }
 
-func TestCommentRoundTrip(t *testing.T) {
-	for _, o := range []owner{
-		{Namespace: "ml", Name: "llama-7b-0", UID: "0b8e6a1c-1111-2222-3333-444455556666"},
-		{Namespace: "ml", Name: "trio", Group: true},
+// testKey signs the placeholder comments of the unit tests.
+var testKey = []byte("0123456789abcdef0123456789abcdef")
+
+func TestCommentRoundTripAndForgeries(t *testing.T) {
+	k, err := newCommentKeys(testKey)
+	require.NoError(t, err)
+	pod := owner{Namespace: "ml", Name: "llama-7b-0", UID: "0b8e6a1c-1111-2222-3333-444455556666"}
+	group := owner{Namespace: "ml", Name: "trio", UID: "7c1d", Group: true}
+	for _, o := range []owner{pod, group} {
+		got, ok := k.parse(k.comment(o))
+		assert.True(t, ok, "onepool reads back its own comment %q", k.comment(o))
+		assert.Equal(t, o, got)
+	}
+	other, err := newCommentKeys([]byte("another key, not onepool's, 32 bytes"))
+	require.NoError(t, err)
+	signed := k.comment(pod)
+	for name, c := range map[string]string{
+		"empty":                "",
+		"not onepool's":        "onepool e2e",
+		"the form without sig": "onepool:pod=ml/llama-7b-0;uid=0b8e6a1c-1111-2222-3333-444455556666",
+		"the old group form":   "onepool:group=ml/trio",
+		"signed with another key (a Slurm user's forgery)": other.comment(pod),
+		"another pod's uid under a copied signature":       strings.Replace(signed, "uid=0b8e", "uid=ffff", 1),
+		"another name under a copied signature":            strings.Replace(signed, "llama-7b-0", "victim", 1),
+		"a group's comment turned into a pod's":            strings.Replace(k.comment(group), "group=", "pod=", 1),
+		"a cut signature":                                  signed[:len(signed)-2],
+		"a signature that is not base64":                   strings.SplitAfter(signed, ";sig=")[0] + "!!!!!!!!!!!!!!!!!!!!!!",
+		"no namespace":                                     "onepool:pod=/x;uid=1;sig=AAAAAAAAAAAAAAAAAAAAAA",
+		"another prefix":                                   strings.Replace(signed, "onepool:", "other:", 1),
 	} {
-		got, ok := parseComment(o.comment())
-		if !ok || got != o {
-			t.Errorf("parseComment(%q) = %+v, %v; want %+v", o.comment(), got, ok, o)
-		}
+		o, ok := k.parse(c)
+		assert.False(t, ok, "%s: parse(%q) = %+v, want not onepool's", name, c, o)
 	}
-	for _, c := range []string{"", "onepool e2e", "onepool:pod=ml/x", "onepool:pod=/x;uid=1", "onepool:group=ml", "onepool:group=ml/a/b", "other:pod=ml/x;uid=1"} {
-		if o, ok := parseComment(c); ok {
-			t.Errorf("parseComment(%q) = %+v, want not onepool's", c, o)
-		}
-	}
+	// A rotation: comments signed with the previous key are still read,
+	// new ones are signed with the current key.
+	rotated, err := newCommentKeys([]byte("the next key, at least 32 bytes long"), testKey)
+	require.NoError(t, err)
+	got, ok := rotated.parse(signed)
+	assert.True(t, ok, "a comment signed with the previous key")
+	assert.Equal(t, pod, got)
+	_, ok = k.parse(rotated.comment(pod))
+	assert.False(t, ok, "the old key does not read what the new one signed")
+	_, err = newCommentKeys([]byte("short"))
+	assert.Error(t, err, "a short key is refused")
 }
 
 func podWith(ann map[string]string, gpus int64, cpu, mem string) *corev1.Pod {
@@ -81,7 +113,7 @@ func podWith(ann map[string]string, gpus int64, cpu, mem string) *corev1.Pod {
 }
 
 func testArgs(t *testing.T) *Args {
-	a, err := decodeArgs(`{"slurmrestURL":"http://slurmrestd:6820","tokenFile":"/t","releaseURL":"http://onepool:10270","defaultPartition":"main"}`)
+	a, err := decodeArgs(`{"slurmrestURL":"http://slurmrestd:6820","tokenFile":"/t","placeholderKeySecret":"onepool-system/onepool-placeholder-key","releaseURL":"http://onepool:10270","defaultPartition":"main"}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,18 +176,18 @@ func TestRequestFor(t *testing.T) {
 func TestJobFor(t *testing.T) {
 	a := testArgs(t)
 	o := owner{Namespace: "ml", Name: "trio", Group: true}
-	j := jobFor(o, request{Partition: "main", QOS: "high", GPUs: 8, CPUs: 4, MemoryMB: 2048}, 3, a, "#!/bin/bash\n")
+	j := jobFor(o, "onepool:group=ml/trio", request{Partition: "main", QOS: "high", GPUs: 8, CPUs: 4, MemoryMB: 2048}, 3, a, "#!/bin/bash\n")
 	if j.Nodes != "3" || j.Tasks != 3 || j.TresPerNode != "gres/gpu:8" || j.CPUsPerTask != 4 || j.MemoryPerNodeMB != 2048 ||
 		j.QOS != "high" || !j.NoRequeue || j.Comment != "onepool:group=ml/trio" || j.Name != "onepool/ml/trio" {
 		t.Fatalf("jobFor = %+v", j)
 	}
-	if j := jobFor(o, request{CPUs: 1}, 1, a, "x"); j.TresPerNode != "" {
+	if j := jobFor(o, "", request{CPUs: 1}, 1, a, "x"); j.TresPerNode != "" {
 		t.Errorf("a pod without GPUs asks %q", j.TresPerNode)
 	}
 }
 
 func TestDecodeArgs(t *testing.T) {
-	a, err := decodeArgs(`{"apiVersion":"kubescheduler.config.k8s.io/v1","kind":"OnepoolArgs","slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"http://10.0.0.1:10270"}`)
+	a, err := decodeArgs(`{"apiVersion":"kubescheduler.config.k8s.io/v1","kind":"OnepoolArgs","slurmrestURL":"http://s:6820","tokenFile":"/t","placeholderKeySecret":"onepool-system/onepool-placeholder-key","releaseURL":"http://10.0.0.1:10270"}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,22 +196,24 @@ func TestDecodeArgs(t *testing.T) {
 		t.Errorf("defaults not applied: %+v", a)
 	}
 	for name, raw := range map[string]string{
-		"unknown field":    `{"slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"http://h:1","partiton":"x"}`,
-		"no url":           `{"tokenFile":"/t","releaseURL":"http://h:1"}`,
+		"unknown field":    `{"slurmrestURL":"http://s:6820","tokenFile":"/t","placeholderKeySecret":"onepool-system/onepool-placeholder-key","releaseURL":"http://h:1","partiton":"x"}`,
+		"no url":           `{"tokenFile":"/t","placeholderKeySecret":"onepool-system/onepool-placeholder-key","releaseURL":"http://h:1"}`,
 		"no token":         `{"slurmrestURL":"http://s:6820","releaseURL":"http://h:1"}`,
-		"https release":    `{"slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"https://h:1"}`,
-		"release no port":  `{"slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"http://h"}`,
-		"bad qos":          `{"slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"http://h:1","defaultQOS":"a b"}`,
-		"stale < 2 polls":  `{"slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"http://h:1","pollInterval":"10s","staleAfter":"15s"}`,
-		"other version":    `{"apiVersion":"onepool.dev/v1alpha1","kind":"OnepoolArgs","slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"http://h:1"}`,
-		"relative wd":      `{"slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"http://h:1","workDir":"tmp"}`,
-		"too many workers": `{"slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"http://h:1","submitWorkers":65}`,
+		"no key secret":    `{"slurmrestURL":"http://s:6820","tokenFile":"/t","releaseURL":"http://h:1"}`,
+		"key secret name":  `{"slurmrestURL":"http://s:6820","tokenFile":"/t","placeholderKeySecret":"just-a-name","releaseURL":"http://h:1"}`,
+		"https release":    `{"slurmrestURL":"http://s:6820","tokenFile":"/t","placeholderKeySecret":"onepool-system/onepool-placeholder-key","releaseURL":"https://h:1"}`,
+		"release no port":  `{"slurmrestURL":"http://s:6820","tokenFile":"/t","placeholderKeySecret":"onepool-system/onepool-placeholder-key","releaseURL":"http://h"}`,
+		"bad qos":          `{"slurmrestURL":"http://s:6820","tokenFile":"/t","placeholderKeySecret":"onepool-system/onepool-placeholder-key","releaseURL":"http://h:1","defaultQOS":"a b"}`,
+		"stale < 2 polls":  `{"slurmrestURL":"http://s:6820","tokenFile":"/t","placeholderKeySecret":"onepool-system/onepool-placeholder-key","releaseURL":"http://h:1","pollInterval":"10s","staleAfter":"15s"}`,
+		"other version":    `{"apiVersion":"onepool.dev/v1alpha1","kind":"OnepoolArgs","slurmrestURL":"http://s:6820","tokenFile":"/t","placeholderKeySecret":"onepool-system/onepool-placeholder-key","releaseURL":"http://h:1"}`,
+		"relative wd":      `{"slurmrestURL":"http://s:6820","tokenFile":"/t","placeholderKeySecret":"onepool-system/onepool-placeholder-key","releaseURL":"http://h:1","workDir":"tmp"}`,
+		"too many workers": `{"slurmrestURL":"http://s:6820","tokenFile":"/t","placeholderKeySecret":"onepool-system/onepool-placeholder-key","releaseURL":"http://h:1","submitWorkers":65}`,
 	} {
 		if _, err := decodeArgs(raw); err == nil {
 			t.Errorf("%s: accepted %s", name, raw)
 		}
 	}
-	y := "slurmrestURL: http://s:6820\ntokenFile: /t\nreleaseURL: http://h:1\n"
+	y := "slurmrestURL: http://s:6820\ntokenFile: /t\nplaceholderKeySecret: onepool-system/k\nreleaseURL: http://h:1\n"
 	if _, err := decodeArgs(y); err != nil {
 		t.Errorf("YAML args: %v", err)
 	}

@@ -11,13 +11,39 @@ import (
 
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
+	"github.com/onepool/onepool/tenancy"
 )
+
+// grantTo narrows a request read from the pod to what its TenantPolicy
+// grants: the Slurm user, and the policy's defaults where the pod named
+// nothing (the scheduler's defaults stay where the policy has none).
+func grantTo(r request, g tenancy.Grant) request {
+	r.Policy, r.User = g.Policy, g.SlurmUser
+	for _, f := range []struct {
+		dst *string
+		v   string
+	}{{&r.Partition, g.Partition}, {&r.QOS, g.QOS}, {&r.Account, g.Account}} {
+		if f.v != "" {
+			*f.dst = f.v
+		}
+	}
+	if g.Exclusive != "" {
+		if s, err := parseExclusive(g.Exclusive); err == nil {
+			r.Sharing = s
+		}
+	}
+	return r
+}
 
 // ResourceGPU is the extended resource a pod asks GPUs with.
 const ResourceGPU corev1.ResourceName = "nvidia.com/gpu"
 
 // request is what one pod asks of Slurm.
 type request struct {
+	// Policy is the TenantPolicy that allowed it ("" none applied) and
+	// User the Slurm user its job runs as ("" onepool's own).
+	Policy    string
+	User      string
 	Partition string
 	QOS       string
 	Account   string
@@ -132,11 +158,11 @@ func claimGPUs(pod *corev1.Pod, r *request) error {
 }
 
 // jobFor builds the placeholder job for an owner whose pods each ask req,
-// one pod per node over nodes nodes.
-func jobFor(o owner, req request, nodes int, a *Args, script string) slurmrest.JobSubmit {
+// one pod per node over nodes nodes; comment is the owner's, signed.
+func jobFor(o owner, comment string, req request, nodes int, a *Args, script string) slurmrest.JobSubmit {
 	j := slurmrest.JobSubmit{
 		Name:            o.jobName(),
-		Comment:         o.comment(),
+		Comment:         comment,
 		Script:          script,
 		Partition:       req.Partition,
 		QOS:             req.QOS,

@@ -81,6 +81,9 @@ func (c *Core) Run(ctx context.Context, podsSynced cache.InformerSynced, jobs Jo
 	if !cache.WaitForCacheSync(ctx.Done(), podsSynced) {
 		return
 	}
+	if !c.waitForKey(ctx) {
+		return
+	}
 	jobs.AddJobHandler(slurmrest.JobHandler{
 		Add:    func(j *slurmrest.Job) { c.observe(*j) },
 		Update: func(_, j *slurmrest.Job) { c.observe(*j) },
@@ -147,11 +150,33 @@ loop:
 	}
 }
 
+// waitForKey loads the placeholder signing key unless the Core has it,
+// asking again with backoff until it succeeds or ctx ends: without it no
+// job can be told onepool's, so nothing is read or submitted.
+func (c *Core) waitForKey(ctx context.Context) bool {
+	wait := time.Second
+	for c.proof == nil {
+		k, err := loadCommentKeys(ctx, c.kube, c.args.PlaceholderKeySecret)
+		if err == nil {
+			c.proof = k
+			break
+		}
+		c.log.Error(err, "Cannot read the placeholder signing key; Slurm's jobs are not read until it can", "retryIn", wait.String())
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
+	return true
+}
+
 // requeueAll reconciles every placement, and every bound pod's recorded
 // job (an orphan pod whose job Slurm no longer has).
 func (c *Core) requeueAll() {
+	c.adoptRecorded()
 	c.mu.Lock()
-	c.adoptRecordedLocked()
 	all := make([]string, 0, len(c.places))
 	for k := range c.places {
 		all = append(all, k)
@@ -162,28 +187,65 @@ func (c *Core) requeueAll() {
 	}
 }
 
-// adoptRecordedLocked gives a pod that records a job id (written when the
-// job was submitted) a placement for that job if none exists: when Slurm
-// no longer knows the job, the pod is an orphan and reconcile evicts it.
-func (c *Core) adoptRecordedLocked() {
+// recorded is a bound pod's job id annotation: a claim, not a proof.
+type recorded struct {
+	pod *corev1.Pod
+	id  uint32
+}
+
+// adoptRecorded gives a bound pod that records a job id a placement for
+// that job if it has none: when Slurm no longer knows the job, the pod is
+// an orphan and reconcile evicts it. The annotation is the pod's own word
+// (its author can write it too), so it never takes a job from another
+// owner: not one onepool already holds for someone else, and not one
+// Slurm lists with a comment that is not this owner's, signed.
+func (c *Core) adoptRecorded() {
+	c.mu.Lock()
+	var claims []recorded
 	for _, pod := range c.pods {
 		v, ok := pod.Annotations[keys.AnnotationJobID]
-		if !ok {
+		if !ok || pod.Spec.NodeName == "" {
 			continue
 		}
 		id, err := strconv.ParseUint(v, 10, 32)
 		if err != nil || id == 0 {
 			continue
 		}
-		o := ownerOf(pod)
+		claims = append(claims, recorded{pod, uint32(id)})
+	}
+	c.mu.Unlock()
+	var ok []recorded
+	for _, r := range claims {
+		if j, err := c.jobs.Job(r.id); err == nil && !c.jobOf(j, ownerOf(r.pod)) {
+			continue
+		}
+		ok = append(ok, r)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range ok {
+		if _, live := c.pods[r.pod.UID]; !live {
+			continue
+		}
+		o := ownerOf(r.pod)
+		if k, taken := c.byJob[r.id]; taken && k != o.key() {
+			continue
+		}
 		p := c.places[o.key()]
 		if p == nil {
 			p = newPlacement(o)
 			c.places[o.key()] = p
 		}
 		if p.jobID == 0 && !p.submitting {
-			p.jobID = uint32(id)
+			p.jobID = r.id
 			c.byJob[p.jobID] = o.key()
 		}
 	}
+}
+
+// jobOf says whether job j is the placeholder of owner o: its comment
+// names o and onepool signed it.
+func (c *Core) jobOf(j slurmrest.Job, o owner) bool {
+	jo, ok := c.proof.parse(j.Comment)
+	return ok && jo.key() == o.key()
 }

@@ -58,6 +58,7 @@ func (c *Core) submit(ctx context.Context, key string) error {
 			c.metrics.submissions.WithLabelValues("failed").Inc()
 		}
 		c.mu.Lock()
+		p.reserved = 0
 		p.submitting = waiting == "" && err != nil && !rejected
 		p.err, p.rejected, p.waiting = err, rejected, waiting
 		if err != nil {
@@ -92,26 +93,33 @@ func (c *Core) submit(ctx context.Context, key string) error {
 	}
 	nodes := 1
 	if o.Group {
-		min, err := c.groups.MinMember(ctx, o.Namespace, o.Name)
+		g, err := c.groups.Group(ctx, o.Namespace, o.Name)
 		if err != nil {
 			return finish(nil, false, fmt.Sprintf("waiting for %s: %v", o, err), members)
 		}
-		if len(members) < min {
-			return finish(nil, false, fmt.Sprintf("waiting for %s: %d of its %d pods exist", o, len(members), min), members)
+		if len(members) < g.MinMember {
+			return finish(nil, false, fmt.Sprintf("waiting for %s: %d of its %d pods exist", o, len(members), g.MinMember), members)
 		}
-		nodes, members = min, members[:min]
+		nodes, members = g.MinMember, members[:g.MinMember]
+		o.UID = g.UID
 	}
-	req, err := requestFor(members[0], c.args)
+	req, err := c.request(members[0])
 	if err != nil {
 		return finish(err, true, "", members)
 	}
 	for _, m := range members[1:] {
-		r, err := requestFor(m, c.args)
+		r, err := c.request(m)
 		if err != nil || !sameShape(req, r) {
 			return finish(fmt.Errorf("the pods of %s ask different resources or Slurm settings; one job gives every node the same", o), true, "", members)
 		}
 	}
-	id, now, err := c.place(ctx, o, jobFor(o, req, nodes, c.args, ""))
+	if msg := c.overCap(o, req, nodes); msg != "" {
+		c.mu.Lock()
+		p.capped = true
+		c.mu.Unlock()
+		return finish(nil, false, msg, members)
+	}
+	id, now, err := c.place(slurmrest.AsUser(ctx, req.User), o, jobFor(o, c.proof.comment(o), req, nodes, c.args, ""))
 	if err != nil {
 		if rejected(err) {
 			err = explainRejection(err, members[0], req, largestOffer(c.nodes))
@@ -137,7 +145,7 @@ func (c *Core) submit(ctx context.Context, key string) error {
 		c.byJob[id] = key
 	}
 	p.submitting, p.err, p.rejected, p.waiting = false, nil, false, ""
-	p.inDoubt = time.Time{}
+	p.inDoubt, p.reserved = time.Time{}, 0
 	p.submitted = time.Now()
 	if !now {
 		c.starting[id] = time.Now()
@@ -176,7 +184,8 @@ func (c *Core) submit(ctx context.Context, key string) error {
 	return nil
 }
 
-// place asks Slurm for the owner's job. With ImmediateAllocation, first an
+// place asks Slurm for the owner's job (as the Slurm user ctx names:
+// slurmrest.AsUser). With ImmediateAllocation, first an
 // allocation Slurm grants inside the request when it can place the job now
 // and it is the top-priority job (now is true); when Slurm refuses for now,
 // a batch placeholder in the queue, so priorities, QOS, fairshare and

@@ -1,6 +1,7 @@
 package slurmrest
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strconv"
@@ -26,8 +27,8 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	r := req.Clone(req.Context())
 	r.Header.Set("X-SLURM-USER-TOKEN", tok)
-	if t.user != "" {
-		r.Header.Set("X-SLURM-USER-NAME", t.user)
+	if u := userFrom(req.Context(), t.user); u != "" {
+		r.Header.Set("X-SLURM-USER-NAME", u)
 	}
 	start := time.Now()
 	resp, err := t.base.RoundTrip(r)
@@ -39,6 +40,25 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.metrics.requests.WithLabelValues(endpoint, strconv.Itoa(resp.StatusCode)).Inc()
 	resp.Body = &countingBody{ReadCloser: resp.Body, add: t.metrics.responseBytes.WithLabelValues(endpoint).Add}
 	return resp, nil
+}
+
+type userKey struct{}
+
+// AsUser returns a context whose requests act as Slurm user name: sent as
+// X-SLURM-USER-NAME with the client's token, which Slurm accepts only
+// from a token of SlurmUser or root (an authenticating proxy, as Slurm's
+// REST documentation calls it). The job a submission makes is then that
+// user's: its associations, limits, fair share and accounting. Empty:
+// the client's own user.
+func AsUser(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, userKey{}, name)
+}
+
+func userFrom(ctx context.Context, fallback string) string {
+	if u, _ := ctx.Value(userKey{}).(string); u != "" {
+		return u
+	}
+	return fallback
 }
 
 type countingBody struct {

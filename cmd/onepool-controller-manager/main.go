@@ -37,6 +37,8 @@ import (
 	"github.com/onepool/onepool/slurmnode"
 	"github.com/onepool/onepool/slurmrest"
 	"github.com/onepool/onepool/syncer"
+	"github.com/onepool/onepool/tenancy"
+	tenancyv1alpha1 "github.com/onepool/onepool/tenancy/api/v1alpha1"
 	"github.com/onepool/onepool/topology"
 )
 
@@ -61,7 +63,9 @@ type config struct {
 	nodeset         nodeset.Options
 	topology        topology.Options
 	webhook         webhook.Options
-	log             zap.Options
+	// defaultTenantPolicy: see the flag.
+	defaultTenantPolicy string
+	log                 zap.Options
 }
 
 func parseFlags(args []string) (config, error) {
@@ -94,7 +98,8 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&topoLevels, "topology-levels", "", "Node label keys, top of the network tree first (e.g. example.com/spine,example.com/leaf): keep Slurm's topology.conf from them; empty: off")
 	fs.StringVar(&topoConfigMap, "topology-configmap", "", "namespace/name of the ConfigMap that holds topology.conf (the slurm chart's <release>-topology)")
 	fs.DurationVar(&c.topology.Resync, "topology-resync", 5*time.Minute, "write topology.conf again this often even without a change")
-	fs.IntVar(&c.webhook.Port, "webhook-port", 0, "serve the GPU webhook (nvidia.com/gpu → onepool's GPU claim) on this port; 0: off")
+	fs.IntVar(&c.webhook.Port, "webhook-port", 0, "serve the admission webhooks (nvidia.com/gpu → onepool's GPU claim; TenantPolicy checks of onepool pods) on this port; 0: off")
+	fs.StringVar(&c.defaultTenantPolicy, "default-tenant-policy", "", "the TenantPolicy of namespaces no policy covers (as the scheduler's defaultTenantPolicy); empty: their onepool pods are refused")
 	fs.StringVar(&c.webhook.Host, "webhook-host", "", "address the webhook listens on (empty: all)")
 	fs.StringVar(&c.webhook.CertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory with the webhook's tls.crt and tls.key (re-read when they change)")
 	if err := fs.Parse(args); err != nil {
@@ -162,6 +167,9 @@ func run(ctx context.Context, c config) error {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}
+	if err := tenancyv1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
 	opts := ctrl.Options{
 		Scheme:                        scheme,
 		Metrics:                       metricsserver.Options{BindAddress: c.metricsAddr},
@@ -188,6 +196,7 @@ func run(ctx context.Context, c config) error {
 	if c.webhook.Port > 0 {
 		// Every replica serves it (no leader needed): the API server calls any.
 		mgr.GetWebhookServer().Register(gpuwebhook.Path, &webhook.Admission{Handler: gpuwebhook.NewHandler(scheme)})
+		mgr.GetWebhookServer().Register(tenancy.Path, &webhook.Admission{Handler: tenancy.NewAdmission(scheme, mgr.GetCache(), c.defaultTenantPolicy)})
 		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 			return err
 		}

@@ -152,6 +152,7 @@ func (s *soak) placeholderOf(j slurmrest.Job) (name string, uid types.UID, ok bo
 		return "", "", false
 	}
 	name, u, ok := strings.Cut(rest, ";uid=")
+	u, _, _ = strings.Cut(u, ";sig=")
 	return name, types.UID(u), ok
 }
 

@@ -289,7 +289,10 @@ func (l *Lab) ensureAccounting(ctx context.Context) error {
 			return err
 		}
 	}
-	return l.ensureAssociations(ctx)
+	if err := l.ensureAssociations(ctx); err != nil {
+		return err
+	}
+	return l.ensureTeamAssociations(ctx)
 }
 
 func (l *Lab) ensureAssociations(ctx context.Context) error {

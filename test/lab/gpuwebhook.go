@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/onepool/onepool/gpuwebhook"
+	"github.com/onepool/onepool/tenancy"
 )
 
 // The GPU webhook in process mode: the controller manager serves it on
@@ -17,8 +18,10 @@ import (
 // (the chart does both in chart mode, through a Service).
 const (
 	ManagerWebhookPort = 26082
-	// LabGPUWebhook is the MutatingWebhookConfiguration of process mode.
-	LabGPUWebhook = "onepool-lab-gpu-webhook"
+	// LabGPUWebhook is the MutatingWebhookConfiguration of process mode,
+	// LabTenancyWebhook its ValidatingWebhookConfiguration (TenantPolicy).
+	LabGPUWebhook     = "onepool-lab-gpu-webhook"
+	LabTenancyWebhook = "onepool-lab-tenancy-webhook"
 	// LabelGPUClaims=GPUClaimsDisabled on a namespace keeps its pods out of
 	// the webhook (the device-plugin way; kwok nodes publish no devices).
 	LabelGPUClaims    = "onepool.dev/gpu-claims"
@@ -78,7 +81,31 @@ webhooks:
   matchConditions:
   - name: onepool-pods
     expression: "object.spec.schedulerName == 'onepool'"
-`, LabGPUWebhook, ManagerWebhookPort, gpuwebhook.Path, base64.StdEncoding.EncodeToString(ca), LabelGPUClaims, GPUClaimsDisabled), nil
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: %s
+webhooks:
+- name: tenancy.onepool.dev
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+  timeoutSeconds: 5
+  clientConfig:
+    url: https://127.0.0.1:%d%s
+    caBundle: %s
+  rules:
+  - operations: [CREATE, UPDATE]
+    apiGroups: [""]
+    apiVersions: [v1]
+    resources: [pods]
+    scope: Namespaced
+  matchConditions:
+  - name: onepool-pods
+    expression: "object.spec.schedulerName == 'onepool'"
+`, LabGPUWebhook, ManagerWebhookPort, gpuwebhook.Path, base64.StdEncoding.EncodeToString(ca), LabelGPUClaims, GPUClaimsDisabled,
+		LabTenancyWebhook, ManagerWebhookPort, tenancy.Path, base64.StdEncoding.EncodeToString(ca)), nil
 }
 
 // registerGPUWebhook applies the process mode's registration (after the
@@ -100,5 +127,5 @@ func (l *Lab) registerGPUWebhook(ctx context.Context) error {
 // mode has the chart's).
 func (l *Lab) unregisterGPUWebhook(ctx context.Context) error {
 	return runLogged(ctx, time.Minute, filepath.Join(l.LogDir(), "kubectl.log"),
-		l.Kubectl(), "--kubeconfig", l.Kubeconfig(), "delete", "--ignore-not-found", "mutatingwebhookconfiguration", LabGPUWebhook)
+		l.Kubectl(), "--kubeconfig", l.Kubeconfig(), "delete", "--ignore-not-found", "mutatingwebhookconfiguration/"+LabGPUWebhook, "validatingwebhookconfiguration/"+LabTenancyWebhook)
 }

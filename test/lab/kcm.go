@@ -26,9 +26,11 @@ const (
 // the namespace controller (a deleted namespace empties and goes), the
 // resource claim controller (a GPU claim whose pod is gone is released),
 // disruption (PodDisruptionBudget status, which evictions read) and job
-// (batch Jobs make pods; kwok completes them).
+// (batch Jobs make pods; kwok completes them), and the aggregation of the
+// built-in roles (admin, edit, view: the tenants of the trust tests hold
+// "edit" in their namespaces, as on any cluster).
 // Not yet: the node lifecycle (kwok Nodes).
-var LabControllers = "namespace,serviceaccount,root-ca-cert-publisher,deployment,replicaset,statefulset,endpointslice,garbagecollector,persistentvolume-binder,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller,resourceclaim-controller,disruption,job"
+var LabControllers = "namespace,serviceaccount,root-ca-cert-publisher,deployment,replicaset,statefulset,endpointslice,garbagecollector,persistentvolume-binder,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller,resourceclaim-controller,disruption,job,clusterrole-aggregation-controller"
 
 func (l *Lab) kubeControllerManager() daemon {
 	p := l.pki()

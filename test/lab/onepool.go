@@ -74,6 +74,7 @@ func (l *Lab) controllerManager() daemon {
 			// Tests wait for "unknown"; 10 s instead of 30 s keeps them short.
 			"--slurm-stale-after", StaleAfter.String(),
 			"--webhook-port", fmt.Sprint(ManagerWebhookPort), "--webhook-host", "127.0.0.1", "--webhook-cert-dir", l.webhookCertDir(),
+			"--default-tenant-policy", DefaultTenantPolicy,
 		},
 		port: ManagerMetricsPort,
 		env:  []string{"PATH=/usr/bin:/bin", "HOME=" + l.path("run")},

@@ -26,6 +26,12 @@ const (
 	SchedulerReplicas = 2
 	// SchedulerLease is the scheduler replicas' leader lease (in SystemNamespace).
 	SchedulerLease = "onepool-scheduler"
+	// PlaceholderKeySecret holds the key the scheduler signs its
+	// placeholders' comments with (in SystemNamespace; the chart's name).
+	PlaceholderKeySecret = "onepool-scheduler-placeholder-key"
+	// DefaultTenantPolicy covers the namespaces no other policy does (the
+	// lab's per-test namespaces): charts/onepool/ci/lab-values.yaml.
+	DefaultTenantPolicy = "lab-default"
 )
 
 // schedulerConfig is the KubeSchedulerConfiguration of the lab's onepool
@@ -66,11 +72,13 @@ profiles:
       kind: OnepoolArgs
       slurmrestURL: %s
       tokenFile: %s
+      placeholderKeySecret: %s/%s
+      defaultTenantPolicy: %s
       staleAfter: %s
       releaseListenAddress: 127.0.0.1:%d
       releaseURL: http://127.0.0.1:%d
       immediateAllocation: true
-`, l.SAKubeconfig(SchedulerSA), SystemNamespace, SchedulerLease, l.ComponentRESTURL(), l.TokenFile(), StaleAfter, ReleasePort+1+i, ReleasePort)
+`, l.SAKubeconfig(SchedulerSA), SystemNamespace, SchedulerLease, l.ComponentRESTURL(), l.TokenFile(), SystemNamespace, PlaceholderKeySecret, DefaultTenantPolicy, StaleAfter, ReleasePort+1+i, ReleasePort)
 }
 
 func schedulerName(i int) string {

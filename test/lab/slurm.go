@@ -81,6 +81,9 @@ func (l *Lab) configureSlurm(ctx context.Context) error {
 	if err := l.ensureJailUser(ctx); err != nil {
 		return err
 	}
+	if err := l.ensureTeamUsers(ctx); err != nil {
+		return err
+	}
 	slurmUID, slurmGID, err := l.chrootUser("slurm")
 	if err != nil {
 		return err

@@ -11,8 +11,12 @@ import (
 type OnepoolArgs struct {
 	metav1.TypeMeta
 
-	SlurmrestURL        string
-	TokenFile           string
+	SlurmrestURL string
+	TokenFile    string
+	// PlaceholderKeySecret: "namespace/name" of the comment signing key.
+	PlaceholderKeySecret string
+	// DefaultTenantPolicy: the policy of namespaces no policy covers.
+	DefaultTenantPolicy string
 	SlurmrestAPIVersion string
 	RequestTimeout      metav1.Duration
 	PollInterval        metav1.Duration

@@ -14,6 +14,15 @@ type OnepoolArgs struct {
 	SlurmrestURL string `json:"slurmrestURL"`
 	// TokenFile holds the slurmrestd JWT; it is re-read when it changes. Required.
 	TokenFile string `json:"tokenFile"`
+	// PlaceholderKeySecret is the Secret ("namespace/name") that holds the
+	// key onepool signs its placeholder jobs' comments with, so that no
+	// Slurm user can make a job onepool takes for its own. The scheduler
+	// makes it (a random key) if it does not exist and reads it at start;
+	// a "previous" key in it is still accepted (a rotation). Required.
+	PlaceholderKeySecret string `json:"placeholderKeySecret"`
+	// DefaultTenantPolicy names the TenantPolicy of namespaces that no
+	// policy covers (a single-team install); empty: their pods are refused.
+	DefaultTenantPolicy string `json:"defaultTenantPolicy,omitempty"`
 	// SlurmrestAPIVersion forces slurmrestd's REST API version (one of
 	// slurmrest.APIVersions); empty: the newest both sides speak.
 	SlurmrestAPIVersion string `json:"slurmrestAPIVersion,omitempty"`

@@ -35,6 +35,8 @@ func RegisterConversions(s *runtime.Scheme) error {
 func autoConvert_v1_OnepoolArgs_To_config_OnepoolArgs(in *OnepoolArgs, out *config.OnepoolArgs, s conversion.Scope) error {
 	out.SlurmrestURL = in.SlurmrestURL
 	out.TokenFile = in.TokenFile
+	out.PlaceholderKeySecret = in.PlaceholderKeySecret
+	out.DefaultTenantPolicy = in.DefaultTenantPolicy
 	out.SlurmrestAPIVersion = in.SlurmrestAPIVersion
 	if err := metav1.Convert_Pointer_v1_Duration_To_v1_Duration(&in.RequestTimeout, &out.RequestTimeout, s); err != nil {
 		return err
@@ -86,6 +88,8 @@ func Convert_v1_OnepoolArgs_To_config_OnepoolArgs(in *OnepoolArgs, out *config.O
 func autoConvert_config_OnepoolArgs_To_v1_OnepoolArgs(in *config.OnepoolArgs, out *OnepoolArgs, s conversion.Scope) error {
 	out.SlurmrestURL = in.SlurmrestURL
 	out.TokenFile = in.TokenFile
+	out.PlaceholderKeySecret = in.PlaceholderKeySecret
+	out.DefaultTenantPolicy = in.DefaultTenantPolicy
 	out.SlurmrestAPIVersion = in.SlurmrestAPIVersion
 	if err := metav1.Convert_v1_Duration_To_Pointer_v1_Duration(&in.RequestTimeout, &out.RequestTimeout, s); err != nil {
 		return err

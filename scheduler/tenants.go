@@ -1,0 +1,184 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/onepool/onepool/tenancy"
+	"github.com/onepool/onepool/tenancy/api/v1alpha1"
+)
+
+// Tenants says which TenantPolicy covers a namespace.
+type Tenants interface {
+	PolicyFor(namespace string) (*v1alpha1.TenantPolicy, error)
+}
+
+// errPolicy marks a refusal by tenancy: no policy, two policies, or a
+// setting the policy does not allow.
+var errPolicy = errors.New("tenancy")
+
+// policyError wraps a tenancy decision so callers can tell it apart.
+type policyError struct{ err error }
+
+func (e policyError) Error() string        { return e.err.Error() }
+func (e policyError) Unwrap() error        { return e.err }
+func (e policyError) Is(target error) bool { return target == errPolicy }
+func refusedByPolicy(err error) error      { return policyError{err} }
+
+// InformerTenants reads policies and namespaces from informers' caches.
+type InformerTenants struct {
+	Policies   cache.GenericLister // TenantPolicies (unstructured, cluster-scoped)
+	Namespaces corelisters.NamespaceLister
+	// Default is the policy of namespaces no policy covers ("" none: they
+	// are refused).
+	Default string
+}
+
+func (t InformerTenants) PolicyFor(namespace string) (*v1alpha1.TenantPolicy, error) {
+	ns, err := t.Namespaces.Get(namespace)
+	if apierrors.IsNotFound(err) {
+		ns = &corev1.Namespace{}
+		ns.Name = namespace
+	} else if err != nil {
+		return nil, fmt.Errorf("namespace %s: %w", namespace, err)
+	}
+	objs, err := t.Policies.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("listing TenantPolicies: %w", err)
+	}
+	ps := make([]*v1alpha1.TenantPolicy, 0, len(objs))
+	for _, o := range objs {
+		p, err := toPolicy(o)
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, p)
+	}
+	return tenancy.Match(ps, ns, t.Default)
+}
+
+// toPolicy converts an informer's object (unstructured from a dynamic
+// informer) to a TenantPolicy.
+func toPolicy(o runtime.Object) (*v1alpha1.TenantPolicy, error) {
+	if p, ok := o.(*v1alpha1.TenantPolicy); ok {
+		return p, nil
+	}
+	u, ok := o.(runtime.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("TenantPolicy: unexpected %T", o)
+	}
+	p := &v1alpha1.TenantPolicy{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), p); err != nil {
+		return nil, fmt.Errorf("TenantPolicy: %w", err)
+	}
+	return p, nil
+}
+
+// request is what a pod asks of Slurm, as its TenantPolicy allows it. A
+// refusal by the policy is a policyError.
+func (c *Core) request(pod *corev1.Pod) (request, error) {
+	r, err := requestFor(pod, c.args)
+	if err != nil || c.tenants == nil {
+		return r, err
+	}
+	p, err := c.tenants.PolicyFor(pod.Namespace)
+	if err != nil {
+		return request{}, refusedByPolicy(err)
+	}
+	g, err := tenancy.Decide(p, tenancy.AskOf(pod, r.GPUs))
+	if err != nil {
+		return request{}, refusedByPolicy(err)
+	}
+	return grantTo(r, g), nil
+}
+
+// overCap says why owner o's job, nodes nodes of req, must wait for its
+// TenantPolicy's cap on GPUs held at once ("" it need not): the GPUs of
+// the live placeholder jobs of every pod the same policy covers, and of
+// those being submitted, plus this one's, may not pass spec.maxGPUs. When
+// it need not wait, its GPUs are counted as being submitted until the
+// submission ends (release).
+func (c *Core) overCap(o owner, req request, nodes int) string {
+	if c.tenants == nil || req.Policy == "" || req.GPUs == 0 {
+		return ""
+	}
+	p, err := c.tenants.PolicyFor(o.Namespace)
+	if err != nil || p.Name != req.Policy || p.Spec.MaxGPUs <= 0 {
+		return ""
+	}
+	want := req.GPUs * int64(nodes)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	held := c.gpusHeldLocked(req.Policy, o.key())
+	if held+want > int64(p.Spec.MaxGPUs) {
+		return fmt.Sprintf("waiting for GPUs under TenantPolicy %q: its pods hold %d of its %d, this one asks %d", p.Name, held, p.Spec.MaxGPUs, want)
+	}
+	if pl := c.places[o.key()]; pl != nil {
+		pl.reserved = want
+	}
+	return ""
+}
+
+// gpusHeldLocked counts the GPUs of policy's pods: those their live
+// placeholder jobs hold or wait for, and those being submitted; skip's
+// not.
+func (c *Core) gpusHeldLocked(policy, skip string) int64 {
+	var n int64
+	for k, p := range c.places {
+		if k == skip {
+			continue
+		}
+		if p.jobID == 0 {
+			n += p.reserved
+			continue
+		}
+		if p.ended() {
+			continue
+		}
+		ms := c.membersLocked(p.owner)
+		if len(ms) == 0 {
+			continue
+		}
+		r, err := c.request(ms[0])
+		if err != nil || r.Policy != policy {
+			continue
+		}
+		n += r.GPUs * int64(len(ms))
+	}
+	return n
+}
+
+// PolicyEventHandler: a TenantPolicy made, changed or deleted may let a
+// waiting pod go, or refuse it; every onepool pod not yet bound is
+// placed again.
+func (c *Core) PolicyEventHandler() cache.ResourceEventHandler {
+	wake := func() {
+		c.mu.Lock()
+		var pending []*corev1.Pod
+		for _, p := range c.pods {
+			if p.Spec.NodeName == "" {
+				pending = append(pending, p)
+			}
+			delete(c.invalid, p.UID)
+		}
+		for _, p := range c.places {
+			if p.jobID == 0 && p.rejected {
+				p.err, p.rejected = nil, false
+			}
+		}
+		c.mu.Unlock()
+		c.activate(pending)
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { wake() },
+		UpdateFunc: func(any, any) { wake() },
+		DeleteFunc: func(any) { wake() },
+	}
+}

@@ -1,0 +1,100 @@
+package scheduler
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/slurmrest"
+	"github.com/onepool/onepool/tenancy"
+	"github.com/onepool/onepool/tenancy/api/v1alpha1"
+)
+
+// fixedTenants: one policy for every namespace (or err).
+type fixedTenants struct {
+	p   *v1alpha1.TenantPolicy
+	err error
+}
+
+func (f fixedTenants) PolicyFor(string) (*v1alpha1.TenantPolicy, error) { return f.p, f.err }
+
+func teamPolicy(spec v1alpha1.TenantPolicySpec) *v1alpha1.TenantPolicy {
+	return &v1alpha1.TenantPolicy{ObjectMeta: metav1.ObjectMeta{Name: "team-b"}, Spec: spec}
+}
+
+// The scheduler refuses what the policy does not allow, even for a pod
+// the webhook let in (the policy narrowed since), and submits nothing.
+func TestCoreRefusesWhatTheTenantPolicyDoesNotAllow(t *testing.T) {
+	f := newCoreFixture(t)
+	f.core.tenants = fixedTenants{p: teamPolicy(v1alpha1.TenantPolicySpec{QOS: v1alpha1.Choice{Allowed: []string{"normal"}}})}
+	f.pod.Annotations = map[string]string{keys.AnnotationJobQOS: "high"}
+	d := f.core.Place(f.pod)
+	assert.Empty(t, d.Node)
+	assert.Equal(t, `refused: TenantPolicy "team-b" does not allow QOS "high" (allowed: normal)`, d.Message)
+	assert.Zero(t, f.core.submitQ.Len(), "nothing is submitted")
+	ev := <-f.core.recorder.(*events.FakeRecorder).Events
+	assert.True(t, strings.HasPrefix(ev, "Warning "+keys.EventPolicyRefused+" "), ev)
+
+	f.core.tenants = fixedTenants{err: tenancy.ErrNoPolicy}
+	f.pod.Annotations = nil
+	assert.Contains(t, f.core.Place(f.pod).Message, "refused: no TenantPolicy covers the namespace")
+}
+
+// What the policy grants goes into the job: its Slurm user and defaults.
+func TestCoreSubmitsWithThePolicysUserAndDefaults(t *testing.T) {
+	f := newCoreFixture(t)
+	f.core.tenants = fixedTenants{p: teamPolicy(v1alpha1.TenantPolicySpec{SlurmUser: "team-b",
+		Accounts: v1alpha1.Choice{Default: "team-b"}, QOS: v1alpha1.Choice{Default: "normal"}})}
+	r, err := f.core.request(f.pod)
+	require.NoError(t, err)
+	assert.Equal(t, "team-b", r.User)
+	assert.Equal(t, "team-b", r.Account)
+	assert.Equal(t, "normal", r.QOS)
+	assert.Equal(t, "main", r.Partition, "the scheduler's default where the policy has none")
+	require.NoError(t, f.core.submit(context.Background(), f.core.placeFor(f.pod)))
+	require.Len(t, f.slurm.submitted, 1)
+	assert.Equal(t, "team-b", f.slurm.submitted[0].Account)
+}
+
+// A team at its GPU cap waits; when one of its jobs goes, the waiting
+// pod is woken and submitted.
+func TestCoreTenantGPUCap(t *testing.T) {
+	f := newCoreFixture(t) // f.pod asks 1 GPU
+	f.core.tenants = fixedTenants{p: teamPolicy(v1alpha1.TenantPolicySpec{MaxGPUs: 1})}
+	f.core.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
+
+	second := podWith(nil, 1, "", "")
+	second.Name, second.UID = "q", types.UID("u2")
+	second.Spec.SchedulerName = "onepool"
+	f.core.podChanged(nil, second)
+	key := f.core.placeFor(second)
+	require.NoError(t, f.core.submit(context.Background(), key))
+	assert.Empty(t, f.slurm.submitted, "the cap holds the second pod")
+	assert.Contains(t, f.core.Place(second).Message, `waiting for GPUs under TenantPolicy "team-b": its pods hold 1 of its 1, this one asks 1`)
+
+	// The first pod and its job go.
+	f.core.podDeleted(f.pod)
+	f.core.observe(f.job(7, "COMPLETED", "gpu-1"))
+	f.woken = nil
+	f.core.dropIfIdle(ownerOf(f.pod).key(), f.core.places[ownerOf(f.pod).key()])
+	assert.Contains(t, f.woken, "q", "the waiting pod is woken")
+	require.NoError(t, f.core.submit(context.Background(), key))
+	assert.Len(t, f.slurm.submitted, 1, "and submitted")
+}
+
+// placeFor runs a scheduling cycle for pod and takes its placement off
+// the submit queue, as a submit worker would; it returns the key.
+func (c *Core) placeFor(pod *corev1.Pod) string {
+	c.Place(pod)
+	key, _ := c.submitQ.Get()
+	c.submitQ.Done(key)
+	return key
+}
