@@ -25,10 +25,12 @@ const (
 // protection finalizers, which only these controllers remove), and
 // the namespace controller (a deleted namespace empties and goes), the
 // resource claim controller (a GPU claim whose pod is gone is released),
-// disruption (PodDisruptionBudget status, which evictions read) and job
-// (batch Jobs make pods; kwok completes them).
+// disruption (PodDisruptionBudget status, which evictions read), job
+// (batch Jobs make pods; kwok completes them) and clusterrole-aggregation
+// (the built-in admin, edit and view roles get their rules: the tenant
+// tests bind a namespace user to edit).
 // Not yet: the node lifecycle (kwok Nodes).
-var LabControllers = "namespace,serviceaccount,root-ca-cert-publisher,deployment,replicaset,statefulset,endpointslice,garbagecollector,persistentvolume-binder,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller,resourceclaim-controller,disruption,job"
+var LabControllers = "namespace,serviceaccount,root-ca-cert-publisher,deployment,replicaset,statefulset,endpointslice,garbagecollector,persistentvolume-binder,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller,resourceclaim-controller,disruption,job,clusterrole-aggregation"
 
 func (l *Lab) kubeControllerManager() daemon {
 	p := l.pki()
