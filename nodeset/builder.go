@@ -105,7 +105,7 @@ func buildPod(ns *v1alpha1.NodeSet, tmpl *corev1.Pod, node *corev1.Node) *corev1
 	slurmName := slurmnode.Of(node)
 	pod.Name = podName(ns.Name, node.Name)
 	pod.Annotations = merge(pod.Annotations, map[string]string{keys.AnnotationSlurmNode: slurmName})
-	pod.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(ns, v1alpha1.GroupVersion.WithKind("NodeSet"))}
+	pod.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(ns, v1alpha1.GroupVersion.WithKind(v1alpha1.NodeSetKind))}
 	pod.Spec.NodeName = node.Name
 	env := []corev1.EnvVar{
 		{Name: keys.EnvSlurmNodeName, Value: slurmName},

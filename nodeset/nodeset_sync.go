@@ -137,7 +137,7 @@ func (r *Reconciler) observe(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *co
 	}
 	for i := range podList.Items {
 		pod := &podList.Items[i]
-		if !metav1.IsControlledBy(pod, ns) {
+		if !slurmnode.IsSlurmd(pod, ns) {
 			continue
 		}
 		s := get(slurmnode.ServedBy(pod))
@@ -370,7 +370,8 @@ func (r *Reconciler) confirmFree(ctx context.Context, ns *v1alpha1.NodeSet, n no
 }
 
 // claimed says another slurmd pod (another NodeSet's, the Node having moved
-// to it) serves the Slurm node: its record stays.
+// to it) serves the Slurm node: its record stays. A pod no NodeSet owns
+// claims nothing, whatever its label and annotation say.
 func (r *Reconciler) claimed(ctx context.Context, slurmName string, fail func(error)) bool {
 	var pods corev1.PodList
 	if err := r.client.List(ctx, &pods, client.MatchingLabels{keys.LabelComponent: keys.ComponentSlurmd}); err != nil {
@@ -378,7 +379,16 @@ func (r *Reconciler) claimed(ctx context.Context, slurmName string, fail func(er
 		return true
 	}
 	for i := range pods.Items {
-		if p := &pods.Items[i]; p.DeletionTimestamp == nil && slurmnode.ServedBy(p) == slurmName {
+		p := &pods.Items[i]
+		if p.DeletionTimestamp != nil || slurmnode.ServedBy(p) != slurmName {
+			continue
+		}
+		ok, err := slurmnode.IsSlurmdPod(ctx, r.client, p)
+		if err != nil {
+			fail(err)
+			return true
+		}
+		if ok {
 			return true
 		}
 	}

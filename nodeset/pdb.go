@@ -24,7 +24,7 @@ func buildPDB(ns *v1alpha1.NodeSet) *policyv1.PodDisruptionBudget {
 			Name:            pdbName(ns.Name),
 			Namespace:       ns.Namespace,
 			Labels:          map[string]string{keys.LabelNodeSet: ns.Name},
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ns, v1alpha1.GroupVersion.WithKind("NodeSet"))},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ns, v1alpha1.GroupVersion.WithKind(v1alpha1.NodeSetKind))},
 		},
 		Spec: policyv1.PodDisruptionBudgetSpec{
 			MaxUnavailable: &zero,

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -94,6 +95,31 @@ func TestReconcileNodeLeaves(t *testing.T) {
 	nodes := e.nodes(2, 2)
 	e.create(1)
 	e.converged(nodes...)
+	e.labelNode(nodes[1], false)
+	e.converged(nodes[0])
+	testenv.Eventually(t, 30*time.Second, "the Slurm node record removed", func() (bool, string) {
+		return !e.slurm.Has(nodes[1]), fmt.Sprintf("%+v", e.slurm.Get(nodes[1]))
+	})
+}
+
+// A pod anyone could make — the slurmd label, bound to the Node that left,
+// annotated with its Slurm node — is no slurmd pod: it does not keep the
+// Slurm node record of a Node that left the NodeSet.
+func TestReconcileNodeLeavesDespiteAPodNoNodeSetOwns(t *testing.T) {
+	e := newNodeSetEnv(t)
+	nodes := e.nodes(2, 2)
+	e.create(1)
+	e.converged(nodes...)
+	ctx := context.Background()
+	tenant := e.ns + "-tenant"
+	require.NoError(t, e.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}))
+	fake := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "fake-slurmd", Namespace: tenant,
+			Labels:      map[string]string{keys.LabelComponent: keys.ComponentSlurmd},
+			Annotations: map[string]string{keys.AnnotationSlurmNode: nodes[1]}},
+		Spec: corev1.PodSpec{NodeName: nodes[1], Containers: []corev1.Container{{Name: "slurmd", Image: "slurmd"}}},
+	}
+	require.NoError(t, e.c.Create(ctx, fake))
 	e.labelNode(nodes[1], false)
 	e.converged(nodes[0])
 	testenv.Eventually(t, 30*time.Second, "the Slurm node record removed", func() (bool, string) {

@@ -26,7 +26,8 @@ func Of(n *corev1.Node) string {
 
 // ServedBy is the Slurm node a slurmd pod serves, as far as the pod itself
 // says: its keys.AnnotationSlurmNode, else the Node it is bound to ("" when
-// unbound).
+// unbound). Only for a pod IsSlurmd takes for one: any other pod's
+// annotation is its author's word.
 func ServedBy(p *corev1.Pod) string {
 	if n := p.Annotations[keys.AnnotationSlurmNode]; n != "" {
 		return n

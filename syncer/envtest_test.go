@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -22,12 +24,15 @@ import (
 	"github.com/onepool/onepool/internal/fakeslurm"
 	"github.com/onepool/onepool/internal/testenv"
 	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/nodeset/api/v1alpha1"
 )
 
 // The syncer's reconciler against a real kube-apiserver and etcd (envtest:
 // the lab's binaries through KUBEBUILDER_ASSETS, which `make unit` sets),
 // with Slurm behind the narrow Slurm interface: the decisions the lab's e2e
-// covers, here without the lab.
+// covers, here without the lab. The NodeSet CRD is installed: a slurmd pod
+// is one a NodeSet owns. No NodeSet controller runs; the tests' NodeSet
+// selects no Node and owns the pods the tests make.
 
 // syncerEnv is one test's apiserver, manager and fake Slurm.
 type syncerEnv struct {
@@ -36,6 +41,7 @@ type syncerEnv struct {
 	kc    kubernetes.Interface
 	slurm *fakeslurm.Slurm
 	ns    string
+	owner *v1alpha1.NodeSet // owns the test's slurmd pods
 }
 
 func TestMain(m *testing.M) {
@@ -45,22 +51,37 @@ func TestMain(m *testing.M) {
 }
 
 // newSyncerEnv runs the syncer (its own manager, short resync) over a
-// namespace of its own, with Slurm nodes names.
+// namespace of its own, with Slurm nodes names, and makes the NodeSet that
+// owns the namespace's slurmd pods.
 func newSyncerEnv(t *testing.T, opts Options, names ...string) *syncerEnv {
 	t.Helper()
-	env := testenv.Start(t)
+	env := testenv.Start(t, filepath.Join("..", "config", "crd", "bases"))
+	scheme := runtime.NewScheme()
+	require.NoError(t, clientgoscheme.AddToScheme(scheme))
+	require.NoError(t, v1alpha1.AddToScheme(scheme))
 	e := &syncerEnv{t: t, slurm: fakeslurm.New(names...), ns: fmt.Sprintf("syncer-%d", time.Now().UnixNano()%1e9)}
 	if opts.Resync == 0 {
 		opts.Resync = time.Second
 	}
-	e.c = testenv.Manager(t, env, clientgoscheme.Scheme, func(mgr ctrl.Manager) error {
+	e.c = testenv.Manager(t, env, scheme, func(mgr ctrl.Manager) error {
 		_, err := Setup(mgr, e.slurm, e.slurm, prometheus.NewRegistry(), opts)
 		return err
 	})
 	var err error
 	e.kc, err = kubernetes.NewForConfig(env.Config)
 	require.NoError(t, err)
-	require.NoError(t, e.c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}))
+	ctx := context.Background()
+	require.NoError(t, e.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}))
+	e.owner = &v1alpha1.NodeSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "slurmd", Namespace: e.ns},
+		Spec: v1alpha1.NodeSetSpec{
+			NodeSelector: map[string]string{"test.onepool.dev/no-node": "true"},
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: "slurmd", Image: "onepool/node-agent:test",
+			}}}},
+		},
+	}
+	require.NoError(t, e.c.Create(ctx, e.owner))
 	return e
 }
 
@@ -68,6 +89,26 @@ func newSyncerEnv(t *testing.T, opts Options, names ...string) *syncerEnv {
 // until the syncer has adopted the pod (finalizer, Slurm node annotation).
 // The Node's name is the test's own; its label names Slurm node name.
 func (e *syncerEnv) nodeWithPod(name string) *corev1.Pod {
+	e.t.Helper()
+	ref := e.ownerRef()
+	pod := e.podOnNode(name, &ref)
+	e.eventually(30*time.Second, "the syncer adopts the pod", func() (bool, string) {
+		p := e.pod(pod.Name)
+		return p != nil && len(p.Finalizers) > 0 && p.Annotations[keys.AnnotationSlurmNode] != "", fmt.Sprintf("%+v", p)
+	})
+	return e.pod(pod.Name)
+}
+
+// ownerRef is the controller reference the NodeSet controller writes on
+// the pods of the test's NodeSet.
+func (e *syncerEnv) ownerRef() metav1.OwnerReference {
+	return *metav1.NewControllerRef(e.owner, v1alpha1.GroupVersion.WithKind(v1alpha1.NodeSetKind))
+}
+
+// podOnNode makes a Node for Slurm node name and a Ready pod with the
+// slurmd label bound to it, with controller reference owner (nil: none,
+// a pod anyone could make).
+func (e *syncerEnv) podOnNode(name string, owner *metav1.OwnerReference) *corev1.Pod {
 	e.t.Helper()
 	ctx := context.Background()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name + "-" + e.ns, Labels: map[string]string{keys.LabelSlurmNodeName: name}}}
@@ -77,26 +118,28 @@ func (e *syncerEnv) nodeWithPod(name string) *corev1.Pod {
 		ObjectMeta: metav1.ObjectMeta{Name: "slurmd-" + name, Namespace: e.ns, Labels: SlurmdPodSelector()},
 		Spec:       corev1.PodSpec{NodeName: node.Name, Containers: []corev1.Container{{Name: "slurmd", Image: "slurmd"}}},
 	}
+	if owner != nil {
+		pod.OwnerReferences = []metav1.OwnerReference{*owner}
+	}
 	require.NoError(e.t, e.c.Create(ctx, pod))
 	e.setReady(pod.Name, true)
-	e.eventually(30*time.Second, "the syncer adopts the pod", func() (bool, string) {
-		p := e.pod(pod.Name)
-		return p != nil && len(p.Finalizers) > 0 && p.Annotations[keys.AnnotationSlurmNode] != "", fmt.Sprintf("%+v", p)
-	})
 	return e.pod(pod.Name)
 }
 
 func (e *syncerEnv) setReady(pod string, ready bool) {
 	e.t.Helper()
-	p := e.pod(pod)
-	require.NotNil(e.t, p)
 	st := corev1.ConditionFalse
 	if ready {
 		st = corev1.ConditionTrue
 	}
-	p.Status.Phase = corev1.PodRunning
-	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: st, LastTransitionTime: metav1.Now()}}
-	require.NoError(e.t, e.c.Status().Update(context.Background(), p))
+	// The syncer writes a new pod too: on a conflict, read it again.
+	require.NoError(e.t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p := e.pod(pod)
+		require.NotNil(e.t, p)
+		p.Status.Phase = corev1.PodRunning
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: st, LastTransitionTime: metav1.Now()}}
+		return e.c.Status().Update(context.Background(), p)
+	}))
 }
 
 func (e *syncerEnv) pod(name string) *corev1.Pod {

@@ -1,6 +1,6 @@
 // Package syncer mirrors node availability between Kubernetes and Slurm:
-// a cordoned Node (or a slurmd pod that is deleted or not Ready) drains its
-// Slurm node with a reason onepool owns, and a drain or DOWN state that
+// a cordoned Node (or a slurmd pod, one a NodeSet owns, that is deleted or
+// not Ready) drains its Slurm node with a reason onepool owns, and a drain or DOWN state that
 // onepool did not make shows up on the slurmd pod and the Node. It acts only
 // on a known Slurm state and never undoes a drain it did not make.
 package syncer
@@ -51,7 +51,9 @@ type PodReconciler struct {
 	wrote map[string]time.Time
 }
 
-// SlurmdPodSelector selects the pods the syncer watches.
+// SlurmdPodSelector selects the pods the syncer watches: a cheap filter
+// only. Which of them are slurmd pods is slurmnode.IsSlurmdPod's to say
+// (a NodeSet owns them), checked on every reconcile.
 func SlurmdPodSelector() map[string]string {
 	return map[string]string{keys.LabelComponent: keys.ComponentSlurmd}
 }
@@ -100,12 +102,12 @@ func Setup(mgr ctrl.Manager, slurm Slurm, notify slurmnode.Notifier, reg prometh
 	if err := mgr.Add(slurmEvents); err != nil {
 		return nil, err
 	}
-	isSlurmd := predicate.NewPredicateFuncs(func(o client.Object) bool {
+	hasLabel := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetLabels()[keys.LabelComponent] == keys.ComponentSlurmd
 	})
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("onepool-syncer").
-		For(&corev1.Pod{}, builder.WithPredicates(isSlurmd)).
+		For(&corev1.Pod{}, builder.WithPredicates(hasLabel)).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.podsOnNode), builder.WithPredicates(nodeChanged())).
 		WatchesRawSource(slurmEvents.Source(r.slurmChanged)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, RateLimiter: requeue.Limiter()}).

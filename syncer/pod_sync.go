@@ -32,6 +32,17 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		r.observeLag(req.NamespacedName, "", false)
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	// The label brought the pod here; only a NodeSet's ownership makes it
+	// a slurmd pod. Any other pod is its author's: onepool neither holds it,
+	// nor drains for it, nor writes on it.
+	trusted, err := slurmnode.IsSlurmdPod(ctx, r.client, pod)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !trusted {
+		r.observeLag(req.NamespacedName, "", false)
+		return ctrl.Result{}, r.disown(ctx, pod)
+	}
 	if pod.Spec.NodeName == "" {
 		return ctrl.Result{}, nil // not bound yet: no Slurm node to speak of
 	}
@@ -378,6 +389,20 @@ func (r *PodReconciler) setRecord(ctx context.Context, obj client.Object, rec dr
 	patch := client.RawPatch(types.MergePatchType, keys.AnnotationsPatch(want))
 	if err := r.client.Patch(ctx, obj, patch); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("recording onepool's drain on %s: %w", obj.GetName(), err)
+	}
+	return nil
+}
+
+// disown lets go of a pod that is no slurmd pod but carries onepool's
+// finalizer (put there by a version that trusted the label): the finalizer
+// goes, and Slurm is not touched.
+func (r *PodReconciler) disown(ctx context.Context, pod *corev1.Pod) error {
+	if !controllerutil.ContainsFinalizer(pod, keys.FinalizerSlurmdPod) {
+		return nil
+	}
+	r.log.Info("removing onepool's finalizer from a pod no NodeSet owns; its Slurm node is left alone", "pod", client.ObjectKeyFromObject(pod), "node", pod.Spec.NodeName)
+	if err := r.releasePod(ctx, pod); err != nil {
+		return fmt.Errorf("removing onepool's finalizer from pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	return nil
 }

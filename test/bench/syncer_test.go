@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
@@ -52,7 +53,11 @@ func TestBenchSyncer(t *testing.T) {
 	// A previous run's pods may still be going away.
 	cleanupSyncerBench(t, l, kc, sim)
 	t.Cleanup(func() { cleanupSyncerBench(t, l, kc, sim) })
-	createSlurmdPods(t, kc, sim)
+	c, err := l.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	createSlurmdPods(t, kc, c, sim)
 
 	// Idle: nothing changes; what does the controller manager cost slurmrestd?
 	time.Sleep(10 * time.Second)
@@ -138,18 +143,20 @@ func setCordon(ctx context.Context, kc kubernetes.Interface, node string, on boo
 	return err
 }
 
-func createSlurmdPods(t *testing.T, kc kubernetes.Interface, nodes []string) {
+func createSlurmdPods(t *testing.T, kc kubernetes.Interface, c client.Client, nodes []string) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNS}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	err := parallelDo(8, nodes, func(node string) error {
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "slurmd-" + node, Namespace: benchNS, Labels: map[string]string{keys.LabelComponent: keys.ComponentSlurmd}},
-			Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "slurmd", Image: "onepool/slurmd:lab"}}},
-		}
-		_, err := kc.CoreV1().Pods(benchNS).Create(ctx, pod, metav1.CreateOptions{})
+	// Owned by a NodeSet, as the NodeSet controller makes them: onepool
+	// takes no other pod for a slurmd pod.
+	owner, err := lab.EnsureHandNodeSet(ctx, c, benchNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = parallelDo(8, nodes, func(node string) error {
+		_, err := kc.CoreV1().Pods(benchNS).Create(ctx, lab.HandSlurmdPod(owner, benchNS, "slurmd-"+node, node), metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			return nil
 		}

@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
 	"github.com/onepool/onepool/test/lab"
 	"github.com/onepool/onepool/test/stats"
@@ -359,14 +358,15 @@ func eventuallyCtx(ctx context.Context, what string, cond func() (bool, string))
 	}
 }
 
-// slurmdPod is the slurmd pod the soak keeps on each lab node, as a
-// NodeSet would: the syncer acts on the nodes that have one.
+// ensureSlurmdPod makes the slurmd pod the soak keeps on each lab node,
+// owned by a NodeSet as the NodeSet controller's are: the syncer acts on
+// the nodes that have one.
 func (s *soak) ensureSlurmdPod(ctx context.Context, node string) error {
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "slurmd-" + node, Namespace: s.ns, Labels: map[string]string{keys.LabelComponent: keys.ComponentSlurmd}},
-		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "slurmd", Image: "onepool/slurmd:lab"}}},
+	owner, err := lab.EnsureHandNodeSet(ctx, s.c, s.ns)
+	if err != nil {
+		return err
 	}
-	_, err := s.kc.CoreV1().Pods(s.ns).Create(ctx, pod, metav1.CreateOptions{})
+	_, err = s.kc.CoreV1().Pods(s.ns).Create(ctx, lab.HandSlurmdPod(owner, s.ns, "slurmd-"+node, node), metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}

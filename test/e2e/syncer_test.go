@@ -29,7 +29,8 @@ type syncerEnv struct {
 	pod  string
 }
 
-// newSyncerEnv puts a slurmd pod on node (as the NodeSet will) and waits
+// newSyncerEnv puts a slurmd pod on node (owned by a NodeSet, as the
+// NodeSet controller makes them: lab.HandSlurmdPod) and waits
 // until the syncer has taken it in hand. Cleanup puts node back as found.
 func newSyncerEnv(t *testing.T, node string) *syncerEnv {
 	t.Helper()
@@ -45,11 +46,15 @@ func newSyncerEnv(t *testing.T, node string) *syncerEnv {
 	}
 	e.cleanup() // a previous run may have left it
 	t.Cleanup(e.cleanup)
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: e.pod, Namespace: syncerNS, Labels: map[string]string{keys.LabelComponent: keys.ComponentSlurmd}},
-		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "slurmd", Image: "onepool/slurmd:lab"}}},
+	c, err := l.Client()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := kc.CoreV1().Pods(syncerNS).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	owner, err := lab.EnsureHandNodeSet(ctx, c, syncerNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kc.CoreV1().Pods(syncerNS).Create(ctx, lab.HandSlurmdPod(owner, syncerNS, e.pod, node), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "syncer adopts the slurmd pod", func() (bool, string) {

@@ -13,6 +13,9 @@ import (
 // GroupVersion is onepool.dev/v1alpha1.
 var GroupVersion = schema.GroupVersion{Group: "onepool.dev", Version: "v1alpha1"}
 
+// NodeSetKind is the NodeSet's kind, as owner references name it.
+const NodeSetKind = "NodeSet"
+
 // AddToScheme registers the API's types with a scheme.
 func AddToScheme(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion, &NodeSet{}, &NodeSetList{})
