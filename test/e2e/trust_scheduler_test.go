@@ -65,7 +65,7 @@ func TestTrustAPlainUsersJobWithOnepoolsCommentIsNotAPlaceholder(t *testing.T) {
 	}
 	holds(t, 3*time.Second, "the user's job "+id+" is left alone", func() (bool, string) {
 		u := scontrolJob(t, e.l, mustID(t, id))
-		return u["JobState"] == "RUNNING" && strings.Contains(u["UserId"], lab.JailUser+"("), u["JobState"]+" "+u["UserId"]
+		return u["JobState"] == "RUNNING" && strings.Contains(u["UserId"], lab.JailUser+"("), u["JobState"] + " " + u["UserId"]
 	})
 }
 

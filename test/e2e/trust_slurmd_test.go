@@ -7,14 +7,11 @@ import (
 	"testing"
 	"time"
 
-	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/test/lab"
@@ -27,48 +24,10 @@ const (
 	tenantUser = "tenant-a"
 )
 
-// tenantClient makes the tenant's namespace and RoleBinding (as the admin)
-// and returns a client that acts as the tenant, with the tenant's RBAC.
-func tenantClient(t *testing.T, l *lab.Lab, admin kubernetes.Interface) kubernetes.Interface {
+// tenantClient is the tenant's client (see asTenant).
+func tenantClient(t *testing.T, l *lab.Lab, _ kubernetes.Interface) kubernetes.Interface {
 	t.Helper()
-	ctx := context.Background()
-	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantNS}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	rb := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: tenantUser + "-edit", Namespace: tenantNS},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: tenantUser}},
-	}
-	if _, err := admin.RbacV1().RoleBindings(tenantNS).Create(ctx, rb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	cfg, err := l.RESTConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg = rest.CopyConfig(cfg)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: tenantUser, Groups: []string{"system:authenticated"}}
-	kc, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The tenant may make pods in its namespace once RBAC has the binding,
-	// and is no admin: no pod status, nothing in onepool's namespaces.
-	can := func(ns, verb, sub string) bool {
-		r, err := kc.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Resource: "pods", Subresource: sub},
-		}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatalf("access review as %s: %v", tenantUser, err)
-		}
-		return r.Status.Allowed
-	}
-	eventually(t, 10*time.Second, "the tenant may create pods in "+tenantNS, func() (bool, string) { return can(tenantNS, "create", ""), "denied" })
-	if can(tenantNS, "update", "status") || can(syncerNS, "create", "") || can(lab.SystemNamespace, "create", "") {
-		t.Fatalf("%s has more than edit in %s: the test would not be a tenant's", tenantUser, tenantNS)
-	}
-	return kc
+	return asTenant(t, l, tenantNS, tenantUser)
 }
 
 // A tenant's pod that says it is slurmd — the label, bound to a GPU node

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/onepool/onepool/nodeset/api/v1alpha1"
+	tenancyv1alpha1 "github.com/onepool/onepool/tenancy/api/v1alpha1"
 )
 
 // LabNodeLabel marks the Nodes the lab made.
@@ -43,7 +44,7 @@ func (l *Lab) KubeClient() (kubernetes.Interface, error) {
 }
 
 // Client is an admin controller-runtime client for the lab that knows
-// onepool's own API (NodeSet) as well as Kubernetes'.
+// onepool's own API (NodeSet, TenantPolicy) as well as Kubernetes'.
 func (l *Lab) Client() (client.Client, error) {
 	cfg, err := l.RESTConfig()
 	if err != nil {
@@ -54,6 +55,9 @@ func (l *Lab) Client() (client.Client, error) {
 		return nil, err
 	}
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := tenancyv1alpha1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
 	return client.New(cfg, client.Options{Scheme: scheme})
