@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/tenancy"
+	"github.com/onepool/onepool/tenancy/api/v1alpha1"
 )
 
 // docs splits a YAML stream into documents.
@@ -67,5 +69,35 @@ func TestExamplesDecode(t *testing.T) {
 	checkPodSpec(t, "Job", job.Spec.Template.Annotations, job.Spec.Template.Spec)
 	if _, err := os.Stat("training.sbatch"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The example policies decode strictly, and the "serving" policy covers
+// the inference examples' namespace and allows what their pods ask.
+func TestExampleTenantPolicies(t *testing.T) {
+	ps := map[string]*v1alpha1.TenantPolicy{}
+	var list []*v1alpha1.TenantPolicy
+	for _, d := range docs(t, "tenantpolicies.yaml") {
+		p := &v1alpha1.TenantPolicy{}
+		if err := yaml.UnmarshalStrict(d, p); err != nil {
+			t.Fatalf("tenantpolicies.yaml: %v", err)
+		}
+		ps[p.Name] = p
+		list = append(list, p)
+	}
+	d := docs(t, "inference-deployment.yaml")
+	var dep appsv1.Deployment
+	if err := yaml.UnmarshalStrict(d[0], &dep); err != nil {
+		t.Fatal(err)
+	}
+	ns := &corev1.Namespace{}
+	ns.Name = dep.Namespace
+	p, err := tenancy.Match(list, ns, "")
+	if err != nil || p != ps["serving"] {
+		t.Fatalf("namespace %s: policy %v, %v; want serving", dep.Namespace, p, err)
+	}
+	pod := &corev1.Pod{ObjectMeta: dep.Spec.Template.ObjectMeta, Spec: dep.Spec.Template.Spec}
+	if _, err := tenancy.Decide(p, tenancy.AskOf(pod, tenancy.PodGPUs(pod))); err != nil {
+		t.Errorf("the example Deployment under its policy: %v", err)
 	}
 }

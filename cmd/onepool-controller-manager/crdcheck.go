@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,8 +19,10 @@ import (
 	"github.com/onepool/onepool/nodeset/api/v1alpha1"
 )
 
-// nodeSetResource is the NodeSet API's plural name.
-const nodeSetResource = "nodesets"
+// apiResources are the resources of onepool's API this manager needs
+// served: NodeSets, and TenantPolicies (new in this release: a chart
+// upgrade does not install them, see the README).
+var apiResources = []string{"nodesets", "tenantpolicies"}
 
 // errNodeSetAPI: the cluster does not serve the NodeSet API this manager
 // speaks (the CRD is missing or of another version).
@@ -34,19 +38,19 @@ func nodeSetServed(list *metav1.APIResourceList, err error) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	for _, r := range list.APIResources {
-		if r.Name == nodeSetResource {
-			return true, nil
+	for _, want := range apiResources {
+		if !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == want }) {
+			return false, nil
 		}
 	}
-	return false, nil
+	return true, nil
 }
 
 // nodeSetAPIMessage says what is wrong and what to do.
 func nodeSetAPIMessage() string {
-	return fmt.Sprintf("%v: %s/%s %s is not served by the API server (the CRD is missing, or of another version); "+
-		"the NodeSet controller is off, the syncer runs. Install this release's CRDs (charts/onepool/crds) and the pod restarts itself",
-		errNodeSetAPI, v1alpha1.GroupVersion.Group, v1alpha1.GroupVersion.Version, nodeSetResource)
+	return fmt.Sprintf("%v: %s/%s %s are not all served by the API server (a CRD is missing, or of another version); "+
+		"the NodeSet controller and the TenantPolicy status are off, and the syncer acts on no slurmd pod (none can be proven a NodeSet's). Install this release's CRDs (charts/onepool/crds) and the pod restarts itself",
+		errNodeSetAPI, v1alpha1.GroupVersion.Group, v1alpha1.GroupVersion.Version, strings.Join(apiResources, ", "))
 }
 
 // probeNodeSetAPI asks discovery, with a deadline, whether NodeSets are

@@ -11,7 +11,8 @@ import (
 )
 
 func TestNodeSetServed(t *testing.T) {
-	withNodeSets := &metav1.APIResourceList{APIResources: []metav1.APIResource{{Name: "nodesets"}, {Name: "nodesets/status"}}}
+	withNodeSets := &metav1.APIResourceList{APIResources: []metav1.APIResource{{Name: "nodesets"}, {Name: "nodesets/status"}, {Name: "tenantpolicies"}}}
+	noPolicies := &metav1.APIResourceList{APIResources: []metav1.APIResource{{Name: "nodesets"}, {Name: "nodesets/status"}}}
 	otherOnly := &metav1.APIResourceList{APIResources: []metav1.APIResource{{Name: "somethingelse"}}}
 	notFound := apierrors.NewNotFound(schema.GroupResource{Group: "onepool.dev", Resource: "v1alpha1"}, "")
 	timeout := errors.New("dial tcp 10.96.0.1:443: i/o timeout")
@@ -24,6 +25,7 @@ func TestNodeSetServed(t *testing.T) {
 	}{
 		{"served", withNodeSets, nil, true, false},
 		{"group version served without NodeSets", otherOnly, nil, false, false},
+		{"NodeSets without TenantPolicies (an upgrade that skipped the new CRD)", noPolicies, nil, false, false},
 		{"group version not served (CRD missing or other version)", nil, notFound, false, false},
 		{"API server unreachable: unknown, no decision", nil, timeout, false, true},
 	} {
@@ -37,7 +39,7 @@ func TestNodeSetServed(t *testing.T) {
 
 func TestNodeSetAPIMessageSaysWhatToDo(t *testing.T) {
 	m := nodeSetAPIMessage()
-	for _, want := range []string{"onepool.dev/v1alpha1 nodesets", "NodeSet controller is off", "syncer runs", "charts/onepool/crds"} {
+	for _, want := range []string{"onepool.dev/v1alpha1 nodesets, tenantpolicies", "NodeSet controller and the TenantPolicy status are off", "syncer acts on no slurmd pod", "charts/onepool/crds"} {
 		assert.Contains(t, m, want)
 	}
 }

@@ -240,6 +240,9 @@ func run(ctx context.Context, c config) error {
 		if _, err := nodeset.Setup(mgr, slurm, sCache, c.nodeset); err != nil {
 			return err
 		}
+		if err := tenancy.SetupStatus(mgr); err != nil {
+			return err
+		}
 	} else {
 		// Not a crash: the syncer still serves, and the pod says why it is not Ready.
 		ctrl.Log.WithName("setup").Error(errNodeSetAPI, nodeSetAPIMessage())

@@ -4,22 +4,23 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/test/lab"
 )
 
 // TestControllerManagerWithoutTheNodeSetAPI starts the controller manager
 // on a cluster whose NodeSet CRD does not serve the version it speaks (a
 // wrong CRD installed): it stays alive, is not Ready with a message that
-// says what to do, logs it once, and the syncer still drains a cordoned
-// Node. When the version is served again its liveness fails, so a kubelet
+// says what to do, logs it once, and acts on no slurmd pod (it cannot
+// prove that a NodeSet owns one). When the version is served again its liveness fails, so a kubelet
 // would restart it with the NodeSet controller on.
 func TestControllerManagerWithoutTheNodeSetAPI(t *testing.T) {
 	if lab.ChartMode() {
@@ -33,8 +34,10 @@ func TestControllerManagerWithoutTheNodeSetAPI(t *testing.T) {
 		patch := `[{"op":"replace","path":"/spec/versions/0/served","value":` + map[bool]string{true: "true", false: "false"}[on] + `}]`
 		e.kubectl("patch", "crd", "nodesets.onepool.dev", "--type=json", "-p", patch)
 		eventually(t, 30*time.Second, "discovery follows the CRD", func() (bool, string) {
-			_, err := e.kc.Discovery().ServerResourcesForGroupVersion("onepool.dev/v1alpha1")
-			return (err == nil) == on, "discovery: " + errString(err)
+			// The group version stays (TenantPolicies are served in it).
+			list, err := e.kc.Discovery().ServerResourcesForGroupVersion("onepool.dev/v1alpha1")
+			has := err == nil && slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == "nodesets" })
+			return has == on, "discovery: " + errString(err)
 		})
 	}
 	require.NoError(t, l.StopControllerManager())
@@ -60,9 +63,13 @@ func TestControllerManagerWithoutTheNodeSetAPI(t *testing.T) {
 	assert.Contains(t, string(logs), "the NodeSet API is not served", "the log says what is wrong")
 	assert.Contains(t, string(logs), "charts/onepool/crds", "the log says what to do")
 
-	// The syncer serves meanwhile.
+	// Meanwhile no pod can be proven a slurmd pod (a NodeSet must own
+	// it): the syncer fails closed, and a cordon drains nothing.
 	e.kubectl("cordon", e.node)
-	e.waitSlurm(30*time.Second, true, keys.ReasonCordoned)
+	e.holds(10*time.Second, "Slurm node "+e.node+" not drained", func() (bool, string) {
+		kv := scontrolNode(t, l, e.node)
+		return !strings.Contains(kv["State"], "DRAIN"), kv["State"] + " " + kv["Reason"]
+	})
 	code, _, err := l.ControllerManagerProbe(ctx, "healthz")
 	require.NoError(t, err)
 	assert.Equal(t, 200, code, "alive while the API is missing")

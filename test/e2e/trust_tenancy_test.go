@@ -8,11 +8,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/tenancy"
 	"github.com/onepool/onepool/tenancy/api/v1alpha1"
 	"github.com/onepool/onepool/test/lab"
 )
@@ -92,6 +94,32 @@ func TestTrustTenantPolicyRefusesAtAdmission(t *testing.T) {
 		js := e.jobs("")
 		return len(js) == 0, fmt.Sprint(jobIDs(js))
 	})
+
+	// The policy's status says what it covers; a second policy over the
+	// same namespace is a conflict, shown there, and the pods are refused.
+	ctx := context.Background()
+	ready := func(status metav1.ConditionStatus, reason string) func() (bool, string) {
+		return func() (bool, string) {
+			p := &v1alpha1.TenantPolicy{}
+			if err := e.admin.Get(ctx, client.ObjectKeyFromObject(e.policy), p); err != nil {
+				return false, err.Error()
+			}
+			c := meta.FindStatusCondition(p.Status.Conditions, tenancy.ConditionReady)
+			return p.Status.Namespaces == 1 && c != nil && c.Status == status && c.Reason == reason, fmt.Sprintf("%+v", p.Status)
+		}
+	}
+	eventually(t, 20*time.Second, "the policy covers one namespace", ready(metav1.ConditionTrue, tenancy.ReasonCovers))
+	second := &v1alpha1.TenantPolicy{ObjectMeta: metav1.ObjectMeta{Name: e.policy.Name + "-2"},
+		Spec: v1alpha1.TenantPolicySpec{Namespaces: v1alpha1.NamespaceSelector{Names: []string{e.ns}}}}
+	if err := e.admin.Create(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.admin.Delete(context.Background(), second) })
+	eventually(t, 20*time.Second, "the policy says it conflicts", ready(metav1.ConditionFalse, tenancy.ReasonConflict))
+	_, err := e.create(e.pod("two-policies", 1, nil))
+	if err == nil || !strings.Contains(err.Error(), "more than one TenantPolicy covers the namespace") {
+		t.Errorf("a pod under two policies: %v; want refused", err)
+	}
 }
 
 // Every placeholder ran as onepool's own Slurm user: Slurm's fair share,
