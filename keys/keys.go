@@ -223,6 +223,7 @@ const (
 	EventBudgetOverridden = "DisruptionBudgetOverridden"
 	EventGPUsAllocated    = "SlurmGPUsAllocated" // the pod's GPU claim holds the devices of its job's GRES indices
 	EventGPUClaimFailed   = "GPUClaimFailed"     // the claim cannot be allocated from Slurm's answer; the pod is not bound
+	EventGPUClaimRefused  = "GPUClaimRefused"    // the node agent refused to prepare a claim whose GPUs are not those Slurm gave its job there
 
 	// NodeSet events, on the NodeSet.
 	EventPodCreated       = "SuccessfulCreate"

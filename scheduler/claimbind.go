@@ -105,11 +105,20 @@ func (c *Core) allocateGPUClaim(ctx context.Context, pod *corev1.Pod, node strin
 		return nil
 	}
 	claim = claim.DeepCopy()
-	if !slices.Contains(claim.Finalizers, resourceapi.Finalizer) {
+	jobID := strconv.FormatUint(uint64(job.ID), 10)
+	if !slices.Contains(claim.Finalizers, resourceapi.Finalizer) || claim.Annotations[keys.AnnotationJobID] != jobID {
 		// As kube-scheduler does: the claim controller deallocates (and
 		// drops this finalizer) when no pod uses the claim any more, and a
 		// claim is not deleted while allocated.
-		claim.Finalizers = append(claim.Finalizers, resourceapi.Finalizer)
+		if !slices.Contains(claim.Finalizers, resourceapi.Finalizer) {
+			claim.Finalizers = append(claim.Finalizers, resourceapi.Finalizer)
+		}
+		// The node agent prepares the claim only if these are the GPUs
+		// Slurm gave this job there.
+		if claim.Annotations == nil {
+			claim.Annotations = map[string]string{}
+		}
+		claim.Annotations[keys.AnnotationJobID] = jobID
 		if claim, err = claims.Update(ctx, claim, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("GPU claim %s/%s: %w", pod.Namespace, name, err)
 		}

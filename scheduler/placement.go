@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/onepool/onepool/slurmrest"
+	"github.com/onepool/onepool/slurmrest/model"
 )
 
 // placement is onepool's record of one owner's place in Slurm: the
@@ -59,7 +60,7 @@ func (p *placement) setJob(j slurmrest.Job) (changed bool, err error) {
 	old := p.job
 	p.job = &j
 	if j.State.Base() == slurmrest.JobRunning && len(p.nodes) == 0 && j.Nodes != "" {
-		nodes, err := expandHostlist(j.Nodes)
+		nodes, err := model.ExpandHostlist(j.Nodes)
 		if err != nil {
 			return true, err
 		}

@@ -42,7 +42,10 @@ type Config struct {
 	CDIDir string
 	// ControlDevices go with every GPU in the CDI spec (existing ones).
 	ControlDevices []string
-	Log            *log.Logger
+	// JobGPUs asks Slurm for a job's GPUs on this node: a claim is
+	// prepared only if its devices are exactly those. nil: not checked.
+	JobGPUs JobGPUs
+	Log     *log.Logger
 }
 
 // Driver implements kubeletplugin.DRAPlugin for the node's GPUs.
@@ -107,7 +110,11 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 	}
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
 	for _, claim := range claims {
+		_, before := st[claim.UID]
 		pc, err := planPrepare(st, claim, d.cfg.NodeName, d.inv)
+		if err == nil && !before {
+			err = d.verifySlurm(ctx, claim, pc)
+		}
 		if err == nil {
 			err = d.writeSpec(claim.UID, pc)
 		}

@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
+	"os/exec"
+	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -12,6 +16,7 @@ import (
 	"github.com/onepool/onepool/agent"
 	"github.com/onepool/onepool/agent/dra"
 	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/slurmrest/model"
 )
 
 // Environment variables of the DRA driver's flags.
@@ -63,10 +68,30 @@ func (d draFlags) serve(slurmNode string, logger *log.Logger) (func(context.Cont
 			return fmt.Errorf("DRA driver: %w", err)
 		}
 		drv, err := dra.New(dra.Config{NodeName: node, Client: client, PluginDir: d.pluginDir, RegistrarDir: d.registrar,
-			CDIDir: d.cdiDir, ControlDevices: dra.ControlDevices, Log: logger}, inv)
+			CDIDir: d.cdiDir, ControlDevices: dra.ControlDevices, Log: logger, JobGPUs: scontrolJobGPUs(slurmNode)}, inv)
 		if err != nil {
 			return err
 		}
 		return dra.Serve(ctx, drv)
 	}, nil
+}
+
+// scontrolJobGPUs asks slurmctld, as slurmd's node does (scontrol with the
+// node's munge key), which GPUs a job holds on Slurm node node: none when
+// it holds none there.
+func scontrolJobGPUs(node string) dra.JobGPUs {
+	return func(ctx context.Context, job uint32) ([]int, error) {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "scontrol", "show", "job", "-d", strconv.FormatUint(uint64(job), 10)).CombinedOutput()
+		if err != nil {
+			line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+			return nil, fmt.Errorf("scontrol show job -d %d: %w (%s)", job, err, line)
+		}
+		idx, err := model.ShowJobGPUIndexes(string(out), node)
+		if errors.Is(err, model.ErrNoGPUIndexes) {
+			return nil, nil
+		}
+		return idx, err
+	}
 }

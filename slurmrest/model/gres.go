@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -115,4 +116,38 @@ func splitOutsideParens(s string) []string {
 		}
 	}
 	return append(out, s[start:])
+}
+
+// ShowJobGPUIndexes reads the job's GPU GRES indices on node from what
+// `scontrol show job -d <id>` prints: a line per group of nodes with the
+// same allocation, "Nodes=gpu-[0-1] CPU_IDs=0-3 Mem=0 GRES=gpu:2(IDX:0-1)".
+// A node the job does not run on is an error wrapping ErrNoGPUIndexes.
+func ShowJobGPUIndexes(out, node string) ([]int, error) {
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || !strings.HasPrefix(f[0], "Nodes=") {
+			continue
+		}
+		names, err := ExpandHostlist(strings.TrimPrefix(f[0], "Nodes="))
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(names, node) {
+			continue
+		}
+		for _, kv := range f[1:] {
+			if detail, ok := strings.CutPrefix(kv, "GRES="); ok {
+				idx, err := ParseGresDetail(detail)
+				if err != nil {
+					return nil, err
+				}
+				if len(idx) == 0 {
+					break
+				}
+				return idx, nil
+			}
+		}
+		return nil, fmt.Errorf("node %s: %w", node, ErrNoGPUIndexes)
+	}
+	return nil, fmt.Errorf("node %s is not the job's: %w", node, ErrNoGPUIndexes)
 }

@@ -1,6 +1,8 @@
 package model
 
 import (
+	"errors"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -51,4 +53,39 @@ func TestJobGPUIndexes(t *testing.T) {
 	assert.ErrorIs(t, err, ErrNoGPUIndexes)
 	_, err = j.GPUIndexes("gpu-9")
 	assert.ErrorIs(t, err, ErrNoGPUIndexes)
+}
+
+func TestShowJobGPUIndexes(t *testing.T) {
+	// What `scontrol show job -d` prints for a two-node GPU job (Slurm
+	// 24.11, the lab's), the detail lines indented under the job.
+	out := `JobId=532 JobName=e2e-dra
+   UserId=root(0) GroupId=root(0) MCS_label=N/A
+   JobState=RUNNING Reason=None Dependency=(null)
+   NodeList=dyn-[0-1] BatchHost=dyn-0
+   NumNodes=2 NumCPUs=4 NumTasks=2 CPUs/Task=1 ReqB:S:C:T=0:0:*:*
+   ReqTRES=cpu=2,mem=128M,node=2,billing=2,gres/gpu=4
+     Nodes=dyn-0 CPU_IDs=0-1 Mem=64 GRES=gpu:2(IDX:0,3)
+     Nodes=dyn-[1,3] CPU_IDs=0 Mem=64 GRES=gpu:h100:2(IDX:4-5)
+     Nodes=cpu-0 CPU_IDs=0 Mem=64 GRES=
+   MinCPUsNode=1 MinMemoryNode=64M MinTmpDiskNode=0
+`
+	for _, tc := range []struct {
+		node string
+		want []int
+		err  bool
+	}{
+		{"dyn-0", []int{0, 3}, false},
+		{"dyn-1", []int{4, 5}, false},
+		{"dyn-3", []int{4, 5}, false},
+		{"dyn-2", nil, true},
+		{"cpu-0", nil, true},
+	} {
+		got, err := ShowJobGPUIndexes(out, tc.node)
+		if (err != nil) != tc.err || !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, %v; want %v (err %v)", tc.node, got, err, tc.want, tc.err)
+		}
+		if tc.err && !errors.Is(err, ErrNoGPUIndexes) {
+			t.Errorf("%s: %v does not wrap ErrNoGPUIndexes", tc.node, err)
+		}
+	}
 }

@@ -115,9 +115,10 @@ func parseGresIndexes(t *testing.T, out string) []int {
 	return idx
 }
 
-// handClaim creates a claim for n GPUs and writes its allocation by hand
-// (what onepool's scheduler does from Slurm's answer).
-func handClaim(t *testing.T, c client.Client, name, node string, devs []draDevice) *resourceapi.ResourceClaim {
+// handClaim creates a claim for Slurm job job's GPUs devs and writes its
+// allocation by hand (what onepool's scheduler does from Slurm's answer,
+// recording the job on the claim).
+func handClaim(t *testing.T, c client.Client, name, node, job string, devs []draDevice) *resourceapi.ResourceClaim {
 	t.Helper()
 	ctx := context.Background()
 	claim := &resourceapi.ResourceClaim{
@@ -126,6 +127,9 @@ func handClaim(t *testing.T, c client.Client, name, node string, devs []draDevic
 			Name:    "gpus",
 			Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: keys.GPUDriverName, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: int64(len(devs))},
 		}}}},
+	}
+	if job != "" {
+		claim.Annotations = map[string]string{keys.AnnotationJobID: job}
 	}
 	if err := c.Create(ctx, claim); err != nil {
 		t.Fatalf("create claim %s: %v", name, err)
@@ -233,26 +237,35 @@ func TestDRADriverPublishesAndPreparesExactDevices(t *testing.T) {
 		}
 	}
 
-	// A Slurm job takes 4 GPUs; the claims get the others, chosen by the
-	// gresIndex the slice publishes.
+	// A Slurm job takes 4 GPUs, two more jobs 2 each: the claims get
+	// those two jobs' GPUs, chosen by the gresIndex the slice publishes.
 	job := e.sbatchGres(node, 4)
 	held := jobGresIndexes(t, e, job)
 	if len(held) != 4 {
 		t.Fatalf("job %s holds GRES indices %v, want 4", job, held)
 	}
-	var free []draDevice
-	for _, d := range devs {
-		if !slices.Contains(held, d.gresIndex) {
-			free = append(free, d)
+	jobA, jobB := e.sbatchGres(node, 2), e.sbatchGres(node, 2)
+	of := func(job string) []draDevice {
+		idx := jobGresIndexes(t, e, job)
+		var out []draDevice
+		for _, d := range devs {
+			if slices.Contains(idx, d.gresIndex) {
+				out = append(out, d)
+			}
 		}
+		if len(out) != 2 {
+			t.Fatalf("job %s holds GRES indices %v", job, idx)
+		}
+		return out
 	}
-	t.Logf("job %s holds IDX %v; claims take %v", job, held, free)
+	devsA, devsB := of(jobA), of(jobB)
+	t.Logf("job %s holds IDX %v; claims take %v (job %s) and %v (job %s)", job, held, devsA, jobA, devsB, jobB)
 
 	plugin, cdiDir := agentDRA(t, e.l, node)
 
 	suffix := strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
-	a := handClaim(t, e.c, "a-"+suffix, node, free[:2])
-	b := handClaim(t, e.c, "b-"+suffix, node, free[2:])
+	a := handClaim(t, e.c, "a-"+suffix, node, jobA, devsA)
+	b := handClaim(t, e.c, "b-"+suffix, node, jobB, devsB)
 	t.Cleanup(func() {
 		for _, cl := range []*resourceapi.ResourceClaim{a, b} {
 			_ = e.c.Delete(context.Background(), cl)
@@ -266,7 +279,7 @@ func TestDRADriverPublishesAndPreparesExactDevices(t *testing.T) {
 	for _, cl := range []struct {
 		claim *resourceapi.ResourceClaim
 		devs  []draDevice
-	}{{a, free[:2]}, {b, free[2:]}} {
+	}{{a, devsA}, {b, devsB}} {
 		res := prepare(t, plugin, cl.claim)
 		if res.GetError() != "" || len(res.Devices) != len(cl.devs) {
 			t.Fatalf("prepare %s: %+v", cl.claim.Name, res)
@@ -290,25 +303,40 @@ func TestDRADriverPublishesAndPreparesExactDevices(t *testing.T) {
 		}
 	}
 
-	// A claim written by hand for a device a holds is refused, and says by whom.
-	c := handClaim(t, e.c, "c-"+suffix, node, free[1:2])
+	// A claim of job A's GPUs while a holds them is refused, and says by whom.
+	c := handClaim(t, e.c, "c-"+suffix, node, jobA, devsA)
 	t.Cleanup(func() { _ = e.c.Delete(context.Background(), c) })
 	res := prepare(t, plugin, c)
 	if !strings.Contains(res.GetError(), "already prepared for another claim") || !strings.Contains(res.GetError(), a.Name) {
 		t.Errorf("prepare of a held device: %+v, want a refusal naming %s", res, a.Name)
 	}
 
-	// a ends: its device goes to c.
+	// a ends: its devices go to c.
 	unprepare(t, plugin, a)
 	if _, err := os.Stat(filepath.Join(cdiDir, "onepool.dev-gpu_"+string(a.UID)+".json")); !os.IsNotExist(err) {
 		t.Errorf("a's CDI spec is still there after unprepare: %v", err)
 	}
-	if res := prepare(t, plugin, c); res.GetError() != "" || len(res.Devices) != 1 || res.Devices[0].DeviceName != free[1].name {
+	if res := prepare(t, plugin, c); res.GetError() != "" || len(res.Devices) != 2 || res.Devices[0].DeviceName != devsA[0].name {
 		t.Errorf("prepare after the holder ended: %+v", res)
+	}
+
+	// A claim whose devices are not the GPUs Slurm gave its job on this
+	// node (job B's claim written with the first job's GPUs, or one that
+	// names no job) is refused, naming both sets, and nothing is prepared.
+	wrong := handClaim(t, e.c, "d-"+suffix, node, jobB, devs[held[0]:held[0]+1])
+	none := handClaim(t, e.c, "e-"+suffix, node, "", devs[held[1]:held[1]+1])
+	t.Cleanup(func() { _ = e.c.Delete(context.Background(), wrong); _ = e.c.Delete(context.Background(), none) })
+	if res := prepare(t, plugin, wrong); !strings.Contains(res.GetError(), "Slurm job "+jobB+" holds") {
+		t.Errorf("prepare of another job's GPU: %+v, want refused naming job %s", res, jobB)
+	}
+	if res := prepare(t, plugin, none); !strings.Contains(res.GetError(), "names no Slurm job") {
+		t.Errorf("prepare of a claim naming no job: %+v, want refused", res)
 	}
 	unprepare(t, plugin, b)
 	unprepare(t, plugin, c)
-	e.scancel(job)
+	for _, j := range []string{job, jobA, jobB} {
+		e.scancel(j)
+	}
 }
 
 // claimPod is a onepool pod whose 2 GPUs come through its onepool GPU

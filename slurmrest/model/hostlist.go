@@ -1,4 +1,4 @@
-package scheduler
+package model
 
 import (
 	"fmt"
@@ -9,10 +9,10 @@ import (
 // maxHostlist bounds how many names one hostlist may expand to.
 const maxHostlist = 65536
 
-// expandHostlist expands a Slurm hostlist ("gpu-[0-2,5],cpu-01") into
+// ExpandHostlist expands a Slurm hostlist ("gpu-[0-2,5],cpu-01") into
 // names, in order. Only the forms slurmctld prints are read: one bracket
 // group per name, with numbers and ranges (zero padding kept).
-func expandHostlist(s string) ([]string, error) {
+func ExpandHostlist(s string) ([]string, error) {
 	var out []string
 	for _, part := range splitTop(s) {
 		if part == "" {
