@@ -50,7 +50,8 @@ type Core struct {
 	metrics  *metrics
 	// proof signs and checks placeholder comments; set before any job is
 	// read (Run loads it) and never changed after.
-	proof *commentKeys
+	proof   *commentKeys
+	ownUser func() (string, error)
 
 	mu     sync.Mutex
 	synced bool
@@ -100,6 +101,9 @@ type CoreConfig struct {
 	// PlaceholderKey signs placeholder comments; nil: Run reads it from
 	// Args.PlaceholderKeySecret.
 	PlaceholderKey []byte
+	// OwnUser is the Slurm user of onepool's token (a job of a pod whose
+	// policy names no Slurm user runs as it); nil: not named in comments.
+	OwnUser func() (string, error)
 }
 
 // NewCore returns a Core; Run starts its loops.
@@ -123,7 +127,7 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 		}
 	}
 	return &Core{
-		leader: leader, metrics: m, proof: proof,
+		leader: leader, metrics: m, proof: proof, ownUser: cfg.OwnUser,
 		args: cfg.Args, log: cfg.Log, slurm: cfg.Slurm, jobs: cfg.Jobs, kube: cfg.Kube, groups: cfg.Groups, tenants: cfg.Tenants,
 		nodes: cfg.Nodes, slices: cfg.Slices, claims: cfg.Claims, recorder: cfg.Recorder, activate: cfg.Activate,
 		script:    func(o owner) string { return placeholderScript(o, host, port) },
@@ -301,7 +305,7 @@ func (c *Core) membersLocked(o owner) []*corev1.Pod {
 // not submit are ignored; a placeholder of an owner onepool has no record
 // of (after a restart) is adopted.
 func (c *Core) observe(j slurmrest.Job) {
-	o, ok := c.proof.parse(j.Comment)
+	o, ok := c.proof.jobOwner(j)
 	if !ok {
 		return
 	}
@@ -329,8 +333,12 @@ func (c *Core) observe(j slurmrest.Job) {
 		p.jobID, p.err, p.rejected, p.waiting = j.ID, nil, false, ""
 		c.byJob[j.ID] = key
 	case !j.State.Finished():
-		// Two live jobs for one owner: keep the older, cancel the other.
-		if j.ID < p.jobID && !p.ended() {
+		// Two live jobs for one owner: keep the one onepool knows it made
+		// (submitted by this process, or recorded on a pod), else the
+		// older; cancel the other. A job's own Slurm user can copy its
+		// comment onto an older job of theirs: that copy never displaces
+		// the job onepool made.
+		if c.preferLocked(p, j.ID) {
 			p.extra = append(p.extra, p.jobID)
 			delete(c.byJob, p.jobID)
 			p.jobID, p.job, p.nodes = j.ID, nil, nil
@@ -365,6 +373,23 @@ func (c *Core) observe(j slurmrest.Job) {
 	if len(wake) > 0 {
 		c.activate(wake)
 	}
+}
+
+// preferLocked says whether job id should replace p's job as the owner's
+// placeholder, when both are live.
+func (c *Core) preferLocked(p *placement, id uint32) bool {
+	if p.ended() {
+		return false
+	}
+	recorded := func(id uint32) bool {
+		return slices.ContainsFunc(c.membersLocked(p.owner), func(m *corev1.Pod) bool { return m.Annotations[keys.AnnotationJobID] == itoa(id) })
+	}
+	curMine := !p.submitted.IsZero() || recorded(p.jobID)
+	newMine := recorded(id)
+	if curMine != newMine {
+		return newMine
+	}
+	return id < p.jobID
 }
 
 // idReusedLocked handles Slurm listing, under a job id another owner's

@@ -136,7 +136,7 @@ func newCoreFixture(t *testing.T) *coreFixture {
 }
 
 func (f *coreFixture) job(id uint32, state string, nodes string) slurmrest.Job {
-	return slurmrest.Job{ID: id, Comment: f.core.proof.comment(ownerOf(f.pod)), State: slurmrest.JobState{state}, Nodes: nodes, SubmitTime: time.Now()}
+	return slurmrest.Job{ID: id, Comment: f.core.proof.comment(ownerOf(f.pod), ""), State: slurmrest.JobState{state}, Nodes: nodes, SubmitTime: time.Now()}
 }
 
 func TestCoreAdoptsARunningJobAndBindsWithoutSubmitting(t *testing.T) {

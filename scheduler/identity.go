@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/slurmrest"
 )
 
 // owner is what one placeholder job holds a place for: a single pod, or
@@ -126,36 +127,56 @@ func mac(key []byte, body string) []byte {
 	return m.Sum(nil)[:sigLen]
 }
 
-// comment encodes the owner, signed, into a job's comment.
-func (k *commentKeys) comment(o owner) string {
-	b := o.body()
+// comment encodes the owner and the Slurm user the job runs as, signed,
+// into a job's comment. The user is signed with it because a Slurm user
+// may set any comment on a job of their own: a copy of another
+// placeholder's comment on a job of another user does not verify
+// (jobOf), and a job's own user is the only one who could copy its
+// comment onto another of their jobs.
+func (k *commentKeys) comment(o owner, user string) string {
+	b := o.body() + ";user=" + user
 	return commentPrefix + b + ";sig=" + base64.RawURLEncoding.EncodeToString(mac(k.sign, b))
 }
 
-// parse reads the owner from a job's comment; ok is false unless onepool
-// signed it (a job a Slurm user made with a comment of onepool's form).
-func (k *commentKeys) parse(c string) (owner, bool) {
+// parse reads the owner and the Slurm user from a job's comment; ok is
+// false unless onepool signed it (a job a Slurm user made with a comment
+// of onepool's form).
+func (k *commentKeys) parse(c string) (owner, string, bool) {
 	rest, ok := strings.CutPrefix(c, commentPrefix)
 	if !ok {
-		return owner{}, false
+		return owner{}, "", false
 	}
 	i := strings.LastIndex(rest, ";sig=")
 	if i < 0 {
-		return owner{}, false
+		return owner{}, "", false
 	}
-	b := rest[:i]
+	signed := rest[:i]
 	sig, err := base64.RawURLEncoding.DecodeString(rest[i+len(";sig="):])
 	if err != nil || len(sig) != sigLen {
-		return owner{}, false
+		return owner{}, "", false
+	}
+	b, user, ok := strings.Cut(signed, ";user=")
+	if !ok || strings.Contains(user, ";") {
+		return owner{}, "", false
 	}
 	o, ok := parseBody(b)
 	if !ok {
-		return owner{}, false
+		return owner{}, "", false
 	}
 	for _, key := range k.accept {
-		if hmac.Equal(sig, mac(key, b)) {
-			return o, true
+		if hmac.Equal(sig, mac(key, signed)) {
+			return o, user, true
 		}
 	}
-	return owner{}, false
+	return owner{}, "", false
+}
+
+// jobOwner is the owner of job j if it is onepool's placeholder: its
+// comment verifies and names the user the job runs as.
+func (k *commentKeys) jobOwner(j slurmrest.Job) (owner, bool) {
+	o, user, ok := k.parse(j.Comment)
+	if !ok || (user != "" && j.User != user) {
+		return owner{}, false
+	}
+	return o, true
 }

@@ -51,7 +51,7 @@ func TestCoreAJobIDGivenAgainMeansTheOldJobIsGone(t *testing.T) {
 	other.Name, other.UID = "q", types.UID("u2")
 	other.Spec.SchedulerName = "onepool"
 	f.core.podChanged(nil, other)
-	reused := slurmrest.Job{ID: 7, Comment: f.core.proof.comment(ownerOf(other)), State: slurmrest.JobState{slurmrest.JobRunning}, Nodes: "gpu-1"}
+	reused := slurmrest.Job{ID: 7, Comment: f.core.proof.comment(ownerOf(other), ""), State: slurmrest.JobState{slurmrest.JobRunning}, Nodes: "gpu-1"}
 	f.core.observe(reused)
 
 	_, err := f.core.reconcile(context.Background(), ownerOf(f.pod).key())

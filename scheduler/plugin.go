@@ -82,7 +82,7 @@ func newPlugin(ctx context.Context, obj runtime.Object, h fwk.Handle, leader Lea
 		Tenants: InformerTenants{Policies: policies.Lister(), Namespaces: namespaces.Lister(), Default: args.DefaultTenantPolicy},
 		Nodes:   h.SharedInformerFactory().Core().V1().Nodes().Lister(),
 		Slices:  dra.ResourceSlices().Lister(), Claims: dra.ResourceClaims().Lister(),
-		Recorder: h.EventRecorder(), Leader: leader, Registerer: reg,
+		Recorder: h.EventRecorder(), Leader: leader, Registerer: reg, OwnUser: client.OwnUser,
 		Activate: func(ps []*corev1.Pod) {
 			if len(ps) == 0 {
 				return

@@ -31,38 +31,40 @@ func TestCommentRoundTripAndForgeries(t *testing.T) {
 	pod := owner{Namespace: "ml", Name: "llama-7b-0", UID: "0b8e6a1c-1111-2222-3333-444455556666"}
 	group := owner{Namespace: "ml", Name: "trio", UID: "7c1d", Group: true}
 	for _, o := range []owner{pod, group} {
-		got, ok := k.parse(k.comment(o))
-		assert.True(t, ok, "onepool reads back its own comment %q", k.comment(o))
+		got, user, ok := k.parse(k.comment(o, "team-b"))
+		assert.True(t, ok, "onepool reads back its own comment %q", k.comment(o, "team-b"))
 		assert.Equal(t, o, got)
+		assert.Equal(t, "team-b", user)
 	}
 	other, err := newCommentKeys([]byte("another key, not onepool's, 32 bytes"))
 	require.NoError(t, err)
-	signed := k.comment(pod)
+	signed := k.comment(pod, "team-b")
 	for name, c := range map[string]string{
 		"empty":                "",
 		"not onepool's":        "onepool e2e",
 		"the form without sig": "onepool:pod=ml/llama-7b-0;uid=0b8e6a1c-1111-2222-3333-444455556666",
 		"the old group form":   "onepool:group=ml/trio",
-		"signed with another key (a Slurm user's forgery)": other.comment(pod),
+		"signed with another key (a Slurm user's forgery)": other.comment(pod, "team-b"),
 		"another pod's uid under a copied signature":       strings.Replace(signed, "uid=0b8e", "uid=ffff", 1),
 		"another name under a copied signature":            strings.Replace(signed, "llama-7b-0", "victim", 1),
-		"a group's comment turned into a pod's":            strings.Replace(k.comment(group), "group=", "pod=", 1),
+		"a group's comment turned into a pod's":            strings.Replace(k.comment(group, ""), "group=", "pod=", 1),
+		"another user under a copied signature":            strings.Replace(signed, "user=team-b", "user=team-a", 1),
 		"a cut signature":                                  signed[:len(signed)-2],
 		"a signature that is not base64":                   strings.SplitAfter(signed, ";sig=")[0] + "!!!!!!!!!!!!!!!!!!!!!!",
 		"no namespace":                                     "onepool:pod=/x;uid=1;sig=AAAAAAAAAAAAAAAAAAAAAA",
 		"another prefix":                                   strings.Replace(signed, "onepool:", "other:", 1),
 	} {
-		o, ok := k.parse(c)
+		o, _, ok := k.parse(c)
 		assert.False(t, ok, "%s: parse(%q) = %+v, want not onepool's", name, c, o)
 	}
 	// A rotation: comments signed with the previous key are still read,
 	// new ones are signed with the current key.
 	rotated, err := newCommentKeys([]byte("the next key, at least 32 bytes long"), testKey)
 	require.NoError(t, err)
-	got, ok := rotated.parse(signed)
+	got, _, ok := rotated.parse(signed)
 	assert.True(t, ok, "a comment signed with the previous key")
 	assert.Equal(t, pod, got)
-	_, ok = k.parse(rotated.comment(pod))
+	_, _, ok = k.parse(rotated.comment(pod, "team-b"))
 	assert.False(t, ok, "the old key does not read what the new one signed")
 	_, err = newCommentKeys([]byte("short"))
 	assert.Error(t, err, "a short key is refused")

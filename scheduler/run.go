@@ -246,6 +246,6 @@ func (c *Core) adoptRecorded() {
 // jobOf says whether job j is the placeholder of owner o: its comment
 // names o and onepool signed it.
 func (c *Core) jobOf(j slurmrest.Job, o owner) bool {
-	jo, ok := c.proof.parse(j.Comment)
+	jo, ok := c.proof.jobOwner(j)
 	return ok && jo.key() == o.key()
 }

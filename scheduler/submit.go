@@ -119,7 +119,13 @@ func (c *Core) submit(ctx context.Context, key string) error {
 		c.mu.Unlock()
 		return finish(nil, false, msg, members)
 	}
-	id, now, err := c.place(slurmrest.AsUser(ctx, req.User), o, jobFor(o, c.proof.comment(o), req, nodes, c.args, ""))
+	user := req.User
+	if user == "" && c.ownUser != nil {
+		if user, err = c.ownUser(); err != nil {
+			return finish(fmt.Errorf("reading the Slurm user of onepool's token: %w", err), false, "", members)
+		}
+	}
+	id, now, err := c.place(slurmrest.AsUser(ctx, req.User), o, jobFor(o, c.proof.comment(o, user), req, nodes, c.args, ""))
 	if err != nil {
 		if rejected(err) {
 			err = explainRejection(err, members[0], req, largestOffer(c.nodes))

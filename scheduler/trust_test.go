@@ -26,7 +26,7 @@ func TestCoreIgnoresAJobWithAForgedComment(t *testing.T) {
 	require.NoError(t, err)
 	for name, forge := range map[string]func(pod *corev1.Pod) string{
 		"the form without a signature": func(pod *corev1.Pod) string { return "onepool:pod=ns/p;uid=" + string(pod.UID) },
-		"signed with another key":      func(pod *corev1.Pod) string { return other.comment(ownerOf(pod)) },
+		"signed with another key":      func(pod *corev1.Pod) string { return other.comment(ownerOf(pod), "") },
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newCoreFixture(t)
@@ -93,4 +93,34 @@ func TestCoreAdoptsARecordedJobOnlyWhenItCouldBeThePods(t *testing.T) {
 			assert.Equal(t, tc.adopt, p != nil && p.jobID == 7)
 		})
 	}
+}
+
+// A Slurm user may set any comment on a job of their own (scontrol update
+// job comment=): a copy of a live placeholder's signed comment on an
+// older job of another user used to make onepool keep that job (the
+// older of two) and cancel its own. The comment names the job's Slurm
+// user, signed: the copy is not onepool's. And a job onepool made is
+// never displaced by an older one claiming the same pod.
+func TestCoreACopiedCommentTakesNothing(t *testing.T) {
+	f := newCoreFixture(t)
+	f.core.ownUser = func() (string, error) { return "slurm", nil }
+	require.NoError(t, f.submitOnce(t))
+	require.Len(t, f.slurm.submitted, 1)
+	signed := f.slurm.submitted[0].Comment
+	assert.Contains(t, signed, ";user=slurm;sig=")
+	own := slurmrest.Job{ID: 101, Comment: signed, User: "slurm", State: slurmrest.JobState{slurmrest.JobRunning}, Nodes: "gpu-1"}
+	f.core.observe(own)
+
+	// alice's older job, with the copied comment.
+	f.core.observe(slurmrest.Job{ID: 50, Comment: signed, User: "alice", State: slurmrest.JobState{slurmrest.JobRunning}, Nodes: "gpu-1"})
+	_, err := f.core.reconcile(context.Background(), ownerOf(f.pod).key())
+	require.NoError(t, err)
+	assert.Equal(t, uint32(101), f.core.places[ownerOf(f.pod).key()].jobID, "onepool keeps its own job")
+	assert.Empty(t, f.slurm.cancelled, "and cancels nothing: alice's job is not onepool's")
+
+	// The same user's older job with the copy: still not the placeholder.
+	f.core.observe(slurmrest.Job{ID: 60, Comment: signed, User: "slurm", State: slurmrest.JobState{slurmrest.JobRunning}, Nodes: "gpu-1"})
+	_, err = f.core.reconcile(context.Background(), ownerOf(f.pod).key())
+	require.NoError(t, err)
+	assert.Equal(t, uint32(101), f.core.places[ownerOf(f.pod).key()].jobID, "a job onepool made is never displaced by an older copy")
 }

@@ -117,6 +117,8 @@ type Client struct {
 	metrics *metrics
 	timeout time.Duration
 	batch   int
+	token   *FileToken
+	user    string
 }
 
 // New checks cfg and returns a client; it makes no request.
@@ -142,8 +144,9 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("slurmrest: metrics: %w", err)
 	}
+	tok := NewFileToken(cfg.TokenFile)
 	hc := &http.Client{
-		Transport: &transport{base: base, token: NewFileToken(cfg.TokenFile), user: cfg.User, metrics: m},
+		Transport: &transport{base: base, token: tok, user: cfg.User, metrics: m},
 		Timeout:   cfg.Timeout,
 		// A redirect would carry the token elsewhere.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -152,7 +155,21 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{backend: b, metrics: m, timeout: cfg.Timeout, batch: cfg.JobStatesBatch}, nil
+	return &Client{backend: b, metrics: m, timeout: cfg.Timeout, batch: cfg.JobStatesBatch, token: tok, user: cfg.User}, nil
+}
+
+// OwnUser is the Slurm user this client's requests act as when they name
+// none (AsUser): Config.User, else the user the token was made for (its
+// "sun" claim). The token itself never leaves the client.
+func (c *Client) OwnUser() (string, error) {
+	if c.user != "" {
+		return c.user, nil
+	}
+	t, err := c.token.Token()
+	if err != nil {
+		return "", err
+	}
+	return TokenUser(t)
 }
 
 func (c *Client) ctx(ctx context.Context) (context.Context, context.CancelFunc) {

@@ -1,6 +1,9 @@
 package slurmrest
 
 import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -54,4 +57,32 @@ func (f *FileToken) Token() (string, error) {
 	}
 	f.token, f.size, f.mtime, f.ino = tok, st.Size(), st.ModTime(), ino
 	return tok, nil
+}
+
+// TokenUser reads the user a Slurm JWT was made for: its "sun" claim
+// (Slurm's; "username" in tokens other tools make). Only the claims are
+// decoded: the signature is Slurm's to check. Errors never show the token.
+func TokenUser(token string) (string, error) {
+	parts := strings.Split(strings.TrimSpace(token), ".")
+	if len(parts) != 3 {
+		return "", errors.New("the Slurm token is not a JWT")
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[1], "="))
+	if err != nil {
+		return "", errors.New("the Slurm token's claims are not base64url")
+	}
+	var claims struct {
+		Sun      string `json:"sun"`
+		Username string `json:"username"`
+	}
+	if err := json.Unmarshal(raw, &claims); err != nil {
+		return "", errors.New("the Slurm token's claims are not JSON")
+	}
+	if claims.Sun != "" {
+		return claims.Sun, nil
+	}
+	if claims.Username != "" {
+		return claims.Username, nil
+	}
+	return "", errors.New("the Slurm token names no user (no sun claim)")
 }

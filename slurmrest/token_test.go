@@ -1,6 +1,7 @@
 package slurmrest
 
 import (
+	"encoding/base64"
 	"errors"
 	"os"
 	"path/filepath"
@@ -45,6 +46,30 @@ func TestFileTokenRotation(t *testing.T) {
 		}
 		if err != nil || got != s.want {
 			t.Fatalf("token file %q: got %q, %v; want %q", s.write, got, err, s.want)
+		}
+	}
+}
+
+func TestTokenUser(t *testing.T) {
+	jwt := func(claims string) string {
+		return "eyJhbGciOiJIUzI1NiJ9." + base64.RawURLEncoding.EncodeToString([]byte(claims)) + ".c2ln"
+	}
+	for _, tc := range []struct {
+		name, token, want string
+		err               bool
+	}{
+		{"Slurm's sun", jwt(`{"exp":1,"iat":0,"sun":"slurm"}`), "slurm", false},
+		{"username", jwt(`{"username":"onepool"}`), "onepool", false},
+		{"no user", jwt(`{"exp":1}`), "", true},
+		{"not a JWT", "opaque-secret", "", true},
+		{"claims not JSON", "a." + base64.RawURLEncoding.EncodeToString([]byte("secret-ish")) + ".c", "", true},
+	} {
+		got, err := TokenUser(tc.token)
+		if got != tc.want || (err != nil) != tc.err {
+			t.Errorf("%s: %q, %v; want %q (err %v)", tc.name, got, err, tc.want, tc.err)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret") {
+			t.Errorf("%s: the error shows the token: %v", tc.name, err)
 		}
 	}
 }

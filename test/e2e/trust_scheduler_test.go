@@ -69,6 +69,48 @@ func TestTrustAPlainUsersJobWithOnepoolsCommentIsNotAPlaceholder(t *testing.T) {
 	})
 }
 
+// A Slurm user may set any comment on a job of their own. A plain user
+// copies a running placeholder's comment onto an older job of theirs:
+// onepool used to keep the older of two jobs naming one pod, so it
+// cancelled its own placeholder (the pod was evicted) and took the
+// user's job for the pod. The comment is signed with the Slurm user the
+// job runs as: the copy is nobody's placeholder, and nothing happens.
+func TestTrustACopiedPlaceholderCommentTakesNothing(t *testing.T) {
+	e := newSchedEnv(t)
+	older := sbatchAs(t, e.l, lab.JailUser, "--gres=gpu:1", "-J", "older", "-o", "/dev/null", "--wrap", "sleep 600")
+	t.Cleanup(func() { _, _ = e.l.Slurm(context.Background(), "scancel", older) })
+	e.create(e.pod("victim", 1, nil))
+	node := e.waitBound("victim", 60*time.Second)
+	p := e.withJobID("victim")
+	own := p.Annotations[keys.AnnotationJobID]
+	comment := scontrolJob(t, e.l, mustID(t, own))["Comment"]
+	if !strings.Contains(comment, ";sig=") {
+		t.Fatalf("the placeholder's comment %q is not signed", comment)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	if out, err := e.l.Slurm(ctx, "runuser", "-u", lab.JailUser, "--", "scontrol", "update", "jobid="+older, "comment="+comment); err != nil {
+		t.Fatalf("%s copies the comment onto job %s: %v %s", lab.JailUser, older, err, out)
+	}
+	if got := scontrolJob(t, e.l, mustID(t, older))["Comment"]; got != comment {
+		t.Fatalf("the copy did not take: %q", got)
+	}
+	// The scheduler lists Slurm's jobs in full every 10 s: room for it to
+	// act on the copy.
+	holds(t, 25*time.Second, "the placeholder, its pod and the user's job are left as they were", func() (bool, string) {
+		j := scontrolJob(t, e.l, mustID(t, own))
+		u := scontrolJob(t, e.l, mustID(t, older))
+		p, err := e.get("victim")
+		if err != nil {
+			return false, err.Error()
+		}
+		ok := j["JobState"] == "RUNNING" && u["JobState"] == "RUNNING" && p.DeletionTimestamp == nil && p.Spec.NodeName == node &&
+			p.Annotations[keys.AnnotationJobID] == own
+		return ok, fmt.Sprintf("placeholder %s %s, user's job %s %s, pod on %s deleting=%v job-id=%s", own, j["JobState"], older, u["JobState"],
+			p.Spec.NodeName, p.DeletionTimestamp != nil, p.Annotations[keys.AnnotationJobID])
+	})
+}
+
 // A pod's author can write the job id annotation. A tenant who creates a
 // pod bound to a node (spec.nodeName) that names another team's job used
 // to take over onepool's record of that job: once the tenant's pod went,
