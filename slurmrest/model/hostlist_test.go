@@ -28,4 +28,3 @@ func TestExpandHostlist(t *testing.T) {
 		}
 	}
 }
-
