@@ -287,8 +287,8 @@ const (
 )
 
 // Placeholder jobs. The comment of every job onepool's scheduler makes
-// starts with PlaceholderCommentPrefix ("onepool:pod=<ns>/<name>;uid=<uid>;sig=<hmac>"
-// or "onepool:group=<ns>/<podgroup>;uid=<uid>;sig=<hmac>"); the signature,
+// starts with PlaceholderCommentPrefix ("onepool:pod=<ns>/<name>;uid=<uid>;user=<slurm user>;sig=<hmac>"
+// or "onepool:group=<ns>/<podgroup>;uid=<uid>;user=<slurm user>;sig=<hmac>"); the signature,
 // keyed by the Secret's PlaceholderKeyData (PlaceholderKeyPrevious is still
 // accepted), is what makes it onepool's: the prefix alone proves nothing.
 // Whatever holds such a job's GPUs after Slurm ended it (the placeholder
