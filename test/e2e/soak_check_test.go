@@ -151,8 +151,9 @@ func (s *soak) placeholderOf(j slurmrest.Job) (name string, uid types.UID, ok bo
 	if !ok {
 		return "", "", false
 	}
+	// "<name>;uid=<uid>;user=<user>;sig=<hmac>"
 	name, u, ok := strings.Cut(rest, ";uid=")
-	u, _, _ = strings.Cut(u, ";sig=")
+	u, _, _ = strings.Cut(u, ";")
 	return name, types.UID(u), ok
 }
 

@@ -90,7 +90,7 @@ webhooks:
 - name: tenancy.onepool.dev
   admissionReviewVersions: [v1]
   sideEffects: None
-  failurePolicy: Fail
+  failurePolicy: Ignore
   timeoutSeconds: 5
   clientConfig:
     url: https://127.0.0.1:%d%s
