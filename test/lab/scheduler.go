@@ -252,7 +252,17 @@ func (l *Lab) ensureCRDs(ctx context.Context) error {
 	if err := kubectl(append([]string{"apply", "--server-side", "--force-conflicts"}, fileArgs...)...); err != nil {
 		return err
 	}
-	return kubectl(append([]string{"wait", "--for=condition=Established", "--timeout=50s"}, fileArgs...)...)
+	// kubectl wait on a CRD created a moment ago can fail at once
+	// (".status.conditions accessor error: <nil>", before the API server
+	// wrote any status): asked again, a few times, it waits as it should.
+	var err error
+	for try := 0; try < 5; try++ {
+		if err = kubectl(append([]string{"wait", "--for=condition=Established", "--timeout=50s"}, fileArgs...)...); err == nil || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(time.Second)
+	}
+	return err
 }
 
 // lastIdentity is the identity in a scheduler log's last "Leader election" line.
