@@ -109,6 +109,10 @@ func newPlugin(ctx context.Context, obj runtime.Object, h fwk.Handle, leader Lea
 		l.Close()
 		return nil, fmt.Errorf("onepool: %w", err)
 	}
+	if _, err := namespaces.Informer().AddEventHandler(core.NamespaceEventHandler()); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("onepool: %w", err)
+	}
 	go policies.Informer().Run(ctx.Done())
 	synced := func() bool {
 		return pods.Informer().HasSynced() && namespaces.Informer().HasSynced() && policies.Informer().HasSynced()

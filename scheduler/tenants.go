@@ -44,8 +44,11 @@ type InformerTenants struct {
 func (t InformerTenants) PolicyFor(namespace string) (*v1alpha1.TenantPolicy, error) {
 	ns, err := t.Namespaces.Get(namespace)
 	if apierrors.IsNotFound(err) {
-		ns = &corev1.Namespace{}
-		ns.Name = namespace
+		// A namespace made a moment before its pod: deciding on its name
+		// alone could pick another policy than its labels select. The pod
+		// is placed again when the namespace reaches the cache
+		// (NamespaceEventHandler).
+		return nil, fmt.Errorf("namespace %s is not in the scheduler's cache yet", namespace)
 	} else if err != nil {
 		return nil, fmt.Errorf("namespace %s: %w", namespace, err)
 	}
@@ -159,26 +162,53 @@ func (c *Core) gpusHeldLocked(policy, skip string) int64 {
 // waiting pod go, or refuse it; every onepool pod not yet bound is
 // placed again.
 func (c *Core) PolicyEventHandler() cache.ResourceEventHandler {
-	wake := func() {
-		c.mu.Lock()
-		var pending []*corev1.Pod
-		for _, p := range c.pods {
-			if p.Spec.NodeName == "" {
-				pending = append(pending, p)
-			}
-			delete(c.invalid, p.UID)
-		}
-		for _, p := range c.places {
-			if p.jobID == 0 && p.rejected {
-				p.err, p.rejected = nil, false
-			}
-		}
-		c.mu.Unlock()
-		c.activate(pending)
-	}
+	wake := func(any) { c.wakePending("") }
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { wake() },
-		UpdateFunc: func(any, any) { wake() },
-		DeleteFunc: func(any) { wake() },
+		AddFunc:    wake,
+		UpdateFunc: func(_, o any) { wake(o) },
+		DeleteFunc: wake,
 	}
+}
+
+// NamespaceEventHandler: a namespace that reaches the cache, or whose
+// labels change, may be covered by another policy; its onepool pods not
+// yet bound are placed again.
+func (c *Core) NamespaceEventHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(o any) {
+			if ns, ok := o.(*corev1.Namespace); ok {
+				c.wakePending(ns.Name)
+			}
+		},
+		UpdateFunc: func(old, o any) {
+			a, ok1 := old.(*corev1.Namespace)
+			b, ok2 := o.(*corev1.Namespace)
+			if ok1 && ok2 && !labels.Equals(a.Labels, b.Labels) {
+				c.wakePending(b.Name)
+			}
+		},
+	}
+}
+
+// wakePending forgets the refusals of the onepool pods not yet bound, in
+// namespace ("" every namespace), and places them again.
+func (c *Core) wakePending(namespace string) {
+	c.mu.Lock()
+	var pending []*corev1.Pod
+	for _, p := range c.pods {
+		if namespace != "" && p.Namespace != namespace {
+			continue
+		}
+		if p.Spec.NodeName == "" {
+			pending = append(pending, p)
+		}
+		delete(c.invalid, p.UID)
+	}
+	for _, p := range c.places {
+		if (namespace == "" || p.owner.Namespace == namespace) && p.jobID == 0 && p.rejected {
+			p.err, p.rejected = nil, false
+		}
+	}
+	c.mu.Unlock()
+	c.activate(pending)
 }

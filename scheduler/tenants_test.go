@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 
 	"github.com/onepool/onepool/keys"
@@ -97,4 +99,48 @@ func (c *Core) placeFor(pod *corev1.Pod) string {
 	key, _ := c.submitQ.Get()
 	c.submitQ.Done(key)
 	return key
+}
+
+// A pod whose namespace the scheduler's cache has not seen yet is not
+// judged by its name alone (its labels may select a narrower policy than
+// the default): it waits, and is placed again when the namespace arrives
+// or its labels change; pods of other namespaces are left alone.
+func TestCoreWaitsForANamespaceItHasNotSeen(t *testing.T) {
+	f := newCoreFixture(t)
+	policies := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	namespaces := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	teamB := teamPolicy(v1alpha1.TenantPolicySpec{QOS: v1alpha1.Choice{Allowed: []string{"normal"}}})
+	teamB.Spec.Namespaces.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "b"}}
+	open := &v1alpha1.TenantPolicy{ObjectMeta: metav1.ObjectMeta{Name: "open"}, Spec: v1alpha1.TenantPolicySpec{QOS: v1alpha1.Choice{Allowed: []string{"*"}}}}
+	require.NoError(t, policies.Add(teamB))
+	require.NoError(t, policies.Add(open))
+	f.core.tenants = InformerTenants{Policies: cache.NewGenericLister(policies, v1alpha1.Resource.GroupResource()),
+		Namespaces: corelisters.NewNamespaceLister(namespaces), Default: "open"}
+	f.pod.Annotations = map[string]string{keys.AnnotationJobQOS: "high"}
+
+	d := f.core.Place(f.pod)
+	assert.Contains(t, d.Message, "is not in the scheduler's cache yet", "not given the default policy by its name alone")
+	assert.Zero(t, f.core.submitQ.Len())
+
+	other := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere"}}
+	f.core.NamespaceEventHandler().OnAdd(other, false)
+	assert.Empty(t, f.woken, "another namespace wakes nobody")
+
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.pod.Namespace, Labels: map[string]string{"team": "b"}}}
+	require.NoError(t, namespaces.Add(ns))
+	f.core.NamespaceEventHandler().OnAdd(ns, false)
+	assert.Contains(t, f.woken, f.pod.Name, "woken when its namespace arrives")
+	assert.Equal(t, `refused: TenantPolicy "team-b" does not allow QOS "high" (allowed: normal)`, f.core.Place(f.pod).Message,
+		"judged by the policy its labels select")
+
+	f.woken = nil
+	relabelled := ns.DeepCopy()
+	relabelled.Labels = nil
+	require.NoError(t, namespaces.Update(relabelled))
+	f.core.NamespaceEventHandler().OnUpdate(ns, ns.DeepCopy())
+	assert.Empty(t, f.woken, "an update that keeps the labels wakes nobody")
+	f.core.NamespaceEventHandler().OnUpdate(ns, relabelled)
+	assert.Contains(t, f.woken, f.pod.Name, "woken when its labels change")
+	d = f.core.Place(f.pod)
+	assert.NotContains(t, d.Message, "refused", "the default policy allows any QOS")
 }

@@ -8,6 +8,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -24,14 +25,18 @@ const Path = "/validate-onepool-tenancy"
 // policy, the setting and what it allows in the message. The scheduler
 // checks again before it submits (a policy may change after admission).
 type Admission struct {
-	Reader  client.Reader // TenantPolicies and Namespaces (the manager's cache)
-	Default string        // the policy of namespaces none covers
+	Reader client.Reader // TenantPolicies and Namespaces (the manager's cache)
+	// Live reads a Namespace the cache has not seen yet: a namespace
+	// created a moment before its first pod is often not in the cache.
+	Live    client.Reader
+	Default string // the policy of namespaces none covers
 	decoder admission.Decoder
 }
 
-// NewAdmission decodes pods with scheme.
-func NewAdmission(scheme *runtime.Scheme, r client.Reader, defaultPolicy string) *Admission {
-	return &Admission{Reader: r, Default: defaultPolicy, decoder: admission.NewDecoder(scheme)}
+// NewAdmission decodes pods with scheme; live (the API server itself)
+// answers for namespaces the cache r does not know yet.
+func NewAdmission(scheme *runtime.Scheme, r, live client.Reader, defaultPolicy string) *Admission {
+	return &Admission{Reader: r, Live: live, Default: defaultPolicy, decoder: admission.NewDecoder(scheme)}
 }
 
 // Handle implements admission.Handler.
@@ -66,14 +71,21 @@ func (a *Admission) Handle(ctx context.Context, req admission.Request) admission
 	case errors.As(err, &refusal), errors.Is(err, ErrNoPolicy), errors.Is(err, ErrConflict):
 		return admission.Denied(err.Error())
 	}
-	// Not a decision: the API server's failurePolicy decides, and the
-	// scheduler checks again before any job is submitted.
-	return admission.Errored(http.StatusInternalServerError, err)
+	// Not a decision (the webhook could not read what it needs): the pod
+	// is admitted with a warning, as the chart's failurePolicy Ignore
+	// would admit it; an answer with allowed=false would be a denial
+	// whatever the failurePolicy says. Nothing is given away: the
+	// scheduler checks the policy again before any job is submitted.
+	return admission.Allowed("").WithWarnings(fmt.Sprintf("onepool could not check the TenantPolicy now (%v); the scheduler checks it before the pod's Slurm job is submitted", err))
 }
 
 func (a *Admission) check(ctx context.Context, pod *corev1.Pod, namespace string) error {
 	ns := &corev1.Namespace{}
-	if err := a.Reader.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
+	err := a.Reader.Get(ctx, client.ObjectKey{Name: namespace}, ns)
+	if apierrors.IsNotFound(err) && a.Live != nil {
+		err = a.Live.Get(ctx, client.ObjectKey{Name: namespace}, ns)
+	}
+	if err != nil {
 		return fmt.Errorf("namespace %s: %w", namespace, err)
 	}
 	list := &v1alpha1.TenantPolicyList{}

@@ -29,7 +29,11 @@ func TestAdmission(t *testing.T) {
 		s.MaxGPUsPerPod = 2
 	})
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(teamB, ns("ml-b", nil), ns("nobody", nil)).Build()
-	a := NewAdmission(scheme, c, "")
+	// The API server knows a namespace the cache has not seen yet.
+	live := fake.NewClientBuilder().WithScheme(scheme).WithObjects(ns("ml-b-new", nil)).Build()
+	teamB.Spec.Namespaces.Names = append(teamB.Spec.Namespaces.Names, "ml-b-new")
+	require.NoError(t, c.Update(context.Background(), teamB))
+	a := NewAdmission(scheme, c, live, "")
 
 	pod := func(ns string, sched string, qos string, gpus int64) *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns, Annotations: map[string]string{}},
@@ -67,12 +71,18 @@ func TestAdmission(t *testing.T) {
 		{"another scheduler's pod", review(admissionv1.Create, pod("nobody", "default-scheduler", "high", 1), nil), true, ""},
 		{"an update that keeps the ask", review(admissionv1.Update, pod("ml-b", "onepool", "high", 1), pod("ml-b", "onepool", "high", 1)), true, ""},
 		{"an update that changes the ask", review(admissionv1.Update, pod("ml-b", "onepool", "high", 1), pod("ml-b", "onepool", "normal", 1)), false, `QOS "high"`},
+		{"a namespace only the API server knows yet", review(admissionv1.Create, pod("ml-b-new", "onepool", "high", 1), nil), false, `TenantPolicy "team-b" does not allow QOS "high"`},
+		{"a namespace nobody knows: admitted with a warning", review(admissionv1.Create, pod("ghost", "onepool", "high", 1), nil), true, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := a.Handle(context.Background(), tc.req)
 			assert.Equal(t, tc.allowed, resp.Allowed, "%+v", resp.Result)
 			if tc.says != "" {
 				assert.Contains(t, resp.Result.Message, tc.says)
+			}
+			if tc.allowed && tc.req.Namespace == "ghost" {
+				require.Len(t, resp.Warnings, 1)
+				assert.Contains(t, resp.Warnings[0], "the scheduler checks it before")
 			}
 		})
 	}

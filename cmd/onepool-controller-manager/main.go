@@ -196,7 +196,7 @@ func run(ctx context.Context, c config) error {
 	if c.webhook.Port > 0 {
 		// Every replica serves it (no leader needed): the API server calls any.
 		mgr.GetWebhookServer().Register(gpuwebhook.Path, &webhook.Admission{Handler: gpuwebhook.NewHandler(scheme)})
-		mgr.GetWebhookServer().Register(tenancy.Path, &webhook.Admission{Handler: tenancy.NewAdmission(scheme, mgr.GetCache(), c.defaultTenantPolicy)})
+		mgr.GetWebhookServer().Register(tenancy.Path, &webhook.Admission{Handler: tenancy.NewAdmission(scheme, mgr.GetCache(), mgr.GetAPIReader(), c.defaultTenantPolicy)})
 		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 			return err
 		}
