@@ -174,10 +174,21 @@ fuzz: ## the decoders' fuzz targets, briefly
 	go test -run '^$$' -fuzz FuzzDecodeNodes -fuzztime $(FUZZTIME) ./slurmrest/internal/rest/
 	go test -run '^$$' -fuzz FuzzDecodeJobs -fuzztime $(FUZZTIME) ./slurmrest/internal/rest/
 
+# An e2e run: verbose into $(LAB_DIR)/<name>.log; printed, each test's
+# result and time, and on a failure what the failing tests said.
+# $(call e2e_run,NAME,GO TEST ARGUMENTS)
+define e2e_run
+	go test -count=1 -p 1 -v $(2) > $(LAB_DIR)/$(1).log 2>&1; rc=$$?; \
+	grep -E '^\s*--- (PASS|FAIL|SKIP)|^(ok|FAIL|panic)' $(LAB_DIR)/$(1).log; \
+	if [ $$rc != 0 ]; then echo "$(1): what the failing run said ($(LAB_DIR)/$(1).log):"; \
+	  grep -vE '^\s*(=== (RUN|PAUSE|CONT)|--- (PASS|SKIP))' $(LAB_DIR)/$(1).log | grep -E '_test\.go:|^\s*--- FAIL|^(FAIL|panic)|^\s+' | tail -150; fi; \
+	exit $$rc
+endef
+
 e2e: tools ## e2e tests on the real lab (brings it up or reuses it)
 	$(BIN)/lab up
 	$(MAKE) spank
-	go test -count=1 -timeout 30m -p 1 ./test/e2e/...
+	$(call e2e_run,e2e,-timeout 30m ./test/e2e/...)
 
 # The chart installed for real: onepool's images in the real node's containerd,
 # helm install, the components as pods (see test/lab/NODE.md). First the install
@@ -190,7 +201,7 @@ e2e-node: tools node-tools images ## e2e of the chart installed with helm on the
 	ONEPOOL_LAB_REAL_KUBELET=1 $(BIN)/lab up
 	ONEPOOL_LAB_REAL_KUBELET=1 ONEPOOL_E2E=1 go test -count=1 -timeout 20m -p 1 -run '$(NODE_E2E)' -v ./test/e2e/ ./test/e2e/realnode/ 2>&1 | tee $(LAB_DIR)/e2e-node.log | grep -E '^(=== RUN|--- |\s+--- |PASS|FAIL|ok|panic)|_test.go' ; exit $${PIPESTATUS[0]}
 	ONEPOOL_LAB_REAL_KUBELET=1 ONEPOOL_LAB_COMPONENTS=chart $(BIN)/lab up
-	ONEPOOL_LAB_REAL_KUBELET=1 ONEPOOL_LAB_COMPONENTS=chart ONEPOOL_E2E=1 go test -count=1 -timeout 30m -p 1 -run '$(CHART_E2E)' ./test/e2e/
+	ONEPOOL_LAB_REAL_KUBELET=1 ONEPOOL_LAB_COMPONENTS=chart ONEPOOL_E2E=1 $(call e2e_run,e2e-chart,-timeout 30m -run '$(CHART_E2E)' ./test/e2e/)
 	ONEPOOL_LAB_REAL_KUBELET=1 $(BIN)/lab up
 
 # The e2e suite again on the other supported release, Slurm 26.05 (Debian
@@ -200,7 +211,7 @@ e2e-26.05: tools ## the e2e suite on Slurm 26.05 (lab down, up on 26.05, suite, 
 	$(BIN)/lab down
 	ONEPOOL_LAB_SLURM=26.05 $(BIN)/lab up
 	$(MAKE) spank SLURM=26.05
-	ONEPOOL_LAB_SLURM=26.05 go test -count=1 -timeout 30m -p 1 ./test/e2e/...
+	ONEPOOL_LAB_SLURM=26.05 $(call e2e_run,e2e-26.05,-timeout 30m ./test/e2e/...)
 	$(BIN)/lab down
 
 # The fault soak (test/e2e/soak*_test.go): random operations on both sides

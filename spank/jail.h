@@ -58,14 +58,15 @@ int jail_parse_args(struct jail_config *cfg, int argc, char **argv,
 /*
  * jail_enter moves the calling process into the jail: a new mount namespace
  * (propagation from the node only), the node-local mounts bound in,
- * pivot_root (chroot where the current root cannot be pivoted), a fresh
- * /proc, and cwd as the working directory inside the jail. It must run as
- * root. On error the process may be left half-way (its own mount namespace,
- * old root): the caller must then not let it run anything.
- * *used_chroot tells which of pivot_root and chroot was used.
+ * nosuid (read-only where asked), pivot_root, a fresh /proc, and cwd as
+ * the working directory inside the jail. It must run as root. A root that
+ * cannot be pivoted is an error (no chroot fallback: a process that
+ * regains root climbs out of a chroot). On error the process may be left
+ * half-way (its own mount namespace, old root): the caller must then not
+ * let it run anything.
  * Returns 0, or -1 with a message in err.
  */
-int jail_enter(const struct jail_config *cfg, const char *cwd,
-	       int *used_chroot, char *err, size_t errlen);
+int jail_enter(const struct jail_config *cfg, const char *cwd, char *err,
+	       size_t errlen);
 
 #endif

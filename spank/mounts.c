@@ -9,11 +9,64 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <stdint.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "jail.h"
+
+/* mount_setattr(2) (Linux 5.12), declared here: older libcs lack it. */
+#ifndef SYS_mount_setattr
+#define SYS_mount_setattr 442
+#endif
+struct jail_mount_attr {
+	uint64_t attr_set, attr_clr, propagation, userns_fd;
+};
+#define JAIL_ATTR_RDONLY 0x00000001
+#define JAIL_ATTR_NOSUID 0x00000002
+#define JAIL_AT_RECURSIVE 0x8000
+
+/*
+ * restrict_bind makes the bind at target, and every mount below it,
+ * nosuid (and read-only when ro): a node-local directory is never meant
+ * to carry setuid binaries into a job. Where mount_setattr is missing
+ * (kernels before 5.12) only the top mount is remounted, keeping the
+ * flags it has (a remount clears what it is not given).
+ */
+static int restrict_bind(const char *target, int ro, char *err, size_t errlen)
+{
+	struct jail_mount_attr attr = { 0 };
+	struct statvfs sv;
+	unsigned long flags = MS_BIND | MS_REMOUNT | MS_NOSUID;
+
+	attr.attr_set = JAIL_ATTR_NOSUID | (ro ? JAIL_ATTR_RDONLY : 0);
+	if (syscall(SYS_mount_setattr, AT_FDCWD, target, JAIL_AT_RECURSIVE,
+		    &attr, sizeof(attr)) == 0)
+		return 0;
+	if (errno != ENOSYS)
+		return jail_fail(err, errlen, "make %s nosuid%s: %s", target,
+			    ro ? " and read-only" : "", strerror(errno));
+	if (statvfs(target, &sv) != 0)
+		return jail_fail(err, errlen, "statvfs %s: %s", target, strerror(errno));
+	if (sv.f_flag & ST_NODEV)
+		flags |= MS_NODEV;
+	if (sv.f_flag & ST_NOEXEC)
+		flags |= MS_NOEXEC;
+	if (sv.f_flag & ST_NOATIME)
+		flags |= MS_NOATIME;
+	if (sv.f_flag & ST_NODIRATIME)
+		flags |= MS_NODIRATIME;
+	if (sv.f_flag & ST_RELATIME)
+		flags |= MS_RELATIME;
+	if (ro || (sv.f_flag & ST_RDONLY))
+		flags |= MS_RDONLY;
+	if (mount(NULL, target, NULL, flags, NULL) != 0)
+		return jail_fail(err, errlen, "make %s nosuid%s: %s", target,
+			    ro ? " and read-only" : "", strerror(errno));
+	return 0;
+}
 
 static int inside(const char *path, const char *root)
 {
@@ -125,22 +178,20 @@ static int bind_one(const char *root, const struct jail_mount *m, char *err,
 	if (mount(m->src, target, NULL, MS_BIND | (dir ? MS_REC : 0), NULL) != 0)
 		return jail_fail(err, errlen, "bind %s on %s: %s", m->src, target,
 			    strerror(errno));
-	if (m->readonly &&
-	    mount(NULL, target, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID,
-		  NULL) != 0)
-		return jail_fail(err, errlen, "make %s read-only: %s", target,
-			    strerror(errno));
-	return 0;
+	return restrict_bind(target, m->readonly, err, errlen);
 }
 
-int jail_enter(const struct jail_config *cfg, const char *cwd,
-	       int *used_chroot, char *err, size_t errlen)
+/* Why a step does not start where the jail cannot be pivoted into. */
+#define NO_PIVOT \
+	"jail %s: the node's root cannot be pivoted (slurmd runs in a chroot that is not a mount point, or on an initramfs root); the step is not run outside a pivoted jail"
+
+int jail_enter(const struct jail_config *cfg, const char *cwd, char *err,
+	       size_t errlen)
 {
 	char root[PATH_MAX];
 	struct stat st;
 	int i;
 
-	*used_chroot = 0;
 	if (!realpath(cfg->root, root))
 		return jail_fail(err, errlen, "jail root %s: %s", cfg->root,
 			    strerror(errno));
@@ -154,8 +205,11 @@ int jail_enter(const struct jail_config *cfg, const char *cwd,
 		return jail_fail(err, errlen, "unshare(CLONE_NEWNS): %s", strerror(errno));
 	/* Slave, not private: mounts the node makes later (shared storage
 	 * coming back) still reach the job, nothing of the job's leaks out. */
-	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0)
+	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0) {
+		if (errno == EINVAL) /* "/" is no mount point: a plain chroot */
+			return jail_fail(err, errlen, NO_PIVOT, root);
 		return jail_fail(err, errlen, "make / rslave: %s", strerror(errno));
+	}
 	/* pivot_root needs the new root to be a mount point. */
 	if (mount(root, root, NULL, MS_BIND | MS_REC, NULL) != 0)
 		return jail_fail(err, errlen, "bind %s on itself: %s", root,
@@ -175,13 +229,11 @@ int jail_enter(const struct jail_config *cfg, const char *cwd,
 			return jail_fail(err, errlen, "detach the node's root: %s",
 				    strerror(errno));
 	} else if (errno == EINVAL) {
-		/* A root that cannot be pivoted (initramfs, or a chroot that
-		 * is not a mount point): chroot keeps the job in the jail, but
-		 * a root process could climb out, so it is reported. */
-		if (chroot(".") != 0)
-			return jail_fail(err, errlen, "chroot %s: %s", root,
-				    strerror(errno));
-		*used_chroot = 1;
+		/* A root that cannot be pivoted (an initramfs, or slurmd in a
+		 * chroot that is not a mount point). chroot would keep the
+		 * step's files in the jail, but a process that regains root
+		 * climbs out of a chroot: the step is not run at all. */
+		return jail_fail(err, errlen, NO_PIVOT, root);
 	} else {
 		return jail_fail(err, errlen, "pivot_root %s: %s", root, strerror(errno));
 	}

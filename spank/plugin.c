@@ -67,7 +67,6 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 {
 	uint32_t jobid = 0, stepid = 0;
 	char cwd[PATH_MAX], err[JAIL_ERR_MAX], step[32];
-	int used_chroot = 0;
 
 	(void)ac;
 	(void)av;
@@ -82,13 +81,9 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 		snprintf(err, sizeof(err), "%s", args_error);
 	} else if (!getcwd(cwd, sizeof(cwd))) {
 		snprintf(err, sizeof(err), "getcwd: %s", strerror(errno));
-	} else if (jail_enter(&cfg, cwd, &used_chroot, err, sizeof(err)) == 0) {
-		if (used_chroot)
-			slurm_info("onepool-jail: job %u: the node's root cannot be pivoted; the step runs in %s by chroot",
-				   jobid, cfg.root);
-		else
-			slurm_debug("onepool-jail: job %u: step entered %s",
-				    jobid, cfg.root);
+	} else if (jail_enter(&cfg, cwd, err, sizeof(err)) == 0) {
+		slurm_debug("onepool-jail: job %u: step entered %s", jobid,
+			    cfg.root);
 		return ESPANK_SUCCESS;
 	}
 

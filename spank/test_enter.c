@@ -7,12 +7,14 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -52,35 +54,37 @@ static void mount_spec(struct jail_config *cfg, const char *src, const char *dst
 	m->optional = optional;
 }
 
-/* expect runs jail_enter in a child; want_err NULL means it must succeed
- * and then pass check(). */
+/* expect runs jail_enter in a child, after prep() when not NULL;
+ * want_err NULL means it must succeed and then pass check(). */
 static int expect(const char *name, const struct jail_config *cfg,
-		  const char *cwd, const char *want_err, int (*check)(void))
+		  const char *cwd, const char *want_err, int (*prep)(void),
+		  int (*check)(void))
 {
 	int status;
 	pid_t pid = fork();
 
 	if (pid == 0) {
 		char err[JAIL_ERR_MAX];
-		int used_chroot;
 
-		if (jail_enter(cfg, cwd, &used_chroot, err, sizeof(err)) != 0) {
+		if (prep && prep() != 0) {
+			printf("FAIL %s: preparing the child\n", name);
+			fflush(stdout), _exit(1);
+		}
+		if (jail_enter(cfg, cwd, err, sizeof(err)) != 0) {
 			if (want_err && strstr(err, want_err))
-				_exit(0);
+				fflush(stdout), _exit(0);
 			printf("FAIL %s: error \"%s\", want %s%s\n", name, err,
 			       want_err ? "one containing " : "success",
 			       want_err ? want_err : "");
-			_exit(1);
+			fflush(stdout), _exit(1);
 		}
 		if (want_err) {
 			printf("FAIL %s: entered the jail, want error \"%s\"\n", name, want_err);
-			_exit(1);
+			fflush(stdout), _exit(1);
 		}
-		if (used_chroot) {
-			printf("FAIL %s: used chroot, want pivot_root\n", name);
-			_exit(1);
-		}
-		_exit(check ? check() : 0);
+		status = check ? check() : 0;
+		fflush(stdout);
+		_exit(status);
 	}
 	if (pid < 0 || waitpid(pid, &status, 0) != pid) {
 		perror("fork/wait");
@@ -88,6 +92,8 @@ static int expect(const char *name, const struct jail_config *cfg,
 	}
 	return !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
+
+static int want_nosuid(const char *p);
 
 static int check_inside(void)
 {
@@ -122,7 +128,53 @@ static int check_inside(void)
 		printf("FAIL inside: the node's %s is still reachable\n", base);
 		failed = 1;
 	}
+	failed |= want_nosuid("/data");
+	failed |= want_nosuid("/data/sub/mnt"); /* a mount below a bind */
+	failed |= want_nosuid("/etc/one-file");
 	return failed;
+}
+
+/* want_nosuid: setuid bits under path are ignored (findmnt shows nosuid). */
+static int want_nosuid(const char *p)
+{
+	struct statvfs sv;
+
+	if (statvfs(p, &sv) != 0) {
+		printf("FAIL inside: statvfs %s: %s\n", p, strerror(errno));
+		return 1;
+	}
+	if (!(sv.f_flag & ST_NOSUID)) {
+		printf("FAIL inside: %s is bound without nosuid\n", p);
+		return 1;
+	}
+	return 0;
+}
+
+/* with_submount: a tmpfs (suid allowed) on the node's /data/sub/mnt, in
+ * the child's own mount namespace, for the bind to carry in. */
+static int with_submount(void)
+{
+	char p[PATH_MAX];
+
+	path(p, node, "/data/sub/mnt");
+	if (unshare(CLONE_NEWNS) != 0 ||
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+	    mount("tmpfs", p, "tmpfs", 0, NULL) != 0) {
+		perror("submount");
+		return 1;
+	}
+	return 0;
+}
+
+/* in_plain_chroot: the child's root is a directory that is not a mount
+ * point, as slurmd's in a plain chroot: pivot_root cannot work there. */
+static int in_plain_chroot(void)
+{
+	if (chroot(base) != 0 || chdir("/") != 0) {
+		perror("chroot");
+		return 1;
+	}
+	return 0;
 }
 
 int main(void)
@@ -146,6 +198,7 @@ int main(void)
 	path(p, node, "/data"); mkdir(p, 0755);
 	path(p, node, "/data/sub"); mkdir(p, 0755);
 	path(p, node, "/data/sub/node-file"); write_file(p, "node\n");
+	path(p, node, "/data/sub/mnt"); mkdir(p, 0755);
 	path(p, node, "/file"); write_file(p, "one file\n");
 	path(p, node, "/ro"); mkdir(p, 0755);
 	path(p, jail, "/marker"); write_file(p, "jail\n");
@@ -157,19 +210,28 @@ int main(void)
 	mount_spec(&cfg, "/file", "/etc/one-file", 0, 0);
 	mount_spec(&cfg, "/ro", "/ro", 1, 0);
 	mount_spec(&cfg, "/absent", "/absent", 0, 1);
-	failed += expect("inside", &cfg, "/data/sub", NULL, check_inside);
-	failed += expect("missing cwd", &cfg, "/nowhere", "working directory /nowhere does not exist inside the jail", NULL);
+	failed += expect("inside", &cfg, "/data/sub", NULL, with_submount, check_inside);
+	failed += expect("missing cwd", &cfg, "/nowhere", "working directory /nowhere does not exist inside the jail", NULL, NULL);
 
 	cfg.nmounts = 0;
 	mount_spec(&cfg, "/data", "/out/data", 0, 0);
-	failed += expect("symlink out of the jail", &cfg, "/", "leads out of the jail", NULL);
+	failed += expect("symlink out of the jail", &cfg, "/", "leads out of the jail", NULL, NULL);
 
 	cfg.nmounts = 0;
 	mount_spec(&cfg, "/absent", "/absent", 0, 0);
-	failed += expect("required source missing", &cfg, "/", "No such file or directory", NULL);
+	failed += expect("required source missing", &cfg, "/", "No such file or directory", NULL, NULL);
 
+	/* Fails closed: no chroot in place of pivot_root. */
+	cfg.nmounts = 0;
+	snprintf(cfg.root, sizeof(cfg.root), "/jail");
+	snprintf(cfg.mounts[0].src, sizeof(cfg.mounts[0].src), "/node/data");
+	snprintf(cfg.mounts[0].dst, sizeof(cfg.mounts[0].dst), "/data");
+	cfg.nmounts = 1;
+	failed += expect("a root that cannot be pivoted", &cfg, "/", "the node's root cannot be pivoted", in_plain_chroot, NULL);
+
+	cfg.nmounts = 0;
 	snprintf(cfg.root, sizeof(cfg.root), "%s/none", base);
-	failed += expect("no jail", &cfg, "/", "jail root", NULL);
+	failed += expect("no jail", &cfg, "/", "jail root", NULL, NULL);
 
 	if (access("/etc/data", F_OK) == 0) {
 		printf("FAIL symlink out of the jail: /etc/data was created on the node\n");
@@ -180,7 +242,7 @@ int main(void)
 		printf("FAIL: a mount was left on %s\n", jail);
 		failed++;
 	}
-	printf("%s: test_enter, 5 cases, %d failed\n", failed ? "FAIL" : "ok", failed);
+	printf("%s: test_enter, 6 cases, %d failed\n", failed ? "FAIL" : "ok", failed);
 	if (!failed) {
 		char cmd[PATH_MAX + 16];
 

@@ -146,6 +146,40 @@ func TestJailStepsRunInSharedRoot(t *testing.T) {
 		}
 	})
 
+	t.Run("a setuid program on the node gives no root", func(t *testing.T) {
+		// An attacker's way up: a setuid-root program in a node-local
+		// directory (here /tmp), run from inside a job. Every bind is
+		// nosuid, so it runs with the user's own uid.
+		prog := filepath.Join(l.RootFS(), "tmp", tok+"-id")
+		b, err := os.ReadFile(filepath.Join(l.RootFS(), "usr/bin/id"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(prog, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(prog) })
+		if err := os.Chown(prog, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(prog, 0o4755); err != nil {
+			t.Fatal(err)
+		}
+		out, err := slurmAs(l, lab.JailUser, 60*time.Second, "srun", "-w", nodes[0], "-D", "/home/"+lab.JailUser,
+			"sh", "-c", "/tmp/"+tok+"-id -u; grep -E ' /(tmp|run|dev) ' /proc/self/mountinfo")
+		if err != nil {
+			t.Fatalf("srun: %v\n%s", err, out)
+		}
+		if first, _, _ := strings.Cut(out, "\n"); first == "0" {
+			t.Errorf("a setuid-root program from the node's /tmp ran as root in the job:\n%s", out)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+			if opts := strings.Fields(line); len(opts) > 5 && !strings.Contains(opts[5], "nosuid") {
+				t.Errorf("a node-local bind without nosuid: %s", line)
+			}
+		}
+	})
+
 	t.Run("no mount leaks onto the node", func(t *testing.T) {
 		if ms, err := lab.MountsUnder(l.JailHostPath("")); err != nil || len(ms) != 0 {
 			t.Errorf("mounts left under the jail on the host: %v (%v)", ms, err)
