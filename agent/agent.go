@@ -250,7 +250,10 @@ func describe(d Device, i int) (GPU, error) {
 	return g, nil
 }
 
-func checkGPUCount(gpus []GPU, expected int) error {
+// CheckGPUCount refuses a count of GPUs found other than expected (0:
+// any): a node that lost a GPU must not register or publish the rest as
+// if they were all.
+func CheckGPUCount(gpus []GPU, expected int) error {
 	if expected > 0 && len(gpus) != expected {
 		return fmt.Errorf("found %d GPUs, expected %d (--expected-gpus): not starting slurmd with the wrong GRES", len(gpus), expected)
 	}
@@ -296,7 +299,7 @@ func Run(ctx context.Context, cfg RunConfig, lib Library) (int, error) {
 		}
 	}()
 
-	if err := checkGPUCount(gpus, cfg.ExpectedGPUs); err != nil {
+	if err := CheckGPUCount(gpus, cfg.ExpectedGPUs); err != nil {
 		return 0, err
 	}
 	if len(gpus) == 0 {
@@ -404,5 +407,5 @@ func Detect(ctx context.Context, cfg NodeConfig, lib Library, out io.Writer) err
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	return checkGPUCount(gpus, cfg.ExpectedGPUs)
+	return CheckGPUCount(gpus, cfg.ExpectedGPUs)
 }

@@ -19,8 +19,13 @@ import (
 	"github.com/onepool/onepool/slurmnode"
 )
 
-// slurmdContainer is the container that gets the node agent's environment.
-const slurmdContainer = "slurmd"
+// The containers that get the node agent's environment: slurmd's (the
+// agent runs slurmd) and, where the pod has one, the DRA driver's (the
+// agent's dra command, apart from slurmd so that jobs see no credential).
+const (
+	slurmdContainer = "slurmd"
+	draContainer    = "dra"
+)
 
 // defaultTolerations keep slurmd on a Node the way a DaemonSet's pods stay:
 // a cordoned or unhealthy Node keeps its slurmd, and the syncer drains the
@@ -112,7 +117,7 @@ func buildPod(ns *v1alpha1.NodeSet, tmpl *corev1.Pod, node *corev1.Node) *corev1
 		{Name: keys.EnvSlurmFeatures, Value: strings.Join(ns.Spec.Slurm.Features, ",")},
 		{Name: keys.EnvKubeNodeName, Value: node.Name},
 	}
-	if i := agentContainer(pod.Spec.Containers); i >= 0 {
+	for _, i := range agentContainers(pod.Spec.Containers) {
 		c := &pod.Spec.Containers[i]
 		for _, e := range env {
 			c.Env = setEnv(c.Env, e)
@@ -134,16 +139,28 @@ func podName(nodeSet, node string) string {
 	return strings.TrimRight(name[:validation.DNS1123SubdomainMaxLength-len(suffix)], "-.") + suffix
 }
 
-func agentContainer(cs []corev1.Container) int {
+// agentContainers: slurmd's container (else the first) and the DRA
+// driver's, where there is one.
+func agentContainers(cs []corev1.Container) []int {
+	slurmd, dra := -1, -1
 	for i, c := range cs {
-		if c.Name == slurmdContainer {
-			return i
+		switch c.Name {
+		case slurmdContainer:
+			slurmd = i
+		case draContainer:
+			dra = i
 		}
 	}
-	if len(cs) > 0 {
-		return 0
+	if slurmd < 0 && len(cs) > 0 && dra != 0 {
+		slurmd = 0
 	}
-	return -1
+	var out []int
+	for _, i := range []int{slurmd, dra} {
+		if i >= 0 {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 func setEnv(env []corev1.EnvVar, e corev1.EnvVar) []corev1.EnvVar {

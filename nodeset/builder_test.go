@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -127,4 +128,46 @@ func TestPodName(t *testing.T) {
 	if got == podName("h100", long+"x") {
 		t.Fatal("two Nodes, one pod name")
 	}
+}
+
+// The node agent's environment goes to slurmd's container and to the DRA
+// driver's, never to a sidecar.
+func TestAgentContainers(t *testing.T) {
+	cs := func(names ...string) []corev1.Container {
+		var out []corev1.Container
+		for _, n := range names {
+			out = append(out, corev1.Container{Name: n})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name       string
+		containers []corev1.Container
+		want       []int
+	}{
+		{"slurmd alone", cs("slurmd"), []int{0}},
+		{"a sidecar and slurmd", cs("sidecar", "slurmd"), []int{1}},
+		{"slurmd and its DRA driver", cs("slurmd", "dra"), []int{0, 1}},
+		{"no container named slurmd: the first", cs("agent", "sidecar"), []int{0}},
+		{"the DRA driver first, no slurmd", cs("dra", "other"), []int{0}},
+		{"none", nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, agentContainers(tc.containers))
+		})
+	}
+
+	ns := testNodeSet()
+	ns.Spec.Template.Spec.Containers = append(ns.Spec.Template.Spec.Containers, corev1.Container{Name: "dra", Image: "onepool/node-agent"})
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "kube-7"}}
+	p := buildPod(ns, podTemplate(ns, templateHash(ns)), node)
+	for _, c := range p.Spec.Containers[1:] {
+		env := map[string]string{}
+		for _, e := range c.Env {
+			env[e.Name] = e.Value
+		}
+		assert.Equal(t, "kube-7", env[keys.EnvSlurmNodeName], c.Name)
+		assert.Equal(t, "kube-7", env[keys.EnvKubeNodeName], c.Name)
+	}
+	assert.Empty(t, p.Spec.Containers[0].Env, "the sidecar")
 }

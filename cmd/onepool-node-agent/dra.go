@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -94,4 +97,47 @@ func scontrolJobGPUs(node string) dra.JobGPUs {
 		}
 		return idx, err
 	}
+}
+
+// cmdDRA is the dra subcommand: the node's DRA driver alone, in a
+// container of its own. The slurmd container, where jobs run, then holds
+// no Kubernetes credential: only this container mounts the ServiceAccount
+// token. It finds the GPUs as run does (the same NVML or inventory, so the
+// same numbering as the gres.conf run writes) and serves until SIGTERM.
+func cmdDRA(args []string, logger *log.Logger, stderr io.Writer) (int, error) {
+	f := newFlags("dra", stderr)
+	var nf nodeFlags
+	var slurmNode string
+	addNodeFlags(f, &nf)
+	f.String(&slurmNode, "node-name", keys.EnvSlurmNodeName, "", "Slurm node name (required): the claims' jobs are checked against their GPUs there")
+	var df draFlags
+	addDRAFlags(f, &df)
+	if err := f.parse(args); err != nil {
+		return 2, err
+	}
+	if err := agent.ValidateNodeName(slurmNode); err != nil {
+		return 2, err
+	}
+	nc, err := nf.config()
+	if err != nil {
+		return 2, err
+	}
+	serve, err := df.serve(slurmNode, logger)
+	if err != nil {
+		return 2, err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	gpus, err := agent.Discover(ctx, agent.NewLibrary(nf.inventory))
+	if err != nil {
+		return 1, err
+	}
+	if err := agent.CheckGPUCount(gpus, nc.ExpectedGPUs); err != nil {
+		return 1, err
+	}
+	logger.Printf("DRA driver for %d GPUs of Slurm node %s", len(gpus), slurmNode)
+	if err := serve(ctx, gpus); err != nil && ctx.Err() == nil {
+		return 1, err
+	}
+	return 0, nil
 }

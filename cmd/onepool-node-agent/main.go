@@ -27,6 +27,8 @@ const usage = `usage: onepool-node-agent <command> [flags]
 commands:
   run      find GPUs, write gres.conf, run slurmd -Z as a dynamic node (the container entrypoint)
            (arguments after -- go to slurmd)
+  dra      the node's DRA driver alone, in a container apart from slurmd (its jobs then see no
+           Kubernetes credential); run --dra serves it beside slurmd instead
   detect   print what run would register, without starting slurmd
   health   Slurm HealthCheckProgram: check the GPUs, drain the node when one is unhealthy
   release-wait
@@ -50,6 +52,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "run":
 		code, err = cmdRun(args[1:], logger, stderr)
+	case "dra":
+		code, err = cmdDRA(args[1:], logger, stderr)
 	case "detect":
 		code, err = cmdDetect(args[1:], stdout, stderr)
 	case "health":

@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func inventory(t *testing.T, n int) string {
@@ -91,5 +94,35 @@ func TestUsage(t *testing.T) {
 	}
 	if code := realMain([]string{"run", "-h"}, &out, &errs); code != 0 || !strings.Contains(errs.String(), "ONEPOOL_SLURM_NODE_NAME") {
 		t.Errorf("run -h: exit %d, %q", code, errs.String())
+	}
+}
+
+// The dra command alone: it needs the Slurm node's name, and refuses to
+// publish a node that lost a GPU (it would offer claims the wrong devices).
+func TestDRACommandRefusesBeforeServing(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600))
+	t.Setenv("ONEPOOL_SLURM_NODE_NAME", "")
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		says string
+	}{
+		{"no Slurm node name", []string{"dra", "--kubeconfig", kubeconfig}, 2, "node name"},
+		{"no Kubernetes config", []string{"dra", "--node-name", "gpu-0", "--kubeconfig", filepath.Join(t.TempDir(), "none")}, 2, "DRA driver: Kubernetes config"},
+		{"a GPU missing", []string{"dra", "--node-name", "gpu-0", "--kubeconfig", kubeconfig, "--gpu-inventory", inventory(t, 7), "--expected-gpus", "8"}, 1, "found 7 GPUs, expected 8"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errs bytes.Buffer
+			assert.Equal(t, tc.code, realMain(tc.args, &out, &errs), errs.String())
+			assert.Contains(t, errs.String(), tc.says)
+		})
 	}
 }

@@ -142,6 +142,25 @@ func TestSlurmChartOnTheRealNode(t *testing.T) {
 		assert.Contains(t, got, lab.JailUser)
 	})
 
+	t.Run("a job finds no Kubernetes credential", func(t *testing.T) {
+		// What an ordinary user would try: the ServiceAccount token where
+		// Kubernetes mounts it, from inside a job (the jail binds /run).
+		job := s.asUser(lab.JailUser, "cd /tmp && sbatch --parsable -o /tmp/cred-%j.out --wrap '"+
+			"for d in /run/secrets/kubernetes.io/serviceaccount /var/run/secrets/kubernetes.io/serviceaccount; do ls -l $d/ 2>&1; head -c 20 $d/token 2>&1; done; echo checked'")
+		require.Regexp(t, `^\d+$`, job)
+		var state string
+		require.Eventually(t, func() bool {
+			state = s.sacctState(job)
+			return strings.HasPrefix(state, "COMPLETED") || strings.HasPrefix(state, "FAILED")
+		}, 2*time.Minute, time.Second, "sacct: %q", state)
+		got := s.sh("slurmd", "cat /tmp/cred-"+job+".out")
+		assert.Contains(t, got, "checked")
+		assert.NotContains(t, got, "ca.crt", "the job listed a ServiceAccount volume:\n%s", got)
+		assert.NotContains(t, got, "eyJ", "the job read a ServiceAccount token:\n%s", got)
+		assert.Contains(t, s.sh("slurmd", "ls /var/run/secrets/kubernetes.io/serviceaccount 2>&1 || true"), "No such file",
+			"slurmd's container mounts no token")
+	})
+
 	t.Run("slurmctld's pod replaced keeps the queue (state on its PVC)", func(t *testing.T) {
 		held := s.asUser(lab.JailUser, "cd /tmp && sbatch --parsable --hold --wrap true")
 		require.Regexp(t, `^\d+$`, held)
@@ -265,6 +284,10 @@ func TestSlurmChartWithOnepoolOnTheRealNode(t *testing.T) {
 	cl, err := l.Client()
 	require.NoError(t, err)
 	devs := nodeSlice(t, cl, lab.SlurmChartNode, lab.NodeFakeGPUs)
+	t.Run("the DRA driver's credential writes only its own node's slices", func(t *testing.T) {
+		draOnlyOwnNodeSlices(t, s)
+	})
+
 	// A Slurm job takes an H100: the index Slurm gives it is one the
 	// agent published as an H100 (Slurm's numbering is the agent's).
 	gpuJob := s.asUser(lab.JailUser, "cd /tmp && sbatch --parsable --gres=gpu:nvidia_h100_80gb_hbm3:1 --wrap 'sleep 600'")

@@ -118,6 +118,12 @@ func (l *Lab) SlurmChartExec(ctx context.Context, component string, argv ...stri
 	if !ok {
 		return nil, fmt.Errorf("no slurm chart component %q", component)
 	}
+	return l.SlurmChartExecIn(ctx, component, container, argv...)
+}
+
+// SlurmChartExecIn runs argv in a named container of a component's pod
+// (the slurmd pod's "dra", say).
+func (l *Lab) SlurmChartExecIn(ctx context.Context, component, container string, argv ...string) ([]byte, error) {
 	pod, err := l.SlurmChartPod(ctx, component)
 	if err != nil {
 		return nil, err
