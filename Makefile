@@ -29,7 +29,7 @@ SCHEDULER_PLUGINS_VERSION := v0.35.4-devel
 FUZZTIME ?= 100000x
 UNIT_PKGS := ./internal/... ./slurmnode/... ./agent/... ./slurmrest/... ./gpuwebhook/... ./test/lab/... ./keys/... ./syncer/... ./scheduler/... ./nodeset/... ./topology/... ./cmd/... ./examples/... ./test/gpuproof/...
 
-.PHONY: help up down lab-status lab-manifest ci-fresh images images-dockerfile gpu-proof tools node-tools generate openapi-spec vet unit fuzz e2e e2e-node e2e-26.05 test bench bench-install bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-slurm-chart bench-gpu bench-placeholders bench-workloads spank soak soak-short
+.PHONY: lab-spank lab-26.05-beside help up down lab-status lab-manifest ci-fresh images images-dockerfile gpu-proof tools node-tools generate openapi-spec vet unit fuzz e2e e2e-node e2e-26.05 test bench bench-install bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-slurm-chart bench-gpu bench-placeholders bench-workloads spank soak soak-short
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -37,8 +37,13 @@ help: ## list the targets
 up: tools ## the whole system on this machine (Slurm lab + Kubernetes control plane)
 	$(BIN)/lab up
 
-down: ## stop everything `make up` started and unmount the lab
+down: ## stop everything `make up` started and unmount the lab (and the 26.05 lab make test runs beside it)
 	@if [ -x $(BIN)/lab ]; then $(BIN)/lab down; else go run ./test/lab/cmd/lab down; fi
+	@if [ -x $(LAB_2605_DIR)/bin/lab ]; then \
+	  if ip netns list 2>/dev/null | grep -qw $(LAB_2605_NETNS); then \
+	    nsenter --net=/var/run/netns/$(LAB_2605_NETNS) env ONEPOOL_LAB_DIR=$(LAB_2605_DIR) $(LAB_2605_DIR)/bin/lab down; \
+	    ip netns del $(LAB_2605_NETNS); \
+	  else ONEPOOL_LAB_DIR=$(LAB_2605_DIR) $(LAB_2605_DIR)/bin/lab down; fi; fi
 
 lab-status: ## which lab daemons run; the rootfs's packages against the last proven manifest
 	@$(BIN)/lab status
@@ -170,6 +175,11 @@ unit: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/helm ## unit tests (replayed slur
 spank: ## build the SPANK jail plugin (spank/onepool_jail.so) against the lab's Slurm headers
 	$(MAKE) -B -C spank SLURM_INCLUDE=$(ROOTFS)/usr/include
 
+# The lab's own build of the plugin, in the lab's directory (what the e2e
+# suites install): two labs of two releases may run at once.
+lab-spank:
+	$(MAKE) -B -C spank SLURM_INCLUDE=$(ROOTFS)/usr/include OUT=$(LAB_DIR)/onepool_jail.so
+
 fuzz: ## the decoders' fuzz targets, briefly
 	go test -run '^$$' -fuzz FuzzDecodeNodes -fuzztime $(FUZZTIME) ./slurmrest/internal/rest/
 	go test -run '^$$' -fuzz FuzzDecodeJobs -fuzztime $(FUZZTIME) ./slurmrest/internal/rest/
@@ -187,7 +197,7 @@ endef
 
 e2e: tools ## e2e tests on the real lab (brings it up or reuses it)
 	$(BIN)/lab up
-	$(MAKE) spank
+	$(MAKE) lab-spank
 	$(call e2e_run,e2e,-timeout 30m ./test/e2e/...)
 
 # The chart installed for real: onepool's images in the real node's containerd,
@@ -210,7 +220,7 @@ e2e-node: tools node-tools images ## e2e of the chart installed with helm on the
 e2e-26.05: tools ## the e2e suite on Slurm 26.05 (lab down, up on 26.05, suite, down)
 	$(BIN)/lab down
 	ONEPOOL_LAB_SLURM=26.05 $(BIN)/lab up
-	$(MAKE) spank SLURM=26.05
+	$(MAKE) lab-spank SLURM=26.05
 	ONEPOOL_LAB_SLURM=26.05 $(call e2e_run,e2e-26.05,-timeout 30m ./test/e2e/...)
 	$(BIN)/lab down
 
@@ -230,15 +240,40 @@ soak: tools ## the fault soak on the lab (SOAK_MINUTES, default 10; SOAK_SEED re
 soak-short: ## the short soak make test runs (3 minutes, seed 1 unless SOAK_SEED)
 	$(MAKE) soak SOAK_MINUTES=3 SOAK_SEED=$(or $(SOAK_SEED),1)
 
+# The 26.05 suite runs beside the 24.11 stages in a lab of its own: its own
+# directory (the tools hard-linked from $(BIN), its own rootfs and state)
+# and its own network namespace (both labs use the same ports). The suites
+# mostly wait (the CPUs were 10-16 % busy during make e2e), so the two share
+# this machine. Its rootfs is built first, outside the namespace (apt needs
+# the mirror); inside, nothing is reached but loopback.
+LAB_2605_DIR ?= $(LAB_DIR)-26.05
+LAB_2605_NETNS ?= onepool-lab-26.05
+lab-26.05-beside: tools ## prepare the lab make test runs the 26.05 suite in, beside the 24.11 one (LAB_2605_DIR, LAB_2605_NETNS)
+	mkdir -p $(LAB_2605_DIR)/bin
+	for f in $(BIN)/*; do ln -f "$$f" $(LAB_2605_DIR)/bin/; done
+	cp -p $(LAB_DIR)/kwok-stages.yaml $(LAB_DIR)/podgroup-crd.yaml $(LAB_2605_DIR)/
+	ONEPOOL_LAB_DIR=$(LAB_2605_DIR) ONEPOOL_LAB_SLURM=26.05 $(BIN)/lab rootfs
+	ip netns list | grep -qw $(LAB_2605_NETNS) || ip netns add $(LAB_2605_NETNS)
+	ip -n $(LAB_2605_NETNS) link set lo up
+	# slurmdbd needs an address besides loopback (getaddrinfo AI_ADDRCONFIG).
+	ip -n $(LAB_2605_NETNS) addr replace 10.99.0.1/32 dev lo
+
 # Each stage is timed (a line `STAGE <name> <seconds> s`; make ci-fresh
-# collects them), and each starts from a clean lab (lab.StartClean).
-TEST_STAGES := vet unit fuzz e2e soak-short images e2e-node e2e-26.05
-test: ## everything CI runs: the suites and a 3-minute fault soak on Slurm 24.11, then the e2e suite on 26.05; a timed line per stage
-	@for s in $(TEST_STAGES); do \
-	  start=$$(date +%s); \
-	  $(MAKE) --no-print-directory $$s || { echo "STAGE $$s FAILED after $$(( $$(date +%s) - start )) s"; exit 1; }; \
-	  echo "STAGE $$s $$(( $$(date +%s) - start )) s"; \
-	done
+# collects them), and each starts from a clean lab (lab.StartClean). The
+# 26.05 suite runs beside e2e ... e2e-node; its output comes after theirs.
+TEST_STAGES := vet unit fuzz
+TEST_STAGES_24.11 := e2e soak-short images e2e-node
+test: ## everything CI runs: the suites and a 3-minute fault soak on Slurm 24.11, and beside them the e2e suite on 26.05; a timed line per stage
+	@stage() { local s=$$1 start=$$(date +%s); shift; \
+	  if "$$@"; then echo "STAGE $$s $$(( $$(date +%s) - start )) s"; else echo "STAGE $$s FAILED after $$(( $$(date +%s) - start )) s"; return 1; fi; }; \
+	for s in $(TEST_STAGES); do stage $$s $(MAKE) --no-print-directory $$s || exit 1; done; \
+	log=$(LAB_DIR)/e2e-26.05-beside.log; \
+	( stage lab-26.05-beside $(MAKE) --no-print-directory lab-26.05-beside && \
+	  stage e2e-26.05 nsenter --net=/var/run/netns/$(LAB_2605_NETNS) $(MAKE) --no-print-directory e2e-26.05 LAB_DIR=$(LAB_2605_DIR) ) > $$log 2>&1 & bg=$$!; \
+	rc=0; for s in $(TEST_STAGES_24.11); do stage $$s $(MAKE) --no-print-directory $$s || { rc=1; break; }; done; \
+	bgrc=0; wait $$bg || bgrc=$$?; \
+	echo "--- the e2e suite on Slurm 26.05, beside the stages above ($$log):"; cat $$log; \
+	[ $$rc = 0 ] && [ $$bgrc = 0 ]
 
 bench: bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-gpu bench-placeholders bench-workloads bench-install bench-slurm-chart ## every benchmark; BENCH lines
 
@@ -280,5 +315,5 @@ bench-gpu: tools ## GPU claims: placement with a claim minus without (one-GPU po
 
 bench-spank: tools ## `srun hostname` with the jail plugin minus without (median)
 	$(BIN)/lab up
-	$(MAKE) spank
+	$(MAKE) lab-spank
 	ONEPOOL_BENCH=1 go test -count=1 -timeout 20m -run '^TestBenchSpank$$' -v ./test/bench/ | tee $(LAB_DIR)/bench-spank.log | grep '^BENCH' || (tail -40 $(LAB_DIR)/bench-spank.log; exit 1)

@@ -28,13 +28,17 @@ fi
 # rm must never walk into a bind mount of /dev or /home.
 # Inside its own network namespace while that exists: outside it, the same
 # ports are this machine's own lab's.
-if [ -d "$clone/.lab" ]; then
+# The same for the 26.05 lab make test runs beside it, in its own namespace.
+ns2605=$ns-26.05
+for lab in "$clone/.lab:$ns" "$clone/.lab-26.05:$ns2605"; do
+	labdir=${lab%%:*} labns=${lab#*:}
+	[ -d "$labdir" ] || continue
 	inns=()
-	if ip netns list | grep -qw "$ns"; then
-		inns=(ip netns exec "$ns")
+	if ip netns list | grep -qw "$labns"; then
+		inns=(nsenter --net="/var/run/netns/$labns")
 	fi
-	(cd "$clone" && ONEPOOL_LAB_DIR="$clone/.lab" "${inns[@]}" go run ./test/lab/cmd/lab down) || true
-fi
+	(cd "$clone" && "${inns[@]}" env ONEPOOL_LAB_DIR="$labdir" go run ./test/lab/cmd/lab down) || true
+done
 # What lab down leaves (a run cut off while the real node ran: its kubelet's
 # volumes, containerd's sandboxes) is unmounted here, deepest first; a mount
 # that will not go stops the run before rm.
@@ -48,6 +52,7 @@ fi
 rm -rf --one-file-system "$dir"
 mkdir -p "$dir"
 ip netns del "$ns" 2>/dev/null || true
+ip netns del "$ns2605" 2>/dev/null || true
 
 start=$(date +%s)
 git clone -q --no-hardlinks "$top" "$clone"
@@ -60,8 +65,9 @@ echo "ci-fresh: clone of $(git -C "$clone" log -1 --format='%h %s') in $clone; l
 cd "$clone"
 echo "ci-fresh: building the Slurm rootfs (needs the mirror)"
 ONEPOOL_LAB_DIR="$clone/.lab" go run ./test/lab/cmd/lab rootfs 2>&1 | tee "$log"
-# make test runs the e2e suite on Slurm 26.05 too (Debian sid).
-ONEPOOL_LAB_DIR="$clone/.lab" ONEPOOL_LAB_SLURM=26.05 go run ./test/lab/cmd/lab rootfs 2>&1 | tee -a "$log"
+# make test runs the e2e suite on Slurm 26.05 too (Debian sid), in a lab of
+# its own beside the 24.11 stages (the Makefile's LAB_2605_DIR).
+ONEPOOL_LAB_DIR="$clone/.lab-26.05" ONEPOOL_LAB_SLURM=26.05 go run ./test/lab/cmd/lab rootfs 2>&1 | tee -a "$log"
 rootfs_done=$(date +%s)
 # The real node's host packages (runc, CNI plugins) come from the mirror
 # too; inside the namespace below apt reaches nothing. CI itself runs
@@ -77,7 +83,7 @@ go mod download
 modcache=$(go env GOMODCACHE)
 
 ip netns add "$ns"
-trap 'ip netns del "$ns" 2>/dev/null || true' EXIT
+trap 'ip netns del "$ns" 2>/dev/null || true; ip netns del "$ns2605" 2>/dev/null || true' EXIT
 ip -n "$ns" link set lo up
 # With loopback addresses alone, getaddrinfo(AI_ADDRCONFIG) finds no address
 # family and slurmdbd cannot open its port: give the namespace one more.
@@ -86,7 +92,7 @@ ip -n "$ns" addr add 10.99.0.1/32 dev lo
 echo "ci-fresh: CI=true bash .ci/run (network namespace $ns)"
 ci_start=$(date +%s)
 rc=0
-nsenter --net="/var/run/netns/$ns" env CI=true ONEPOOL_LAB_DIR="$clone/.lab" \
+nsenter --net="/var/run/netns/$ns" env CI=true ONEPOOL_LAB_DIR="$clone/.lab" LAB_2605_NETNS="$ns2605" \
 	GOPROXY="file://$modcache/cache/download" GOSUMDB=off \
 	bash .ci/run </dev/null >>"$log" 2>&1 || rc=$?
 end=$(date +%s)

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -20,12 +19,9 @@ const benchSpankRuns = 40
 func TestBenchSpank(t *testing.T) {
 	requireBench(t)
 	l := lab.Shared(t)
-	so, err := filepath.Abs("../../spank/onepool_jail.so")
-	if err != nil {
-		t.Fatal(err)
-	}
+	so := l.JailPluginBuild()
 	if _, err := os.Stat(so); err != nil {
-		t.Fatalf("%v: build it with `make spank`", err)
+		t.Fatalf("%v: build it with `make lab-spank`", err)
 	}
 	node := l.NodeNames()[0]
 	t.Cleanup(func() { _ = l.RemoveJailPlugin() })

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,15 +11,12 @@ import (
 	"github.com/onepool/onepool/test/lab"
 )
 
-// jailPluginSO is the plugin `make e2e` builds (make -C spank).
-func jailPluginSO(t *testing.T) string {
+// jailPluginSO is the plugin `make e2e` builds for this lab (make lab-spank).
+func jailPluginSO(t *testing.T, l *lab.Lab) string {
 	t.Helper()
-	so, err := filepath.Abs("../../spank/onepool_jail.so")
-	if err != nil {
-		t.Fatal(err)
-	}
+	so := l.JailPluginBuild()
 	if _, err := os.Stat(so); err != nil {
-		t.Fatalf("%v: build it with `make -C spank` (make e2e does)", err)
+		t.Fatalf("%v: build it with `make lab-spank` (make e2e does)", err)
 	}
 	return so
 }
@@ -28,7 +24,7 @@ func jailPluginSO(t *testing.T) string {
 // withJailPlugin turns the jail plugin on with args for the rest of the test.
 func withJailPlugin(t *testing.T, l *lab.Lab, args ...string) {
 	t.Helper()
-	if err := l.InstallJailPlugin(jailPluginSO(t), args...); err != nil {
+	if err := l.InstallJailPlugin(jailPluginSO(t, l), args...); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -225,7 +225,7 @@ func TestJailFailsClosed(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := l.InstallJailPlugin(jailPluginSO(t), tc.args...); err != nil {
+			if err := l.InstallJailPlugin(jailPluginSO(t, l), tc.args...); err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = l.RemoveJailPlugin() })
@@ -256,7 +256,7 @@ func TestJailFailsClosed(t *testing.T) {
 	}
 
 	t.Run("batch job", func(t *testing.T) {
-		if err := l.InstallJailPlugin(jailPluginSO(t), "root=/var/lib/onepool/no-such-jail"); err != nil {
+		if err := l.InstallJailPlugin(jailPluginSO(t, l), "root=/var/lib/onepool/no-such-jail"); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = l.RemoveJailPlugin() })

@@ -174,3 +174,8 @@ func copyFile(src, dst string, mode os.FileMode) error {
 func (l *Lab) SlurmdLog(node string) string {
 	return filepath.Join(l.RootFS(), "var/log/onepool", "slurmd-"+node+".log")
 }
+
+// JailPluginBuild is where `make lab-spank` builds the jail plugin for this
+// lab, against its own release's headers (two labs of two releases may
+// run at once: each needs its own build).
+func (l *Lab) JailPluginBuild() string { return l.path("onepool_jail.so") }
