@@ -42,7 +42,10 @@ func TestSlurmChartLintsAndTheAPIServerAcceptsIt(t *testing.T) {
 	kubectl := adminKubectl(t, l, "apply", "--dry-run=server", "-f", f)
 	for _, obj := range []string{"statefulset.apps/slurm-controller", "service/slurm-controller", "deployment.apps/slurm-restapi",
 		"deployment.apps/slurm-accounting", "statefulset.apps/slurm-mariadb", "deployment.apps/slurm-login",
-		"nodeset.onepool.dev/slurm-gpu", "configmap/slurm-config", "secret/slurm-munge", "secret/slurm-jwt", "secret/slurm-db"} {
+		"nodeset.onepool.dev/slurm-gpu", "configmap/slurm-config", "secret/slurm-munge", "secret/slurm-jwt", "secret/slurm-db",
+		// The DRA driver's account, kept to its own node's ResourceSlices.
+		"validatingadmissionpolicy.admissionregistration.k8s.io/slurm-slurmd-default-own-node",
+		"validatingadmissionpolicybinding.admissionregistration.k8s.io/slurm-slurmd-default-own-node"} {
 		assert.Contains(t, kubectl, obj+" created (server dry run)")
 	}
 }
