@@ -245,7 +245,9 @@ soak-short: ## the short soak make test runs (3 minutes, seed 1 unless SOAK_SEED
 # and its own network namespace (both labs use the same ports). The suites
 # mostly wait (the CPUs were 10-16 % busy during make e2e), so the two share
 # this machine. Its rootfs is built first, outside the namespace (apt needs
-# the mirror); inside, nothing is reached but loopback.
+# the mirror); inside, nothing is reached but loopback and one more
+# address (slurmdbd needs an address besides loopback: getaddrinfo with
+# AI_ADDRCONFIG).
 LAB_2605_DIR ?= $(LAB_DIR)-26.05
 LAB_2605_NETNS ?= onepool-lab-26.05
 lab-26.05-beside: tools ## prepare the lab make test runs the 26.05 suite in, beside the 24.11 one (LAB_2605_DIR, LAB_2605_NETNS)
@@ -255,24 +257,25 @@ lab-26.05-beside: tools ## prepare the lab make test runs the 26.05 suite in, be
 	ONEPOOL_LAB_DIR=$(LAB_2605_DIR) ONEPOOL_LAB_SLURM=26.05 $(BIN)/lab rootfs
 	ip netns list | grep -qw $(LAB_2605_NETNS) || ip netns add $(LAB_2605_NETNS)
 	ip -n $(LAB_2605_NETNS) link set lo up
-	# slurmdbd needs an address besides loopback (getaddrinfo AI_ADDRCONFIG).
 	ip -n $(LAB_2605_NETNS) addr replace 10.99.0.1/32 dev lo
 
 # Each stage is timed (a line `STAGE <name> <seconds> s`; make ci-fresh
 # collects them), and each starts from a clean lab (lab.StartClean). The
-# 26.05 suite runs beside e2e ... e2e-node; its output comes after theirs.
+# 26.05 suite and short soak run beside e2e ... e2e-node; their output
+# comes after theirs.
 TEST_STAGES := vet unit fuzz
 TEST_STAGES_24.11 := e2e soak-short images e2e-node
-test: ## everything CI runs: the suites and a 3-minute fault soak on Slurm 24.11, and beside them the e2e suite on 26.05; a timed line per stage
+test: ## everything CI runs: the suites and a 3-minute fault soak on Slurm 24.11, and beside them the e2e suite and the soak on 26.05; a timed line per stage
 	@stage() { local s=$$1 start=$$(date +%s); shift; \
 	  if "$$@"; then echo "STAGE $$s $$(( $$(date +%s) - start )) s"; else echo "STAGE $$s FAILED after $$(( $$(date +%s) - start )) s"; return 1; fi; }; \
 	for s in $(TEST_STAGES); do stage $$s $(MAKE) --no-print-directory $$s || exit 1; done; \
 	log=$(LAB_DIR)/e2e-26.05-beside.log; \
+	in2605() { nsenter --net=/var/run/netns/$(LAB_2605_NETNS) $(MAKE) --no-print-directory "$$@" SLURM=26.05 LAB_DIR=$(LAB_2605_DIR); }; \
 	( stage lab-26.05-beside $(MAKE) --no-print-directory lab-26.05-beside && \
-	  stage e2e-26.05 nsenter --net=/var/run/netns/$(LAB_2605_NETNS) $(MAKE) --no-print-directory e2e-26.05 LAB_DIR=$(LAB_2605_DIR) ) > $$log 2>&1 & bg=$$!; \
+	  stage e2e-26.05 in2605 e2e-26.05 && stage soak-short-26.05 in2605 soak-short ) > $$log 2>&1 & bg=$$!; \
 	rc=0; for s in $(TEST_STAGES_24.11); do stage $$s $(MAKE) --no-print-directory $$s || { rc=1; break; }; done; \
 	bgrc=0; wait $$bg || bgrc=$$?; \
-	echo "--- the e2e suite on Slurm 26.05, beside the stages above ($$log):"; cat $$log; \
+	echo "--- the e2e suite and the short soak on Slurm 26.05, beside the stages above ($$log):"; cat $$log; \
 	[ $$rc = 0 ] && [ $$bgrc = 0 ]
 
 bench: bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-gpu bench-placeholders bench-workloads bench-install bench-slurm-chart ## every benchmark; BENCH lines
