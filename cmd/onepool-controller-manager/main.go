@@ -1,6 +1,8 @@
 // Command onepool-controller-manager runs onepool's controllers (the syncer,
 // the NodeSet and topology controllers) with leader election, health probes
 // and Prometheus metrics, and serves the GPU webhook (gpuwebhook).
+// `onepool-controller-manager ensure-secret` makes a Secret of random keys
+// once (the slurm chart's keys Job).
 package main
 
 import (
@@ -63,6 +65,7 @@ type config struct {
 	nodeset         nodeset.Options
 	topology        topology.Options
 	webhook         webhook.Options
+	webhookCert     webhookCertFlags
 	// defaultTenantPolicy: see the flag.
 	defaultTenantPolicy string
 	log                 zap.Options
@@ -102,11 +105,19 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.defaultTenantPolicy, "default-tenant-policy", "", "the TenantPolicy of namespaces no policy covers (as the scheduler's defaultTenantPolicy); empty: their onepool pods are refused")
 	fs.StringVar(&c.webhook.Host, "webhook-host", "", "address the webhook listens on (empty: all)")
 	fs.StringVar(&c.webhook.CertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory with the webhook's tls.crt and tls.key (re-read when they change)")
+	fs.StringVar(&c.webhookCert.secret, "webhook-cert-secret", "", "namespace/name of a Secret where the manager keeps its own webhook certificate (made, shared by the replicas, rotated before expiry, written to --webhook-cert-dir); empty: the files come from elsewhere (cert-manager)")
+	fs.StringVar(&c.webhookCert.service, "webhook-service", "", "namespace/name of the webhook's Service: the certificate's names (with --webhook-cert-secret)")
+	fs.StringVar(&c.webhookCert.configurations, "webhook-configurations", "", "mutating/NAME,validating/NAME: webhook configurations whose caBundle the manager keeps (with --webhook-cert-secret)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	if c.webhook.Port < 0 || c.webhook.Port > 65535 {
 		return c, fmt.Errorf("--webhook-port %d out of range", c.webhook.Port)
+	}
+	if c.webhookCert.enabled() {
+		if _, err := c.webhookCert.config(c.webhook.CertDir); err != nil {
+			return c, err
+		}
 	}
 	if topoLevels != "" {
 		c.topology.Levels = strings.Split(topoLevels, ",")
@@ -138,6 +149,9 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "ensure-secret" {
+		os.Exit(runEnsureSecret(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	c, err := parseFlags(os.Args[1:])
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&c.log)))
 	log := ctrl.Log.WithName("setup")
@@ -186,12 +200,27 @@ func run(ctx context.Context, c config) error {
 			&corev1.Pod{}: {Label: labels.SelectorFromSet(syncer.SlurmdPodSelector())},
 		}},
 	}
+	var keepCert everyReplica
 	if c.webhook.Port > 0 {
 		opts.WebhookServer = webhook.NewServer(c.webhook)
+		if c.webhookCert.enabled() {
+			cfg, err := c.webhookCert.config(c.webhook.CertDir)
+			if err != nil {
+				return err
+			}
+			if keepCert, err = startWebhookCert(ctx, rc, cfg); err != nil {
+				return err
+			}
+		}
 	}
 	mgr, err := ctrl.NewManager(rc, opts)
 	if err != nil {
 		return err
+	}
+	if keepCert != nil {
+		if err := mgr.Add(keepCert); err != nil {
+			return err
+		}
 	}
 	if c.webhook.Port > 0 {
 		// Every replica serves it (no leader needed): the API server calls any.

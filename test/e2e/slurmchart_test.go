@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -37,17 +39,27 @@ func TestSlurmChartLintsAndTheAPIServerAcceptsIt(t *testing.T) {
 
 	rendered, err := slurmTemplate(t, l)
 	require.NoError(t, err)
+	again, err := slurmTemplate(t, l)
+	require.NoError(t, err)
+	assert.Equal(t, string(rendered), string(again), "two renders of the chart differ (GitOps renders at every sync)")
 	f := filepath.Join(t.TempDir(), "slurm.yaml")
 	require.NoError(t, os.WriteFile(f, rendered, 0o644))
 	kubectl := adminKubectl(t, l, "apply", "--dry-run=server", "-f", f)
 	for _, obj := range []string{"statefulset.apps/slurm-controller", "service/slurm-controller", "deployment.apps/slurm-restapi",
 		"deployment.apps/slurm-accounting", "statefulset.apps/slurm-mariadb", "deployment.apps/slurm-login",
-		"nodeset.onepool.dev/slurm-gpu", "configmap/slurm-config", "secret/slurm-munge", "secret/slurm-jwt", "secret/slurm-db",
+		"nodeset.onepool.dev/slurm-gpu", "configmap/slurm-config",
+		// The keys are made by a Job in the cluster, not rendered.
+		"serviceaccount/slurm-keys", "role.rbac.authorization.k8s.io/slurm-keys", "rolebinding.rbac.authorization.k8s.io/slurm-keys", "job.batch/slurm-keys-",
 		// The DRA driver's account, kept to its own node's ResourceSlices.
 		"validatingadmissionpolicy.admissionregistration.k8s.io/slurm-slurmd-default-own-node",
 		"validatingadmissionpolicybinding.admissionregistration.k8s.io/slurm-slurmd-default-own-node"} {
+		if strings.HasSuffix(obj, "-") { // a name with a hash
+			assert.Regexp(t, regexp.QuoteMeta(obj)+`[0-9a-f]{8} created \(server dry run\)`, kubectl)
+			continue
+		}
 		assert.Contains(t, kubectl, obj+" created (server dry run)")
 	}
+	assert.NotContains(t, kubectl, "secret/", "a key rendered by the chart would change at every render")
 }
 
 // Values Slurm could not use fail at `helm install` with a message naming

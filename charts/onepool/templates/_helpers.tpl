@@ -37,6 +37,10 @@ app.kubernetes.io/component: {{ .component }}
 
 {{- define "onepool.controllerManager.name" -}}{{ include "onepool.fullname" . }}-controller-manager{{- end -}}
 {{- define "onepool.gpuWebhook.name" -}}{{ include "onepool.fullname" . }}-gpu-webhook{{- end -}}
+{{/* The Secret of the webhook's serving certificate: kept by the controller
+manager (made, rotated), or by cert-manager. Not the release's: a render
+never makes a key. */}}
+{{- define "onepool.gpuWebhook.certSecret" -}}{{ include "onepool.gpuWebhook.name" . }}-cert{{- end -}}
 {{- define "onepool.scheduler.name" -}}{{ include "onepool.fullname" . }}-scheduler{{- end -}}
 
 {{/* The release endpoint's URL as the Slurm nodes reach it. */}}
