@@ -202,6 +202,52 @@ func TestIntegrationScheduler(t *testing.T) {
 		assert.Equal(t, int64(120), ask.Job.TimeLimit.Number, "the fixed time limit, in minutes")
 	})
 
+	t.Run("a job Slurm refuses leaves the pod pending with the reason until its ask changes", func(t *testing.T) {
+		t.Parallel()
+		e := s.namespace(t, "rejected", v1alpha1.TenantPolicySpec{QOS: v1alpha1.Choice{Allowed: []string{"*"}}}, 1)
+		qos := e.ns + "-gold"
+		s.slurm.refuseQOS(qos)
+		e.createPod("vip", 1, "", "", map[string]string{keys.AnnotationJobQOS: qos}, nil)
+		e.event("vip", keys.EventJobRejected, fmt.Sprintf("QOS %q does not exist or the account may not use it (from annotation %s)", qos, keys.AnnotationJobQOS))
+		e.unschedulable("vip", "Slurm rejected the placeholder job")
+		assert.Len(t, s.slurm.asksFor("onepool/"+e.ns+"/vip"), 1, "a refusal is not asked again unchanged")
+
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"standard"}}}`, keys.AnnotationJobQOS)
+		_, err := e.kc.CoreV1().Pods(e.ns).Patch(context.Background(), "vip", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		require.NoError(t, err)
+		job := "onepool/" + e.ns + "/vip"
+		e.eventually("the pod is submitted again with its new QOS", func() (bool, string) {
+			asks := s.slurm.asksFor(job)
+			last := asks[len(asks)-1]
+			return last.ID != 0 && last.Job.QOS == "standard", fmt.Sprintf("%+v", asks)
+		})
+		asks := s.slurm.asksFor(job)
+		assert.Zero(t, asks[0].ID, "Slurm made no job of the refused ask")
+		for _, a := range asks[1:] {
+			assert.Equal(t, "standard", a.Job.QOS, "after the refusal, only the new ask: %+v", asks)
+		}
+	})
+
+	t.Run("a job Slurm starts on a cordoned node is given back and another asked for", func(t *testing.T) {
+		t.Parallel()
+		e := s.namespace(t, "cordon", v1alpha1.TenantPolicySpec{}, 2)
+		e.cordon(e.node(0))
+		e.createPod("moved", 1, "", "", nil, nil)
+		first := e.submitted("moved").ID
+		s.slurm.start(first, e.node(0)) // the drain had not reached Slurm yet
+		e.eventually("the job on the cordoned node is cancelled", func() (bool, string) {
+			return s.slurm.cancelled(first), s.slurm.state(first)
+		})
+		job := "onepool/" + e.ns + "/moved"
+		e.eventually("a new job is asked for", func() (bool, string) {
+			return len(s.slurm.submitsFor(job)) == 2, fmt.Sprintf("%+v", s.slurm.submitsFor(job))
+		})
+		second := s.slurm.submitsFor(job)[1].ID
+		s.slurm.start(second, e.node(1))
+		assert.Equal(t, e.node(1), e.bound("moved"))
+		assert.Len(t, s.slurm.submitsFor(job), 2)
+	})
+
 	t.Run("a gang gets one job over as many nodes as its PodGroup's minMember, a node each", func(t *testing.T) {
 		t.Parallel()
 		e := s.namespace(t, "gang", v1alpha1.TenantPolicySpec{}, 2)
@@ -419,6 +465,14 @@ func (e *nsEnv) createNode(name string, labels map[string]string) {
 	// no node lifecycle controller runs here to lift it.
 	got.Spec.Taints = nil
 	_, err = e.kc.CoreV1().Nodes().Update(ctx, got, metav1.UpdateOptions{})
+	require.NoError(e.t, err)
+}
+
+// cordon marks a node unschedulable, as kubectl cordon does.
+func (e *nsEnv) cordon(name string) {
+	e.t.Helper()
+	patch := []byte(`{"spec":{"unschedulable":true}}`)
+	_, err := e.kc.CoreV1().Nodes().Patch(context.Background(), name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 	require.NoError(e.t, err)
 }
 

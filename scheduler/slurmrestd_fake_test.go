@@ -90,6 +90,12 @@ func TestFakeSlurmrestdSpeaksThroughTheRealClient(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, slurmrest.JobRunning, g.State.Base())
 			assert.Equal(t, "gpu-c,gpu-d", g.Nodes)
+			f.refuseQOS("gold")
+			job.QOS, job.Script = "gold", "#!/bin/bash\n"
+			_, err = c.SubmitJob(ctx, job)
+			require.True(t, errors.As(err, &ae), "a refused submission: %v", err)
+			assert.Equal(t, slurmrest.ErrnoInvalidQOS, ae.FirstErrno())
+			assert.True(t, rejected(err), "refused for what it asks: %v", err)
 			assert.Empty(t, f.unserved())
 		})
 	}

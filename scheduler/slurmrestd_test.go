@@ -48,6 +48,7 @@ type fakeSlurmrestd struct {
 	asks    []slurmAsk
 	cancels []uint32
 	grants  map[string][]string // partition → the nodes an immediate allocation gets
+	badQOS  map[string]bool     // QOS Slurm does not know (submissions refused)
 	changed time.Time           // the last change of any job (update_time)
 	strange []string            // requests this Slurm does not serve
 }
@@ -107,7 +108,7 @@ func newFakeSlurmrestd(t *testing.T, version string) *fakeSlurmrestd {
 	t.Helper()
 	f := &fakeSlurmrestd{
 		t: t, version: version, dir: filepath.Join("..", "slurmrest", "internal", "rest", "testdata", version),
-		nextID: 1000, jobs: map[uint32]*slurmJob{}, grants: map[string][]string{}, changed: time.Now(),
+		nextID: 1000, jobs: map[uint32]*slurmJob{}, grants: map[string][]string{}, badQOS: map[string]bool{}, changed: time.Now(),
 	}
 	claims := base64.RawURLEncoding.EncodeToString([]byte(`{"sun":"` + tokenUser + `","exp":4102444800}`))
 	f.token = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9." + claims + ".c2lnbmF0dXJl"
@@ -139,13 +140,20 @@ func (f *fakeSlurmrestd) recorded(name string) []byte {
 // recordedAs finds the recorded answer named WHAT.STATUS.json (the status
 // differs between versions: 24.11 refuses with 500, 26.05 with 422).
 func (f *fakeSlurmrestd) recordedAs(what string) (int, []byte) {
+	name, status := f.recordedName(what)
+	return status, f.recorded(name)
+}
+
+// recordedName is the file name of the one recording of what, and the
+// HTTP status it was answered with.
+func (f *fakeSlurmrestd) recordedName(what string) (string, int) {
 	m, err := filepath.Glob(filepath.Join(f.dir, what+".*.json"))
 	require.NoError(f.t, err)
 	require.Len(f.t, m, 1, "one recording of %s", what)
 	parts := strings.Split(filepath.Base(m[0]), ".")
 	status, err := strconv.Atoi(parts[len(parts)-2])
 	require.NoError(f.t, err)
-	return status, f.recorded(filepath.Base(m[0]))
+	return filepath.Base(m[0]), status
 }
 
 // edit decodes a recorded answer, lets change edit it, and encodes it.
@@ -297,6 +305,17 @@ func (f *fakeSlurmrestd) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		ask := slurmAsk{Path: path, User: r.Header.Get("X-SLURM-USER-NAME"), Job: req.Job}
+		if f.badQOS[req.Job.QOS] {
+			// No recording of this refusal: the recorded refusal's
+			// envelope and status, with Slurm's number for it.
+			f.asks = append(f.asks, ask)
+			name, status := f.recordedName("allocate_busy")
+			answer(status, f.edit(name, func(m map[string]any) {
+				e := m["errors"].([]any)[0].(map[string]any)
+				e["error_number"], e["error"], e["description"] = 2066, "Invalid qos specification", "Batch job submission failed"
+			}))
+			return
+		}
 		j := f.newJobLocked(ask)
 		if path == "/job/allocate" {
 			nodes, open := f.grants[j.Partition]
@@ -419,6 +438,13 @@ func (f *fakeSlurmrestd) grantIn(partition string, nodes ...string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.grants[partition] = nodes
+}
+
+// refuseQOS makes Slurm refuse jobs asking qos, as an unknown QOS.
+func (f *fakeSlurmrestd) refuseQOS(qos string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.badQOS[qos] = true
 }
 
 // asksFor lists the requests for the job named name, in order.
