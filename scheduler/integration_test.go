@@ -66,6 +66,38 @@ func TestIntegrationScheduler(t *testing.T) {
 	env := testenv.Start(t, filepath.Join("..", "config", "crd", "bases"))
 	s := startIntegration(t, env.Config)
 
+	t.Run("a job Slurm refuses leaves the pod pending with the reason until its ask changes", func(t *testing.T) {
+		// Not parallel: any TenantPolicy made, changed or deleted places
+		// every pending pod again, Slurm's refusals forgotten (the policy
+		// may change what the pod asks), and the other cases make theirs.
+		e := s.namespace(t, "rejected", v1alpha1.TenantPolicySpec{QOS: v1alpha1.Choice{Allowed: []string{"*"}}}, 1)
+		qos := e.ns + "-gold"
+		s.slurm.refuseQOS(qos)
+		// The scheduler has seen the namespace and its policy once a pod
+		// there is submitted: their own arrival wakes nothing later.
+		e.createPod("canary", 1, "", "", nil, nil)
+		e.submitted("canary")
+		e.createPod("vip", 1, "", "", map[string]string{keys.AnnotationJobQOS: qos}, nil)
+		e.event("vip", keys.EventJobRejected, fmt.Sprintf("QOS %q does not exist or the account may not use it (from annotation %s)", qos, keys.AnnotationJobQOS))
+		e.unschedulable("vip", "Slurm rejected the placeholder job")
+		assert.Len(t, s.slurm.asksFor("onepool/"+e.ns+"/vip"), 1, "a refusal is not asked again unchanged")
+
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"standard"}}}`, keys.AnnotationJobQOS)
+		_, err := e.kc.CoreV1().Pods(e.ns).Patch(context.Background(), "vip", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		require.NoError(t, err)
+		job := "onepool/" + e.ns + "/vip"
+		e.eventually("the pod is submitted again with its new QOS", func() (bool, string) {
+			asks := s.slurm.asksFor(job)
+			last := asks[len(asks)-1]
+			return last.ID != 0 && last.Job.QOS == "standard", fmt.Sprintf("%+v", asks)
+		})
+		asks := s.slurm.asksFor(job)
+		assert.Zero(t, asks[0].ID, "Slurm made no job of the refused ask")
+		for _, a := range asks[1:] {
+			assert.Equal(t, "standard", a.Job.QOS, "after the refusal, only the new ask: %+v", asks)
+		}
+	})
+
 	t.Run("a pod waits in Slurm's queue, binds where its job runs, and goes when Slurm preempts the job", func(t *testing.T) {
 		t.Parallel()
 		e := s.namespace(t, "queued", v1alpha1.TenantPolicySpec{SlurmUser: "team-a"}, 1)
@@ -200,32 +232,6 @@ func TestIntegrationScheduler(t *testing.T) {
 		require.NoError(t, err)
 		ask := e.submitted("typo")
 		assert.Equal(t, int64(120), ask.Job.TimeLimit.Number, "the fixed time limit, in minutes")
-	})
-
-	t.Run("a job Slurm refuses leaves the pod pending with the reason until its ask changes", func(t *testing.T) {
-		t.Parallel()
-		e := s.namespace(t, "rejected", v1alpha1.TenantPolicySpec{QOS: v1alpha1.Choice{Allowed: []string{"*"}}}, 1)
-		qos := e.ns + "-gold"
-		s.slurm.refuseQOS(qos)
-		e.createPod("vip", 1, "", "", map[string]string{keys.AnnotationJobQOS: qos}, nil)
-		e.event("vip", keys.EventJobRejected, fmt.Sprintf("QOS %q does not exist or the account may not use it (from annotation %s)", qos, keys.AnnotationJobQOS))
-		e.unschedulable("vip", "Slurm rejected the placeholder job")
-		assert.Len(t, s.slurm.asksFor("onepool/"+e.ns+"/vip"), 1, "a refusal is not asked again unchanged")
-
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"standard"}}}`, keys.AnnotationJobQOS)
-		_, err := e.kc.CoreV1().Pods(e.ns).Patch(context.Background(), "vip", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-		require.NoError(t, err)
-		job := "onepool/" + e.ns + "/vip"
-		e.eventually("the pod is submitted again with its new QOS", func() (bool, string) {
-			asks := s.slurm.asksFor(job)
-			last := asks[len(asks)-1]
-			return last.ID != 0 && last.Job.QOS == "standard", fmt.Sprintf("%+v", asks)
-		})
-		asks := s.slurm.asksFor(job)
-		assert.Zero(t, asks[0].ID, "Slurm made no job of the refused ask")
-		for _, a := range asks[1:] {
-			assert.Equal(t, "standard", a.Job.QOS, "after the refusal, only the new ask: %+v", asks)
-		}
 	})
 
 	t.Run("a job Slurm starts on a cordoned node is given back and another asked for", func(t *testing.T) {

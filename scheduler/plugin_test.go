@@ -166,7 +166,12 @@ func TestPodChangedClearsARejectionWhenTheAskChanges(t *testing.T) {
 
 	changed := same.DeepCopy()
 	changed.Annotations = map[string]string{keys.AnnotationJobQOS: "normal"}
+	f.woken = nil
 	f.core.podChanged(same, changed)
+	// The framework's queue may have taken the update, and run the pod's
+	// cycle on the old rejection, before this handler ran: the pod must
+	// be woken, or it waits for an unrelated event (or five minutes).
+	assert.Equal(t, []string{"p"}, f.woken, "the pod is placed again")
 	f.core.Place(changed)
 	assert.Equal(t, 1, f.core.submitQ.Len(), "a new QOS is asked of Slurm")
 }
