@@ -135,3 +135,21 @@ func TestCoreGangWaitsForItsPodGroup(t *testing.T) {
 	assert.Equal(t, `waiting for PodGroup ns/trio: podgroups "trio" not found`, f.core.Place(m0).Message)
 	assert.Equal(t, 1, f.core.submitQ.Len(), "a waiting gang is looked at again at its next cycle")
 }
+
+// A submission decides under the lock whether it is retried: the pods it
+// wakes may run a cycle at once (Place, from the framework's Activate),
+// which marks the gang as being submitted again. Reading that mark after
+// the lock was let go was a data race (go test -race on the integration
+// suite) and made an incomplete gang a failure to retry with backoff.
+func TestCoreSubmitDecidesItsRetryUnderTheLock(t *testing.T) {
+	f := gangFixture(t, fixedGroups{g: Group{UID: "pg-uid", MinMember: 2}})
+	m0 := f.addMember(0, 1)
+	f.core.activate = func(ps []*corev1.Pod) {
+		for _, p := range ps {
+			f.core.Place(p) // the woken pod's cycle, before submit returns
+		}
+	}
+	assert.NoError(t, f.submitGang(t, m0), "waiting for the gang is no failure")
+	assert.Empty(t, f.slurm.submitted)
+	assert.Equal(t, 1, f.core.submitQ.Len(), "the woken cycle queued the next look")
+}
