@@ -39,6 +39,9 @@ type fakeSlurmrestd struct {
 	// token is the JWT in the scheduler's token file; its "sun" claim is
 	// tokenUser, the user of jobs submitted without X-SLURM-USER-NAME.
 	token string
+	// recordings are the version's recorded answers by what they answer
+	// (the file WHAT.STATUS.json), read before the server starts.
+	recordings map[string]recording
 	// jobTemplate is the recorded job record every job is written into.
 	jobTemplate map[string]any
 
@@ -51,6 +54,12 @@ type fakeSlurmrestd struct {
 	badQOS  map[string]bool     // QOS Slurm does not know (submissions refused)
 	changed time.Time           // the last change of any job (update_time)
 	strange []string            // requests this Slurm does not serve
+}
+
+// recording is one recorded answer.
+type recording struct {
+	status int
+	body   []byte
 }
 
 // tokenUser is the Slurm user of the fake's token (its "sun" claim).
@@ -112,8 +121,22 @@ func newFakeSlurmrestd(t *testing.T, version string) *fakeSlurmrestd {
 	}
 	claims := base64.RawURLEncoding.EncodeToString([]byte(`{"sun":"` + tokenUser + `","exp":4102444800}`))
 	f.token = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9." + claims + ".c2lnbmF0dXJl"
+	f.recordings = map[string]recording{}
+	files, err := filepath.Glob(filepath.Join(f.dir, "*.json"))
+	require.NoError(t, err)
+	for _, file := range files {
+		parts := strings.Split(filepath.Base(file), ".")
+		status, err := strconv.Atoi(parts[len(parts)-2])
+		require.NoError(t, err, "%s: no status in the name", file)
+		body, err := os.ReadFile(file)
+		require.NoError(t, err)
+		f.recordings[strings.Join(parts[:len(parts)-2], ".")] = recording{status, body}
+	}
+	for _, what := range []string{"jobs", "jobs_unchanged", "jobs_state", "job_1", "job_unknown", "submit", "allocate", "allocate_busy", "cancel", "cancel_unknown"} {
+		require.Contains(t, f.recordings, what, "%s has no recording of %s", f.dir, what)
+	}
 	var listing map[string]any
-	require.NoError(t, json.Unmarshal(f.recorded("jobs.200.json"), &listing))
+	require.NoError(t, json.Unmarshal(f.recordings["jobs"].body, &listing))
 	jobs, _ := listing["jobs"].([]any)
 	require.Len(t, jobs, 1, "the recorded listing holds one job")
 	f.jobTemplate = jobs[0].(map[string]any)
@@ -130,40 +153,26 @@ func (f *fakeSlurmrestd) tokenFile(t *testing.T) string {
 	return p
 }
 
-// recorded reads a recorded answer by its file name.
-func (f *fakeSlurmrestd) recorded(name string) []byte {
-	b, err := os.ReadFile(filepath.Join(f.dir, name))
-	require.NoError(f.t, err)
-	return b
+// recorded is the recorded answer to what (its status and body).
+func (f *fakeSlurmrestd) recorded(what string) (int, []byte) {
+	r := f.recordings[what]
+	return r.status, r.body
 }
 
-// recordedAs finds the recorded answer named WHAT.STATUS.json (the status
-// differs between versions: 24.11 refuses with 500, 26.05 with 422).
-func (f *fakeSlurmrestd) recordedAs(what string) (int, []byte) {
-	name, status := f.recordedName(what)
-	return status, f.recorded(name)
-}
-
-// recordedName is the file name of the one recording of what, and the
-// HTTP status it was answered with.
-func (f *fakeSlurmrestd) recordedName(what string) (string, int) {
-	m, err := filepath.Glob(filepath.Join(f.dir, what+".*.json"))
-	require.NoError(f.t, err)
-	require.Len(f.t, m, 1, "one recording of %s", what)
-	parts := strings.Split(filepath.Base(m[0]), ".")
-	status, err := strconv.Atoi(parts[len(parts)-2])
-	require.NoError(f.t, err)
-	return filepath.Base(m[0]), status
-}
-
-// edit decodes a recorded answer, lets change edit it, and encodes it.
-func (f *fakeSlurmrestd) edit(name string, change func(map[string]any)) []byte {
+// edited is the recorded answer to what, decoded, changed by change and
+// encoded again.
+func (f *fakeSlurmrestd) edited(what string, change func(map[string]any)) (int, []byte) {
+	r := f.recordings[what]
 	var m map[string]any
-	require.NoError(f.t, json.Unmarshal(f.recorded(name), &m))
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		return http.StatusInternalServerError, []byte(err.Error())
+	}
 	change(m)
 	b, err := json.Marshal(m)
-	require.NoError(f.t, err)
-	return b
+	if err != nil {
+		return http.StatusInternalServerError, []byte(err.Error())
+	}
+	return r.status, b
 }
 
 func number(v int64) map[string]any {
@@ -249,12 +258,12 @@ func (f *fakeSlurmrestd) serve(w http.ResponseWriter, r *http.Request) {
 		if s := q.Get("update_time"); s != "" {
 			since, err := strconv.ParseInt(s, 10, 64)
 			if err == nil && f.changed.Unix() < since {
-				answer(http.StatusOK, f.recorded("jobs_unchanged.200.json"))
+				answer(f.recorded("jobs_unchanged"))
 				return
 			}
 		}
 		// 24.11 answers a delta with every job once one changed.
-		answer(http.StatusOK, f.edit("jobs.200.json", func(m map[string]any) {
+		answer(f.edited("jobs", func(m map[string]any) {
 			m["jobs"] = f.recordsLocked(nil)
 			m["last_update"] = number(f.changed.Unix())
 		}))
@@ -264,7 +273,7 @@ func (f *fakeSlurmrestd) serve(w http.ResponseWriter, r *http.Request) {
 			id, _ := strconv.ParseUint(s, 10, 32)
 			ids = append(ids, uint32(id))
 		}
-		answer(http.StatusOK, f.edit("jobs_state.200.json", func(m map[string]any) {
+		answer(f.edited("jobs_state", func(m map[string]any) {
 			var states []any
 			for _, id := range f.idsLocked() {
 				if len(ids) > 0 && !slices.Contains(ids, id) {
@@ -277,17 +286,17 @@ func (f *fakeSlurmrestd) serve(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && strings.HasPrefix(path, "/job/"):
 		j := f.jobs[jobIDIn(path)]
 		if j == nil {
-			answer(f.recordedAs("job_unknown"))
+			answer(f.recorded("job_unknown"))
 			return
 		}
-		answer(http.StatusOK, f.edit("job_1.200.json", func(m map[string]any) {
+		answer(f.edited("job_1", func(m map[string]any) {
 			m["jobs"] = []any{f.record(j)}
 		}))
 	case r.Method == http.MethodDelete && strings.HasPrefix(path, "/job/"):
 		id := jobIDIn(path)
 		j := f.jobs[id]
 		if j == nil {
-			answer(f.recordedAs("cancel_unknown"))
+			answer(f.recorded("cancel_unknown"))
 			return
 		}
 		f.cancels = append(f.cancels, id)
@@ -295,7 +304,7 @@ func (f *fakeSlurmrestd) serve(w http.ResponseWriter, r *http.Request) {
 			j.State, j.Reason, j.End = "CANCELLED", "None", time.Now()
 			f.changed = time.Now()
 		}
-		answer(f.recordedAs("cancel"))
+		answer(f.recorded("cancel"))
 	case r.Method == http.MethodPost && (path == "/job/submit" || path == "/job/allocate"):
 		var req struct {
 			Job jobAsk `json:"job"`
@@ -309,8 +318,7 @@ func (f *fakeSlurmrestd) serve(w http.ResponseWriter, r *http.Request) {
 			// No recording of this refusal: the recorded refusal's
 			// envelope and status, with Slurm's number for it.
 			f.asks = append(f.asks, ask)
-			name, status := f.recordedName("allocate_busy")
-			answer(status, f.edit(name, func(m map[string]any) {
+			answer(f.edited("allocate_busy", func(m map[string]any) {
 				e := m["errors"].([]any)[0].(map[string]any)
 				e["error_number"], e["error"], e["description"] = 2066, "Invalid qos specification", "Batch job submission failed"
 			}))
@@ -323,7 +331,7 @@ func (f *fakeSlurmrestd) serve(w http.ResponseWriter, r *http.Request) {
 				// Slurm keeps the refused allocation as a FAILED job.
 				j.State, j.Reason, j.End = "FAILED", "Resources", time.Now()
 				f.asks = append(f.asks, ask)
-				answer(f.recordedAs("allocate_busy"))
+				answer(f.recorded("allocate_busy"))
 				return
 			}
 			n, _ := strconv.Atoi(j.nodesAsked)
@@ -332,11 +340,7 @@ func (f *fakeSlurmrestd) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		ask.ID = j.ID
 		f.asks = append(f.asks, ask)
-		name := "submit.200.json"
-		if path == "/job/allocate" {
-			name = "allocate.200.json"
-		}
-		answer(http.StatusOK, f.edit(name, func(m map[string]any) { m["job_id"] = j.ID }))
+		answer(f.edited(strings.TrimPrefix(path, "/job/"), func(m map[string]any) { m["job_id"] = j.ID }))
 	default:
 		f.refuse(w, r, "no such endpoint here")
 	}
@@ -405,11 +409,13 @@ func (f *fakeSlurmrestd) recordsLocked(ids []uint32) []any {
 
 // change edits job id as slurmctld would, under the lock.
 func (f *fakeSlurmrestd) change(id uint32, edit func(j *slurmJob)) {
-	f.t.Helper()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	j := f.jobs[id]
-	require.NotNil(f.t, j, "Slurm has no job %d", id)
+	if j == nil {
+		f.t.Errorf("Slurm has no job %d", id) // not FailNow: a subtest's goroutine may call
+		return
+	}
 	edit(j)
 	f.changed = time.Now()
 }
