@@ -465,13 +465,22 @@ func (c *Core) podChanged(old, pod *corev1.Pod) {
 	if p := c.places[o.key()]; p != nil && old != nil && old.Spec.NodeName == "" && pod.Spec.NodeName != "" && !p.submitted.IsZero() {
 		c.metrics.submitToBound.Observe(time.Since(p.submitted).Seconds())
 	}
+	var wake []*corev1.Pod
 	if old != nil && askChanged(old, pod) {
 		delete(c.invalid, pod.UID)
 		if p := c.places[o.key()]; p != nil && p.jobID == 0 {
+			if p.err != nil || p.rejected {
+				// The scheduling queue may have run the pod's cycle on
+				// the old refusal before this handler ran: place it again.
+				wake = append(wake, pod)
+			}
 			p.err, p.rejected = nil, false
 		}
 	}
 	c.mu.Unlock()
+	if len(wake) > 0 {
+		c.activate(wake)
+	}
 	if finished(pod) {
 		c.lifeQ.Add(o.key())
 	}

@@ -57,16 +57,19 @@ func (c *Core) submit(ctx context.Context, key string) error {
 		case err != nil:
 			c.metrics.submissions.WithLabelValues("failed").Inc()
 		}
+		retry := waiting == "" && err != nil && !rejected
 		c.mu.Lock()
 		p.reserved = 0
-		p.submitting = waiting == "" && err != nil && !rejected
+		p.submitting = retry
 		p.err, p.rejected, p.waiting = err, rejected, waiting
 		if err != nil {
 			p.errAt = time.Now()
 		}
 		c.mu.Unlock()
+		// The pods woken may run a cycle (Place) at once: what it marks
+		// on p is its own, read only under the lock.
 		c.activate(members)
-		if p.submitting {
+		if retry {
 			return errRetry
 		}
 		return nil
