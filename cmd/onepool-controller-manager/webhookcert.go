@@ -103,4 +103,4 @@ func startWebhookCert(ctx context.Context, rc *rest.Config, cfg webhookcert.Conf
 type everyReplica func(context.Context) error
 
 func (r everyReplica) Start(ctx context.Context) error { return r(ctx) }
-func (everyReplica) NeedLeaderElection() bool           { return false }
+func (everyReplica) NeedLeaderElection() bool          { return false }
