@@ -26,6 +26,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -184,7 +185,14 @@ func run(ctx context.Context, c config) error {
 	if err := tenancyv1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}
+	// controller-runtime 0.23's priority queue can deadlock when it shuts
+	// down (kubernetes-sigs/controller-runtime#3538, fixed after 0.23.3):
+	// a worker's Get and the queue's hand-off race, the hand-off blocks
+	// holding the queue's lock and the manager never stops (seen in the
+	// syncer's envtest suite). The classic work queue has no such race.
+	usePriorityQueue := false
 	opts := ctrl.Options{
+		Controller:                    crconfig.Controller{UsePriorityQueue: &usePriorityQueue},
 		Scheme:                        scheme,
 		Metrics:                       metricsserver.Options{BindAddress: c.metricsAddr},
 		HealthProbeBindAddress:        c.probeAddr,

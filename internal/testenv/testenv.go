@@ -77,12 +77,14 @@ func Stop() {
 // directly.
 func Manager(t *testing.T, e *envtest.Environment, scheme *runtime.Scheme, setup func(ctrl.Manager) error) client.Client {
 	t.Helper()
-	skip := true
+	skip, pq := true, false
 	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: &skip},
+		// As the controller manager runs them (see its main.go): the
+		// classic work queue, not controller-runtime 0.23's priority queue.
+		Controller: config.Controller{SkipNameValidation: &skip, UsePriorityQueue: &pq},
 	})
 	require.NoError(t, err)
 	require.NoError(t, setup(mgr))
