@@ -49,6 +49,12 @@ type PodReconciler struct {
 	// returned. Until the cache has refreshed after it, the cache's view of
 	// that node predates the write and decides nothing.
 	wrote map[string]time.Time
+	// recorded is the drain record onepool last wrote for each Slurm node.
+	// Until the informer's Node (or pod) shows it, the cached record
+	// predates the write and decides nothing (CI, 2026-11-26: a cached Node
+	// without the new record and a poll showing the new drain made onepool
+	// take its own drain for an admin's and drop its record for good).
+	recorded map[string]recordWrite
 }
 
 // SlurmdPodSelector selects the pods the syncer watches: a cheap filter
@@ -79,6 +85,7 @@ func Setup(mgr ctrl.Manager, slurm Slurm, notify slurmnode.Notifier, reg prometh
 		log:      mgr.GetLogger().WithName("syncer"),
 		lag:      map[types.NamespacedName]time.Time{},
 		wrote:    map[string]time.Time{},
+		recorded: map[string]recordWrite{},
 	}
 	ctx := context.Background()
 	idx := mgr.GetFieldIndexer()

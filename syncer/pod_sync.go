@@ -89,14 +89,16 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{RequeueAfter: r.opts.UnknownRetry}, nil
 	}
 
-	if r.cacheBehind(slurmName) {
-		// Our own drain or resume is not in the cache yet: acting on the
-		// older view would undo it or report a resume that never happened.
+	rec := recordOf(pod, node)
+	if r.cacheBehind(slurmName) || r.recordBehind(slurmName, rec) {
+		// Our own drain, resume or record is not in the cache yet: acting
+		// on the older view would undo it, report a resume that never
+		// happened, or take onepool's drain for an admin's.
 		return ctrl.Result{RequeueAfter: cacheCatchUp}, nil
 	}
 	o := observed{
 		now: time.Now(), grace: r.opts.NotReadyGrace, podGone: deleting, slurm: st,
-		record: recordOf(pod, node), nodeMissing: node == nil,
+		record: rec, nodeMissing: node == nil,
 	}
 	o.podReady, o.notReadyAt = podReadiness(pod)
 	if node != nil {
@@ -113,6 +115,12 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		r.recorder.Eventf(node, nil, corev1.EventTypeNormal, keys.EventAdminDrainKept, keys.ActionDrain, "Slurm node %s is drained by an admin (%q); onepool leaves that drain alone", slurmName, st.Reason)
 	}
 	announce, err := r.applySlurm(ctx, pod, node, slurmName, st, d)
+	if apierrors.IsConflict(err) {
+		// The object changed since the cache read it: decide again on
+		// the newer one. Nothing was done in Slurm.
+		log.V(1).Info("the record's object changed under us; deciding again", "error", err.Error())
+		return ctrl.Result{RequeueAfter: cacheCatchUp}, nil
+	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -123,6 +131,9 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	mirrored, err := r.applyMirror(ctx, pod, node, d)
 	if announce != nil {
 		announce()
+	}
+	if apierrors.IsConflict(err) {
+		return ctrl.Result{RequeueAfter: cacheCatchUp}, nil
 	}
 	if err != nil {
 		return ctrl.Result{}, err
@@ -164,6 +175,42 @@ func (r *PodReconciler) noteWrite(slurmName string) {
 	r.mu.Unlock()
 }
 
+// recordWrite is a drain record onepool wrote, and when.
+type recordWrite struct {
+	rec drainRecord
+	at  time.Time
+}
+
+// recordCatchUpLimit bounds how long a record onepool wrote may be missing
+// from the cache before the cache is believed again (someone else changed
+// the annotations, or the object went).
+const recordCatchUpLimit = 10 * time.Second
+
+func (r *PodReconciler) noteRecord(slurmName string, rec drainRecord) {
+	r.mu.Lock()
+	// As the annotations hold it: times to the second.
+	sec := func(d keys.DrainRecord) keys.DrainRecord { d.At = d.At.Truncate(time.Second); return d }
+	rec = drainRecord{DrainRecord: sec(rec.DrainRecord), replaced: sec(rec.replaced), resumed: sec(rec.resumed)}
+	r.recorded[slurmName] = recordWrite{rec: rec, at: time.Now()}
+	r.mu.Unlock()
+}
+
+// recordBehind says whether the cached record predates onepool's last
+// write of it.
+func (r *PodReconciler) recordBehind(slurmName string, cached drainRecord) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w, ok := r.recorded[slurmName]
+	if !ok {
+		return false
+	}
+	if cached.same(w.rec) || time.Since(w.at) > recordCatchUpLimit {
+		delete(r.recorded, slurmName)
+		return false
+	}
+	return true
+}
+
 func (r *PodReconciler) cacheBehind(slurmName string) bool {
 	r.mu.Lock()
 	at, ok := r.wrote[slurmName]
@@ -193,6 +240,7 @@ func (r *PodReconciler) applySlurm(ctx context.Context, pod *corev1.Pod, node *c
 		if err := r.writeRecord(ctx, pod, node, *d.record); err != nil {
 			return nil, err
 		}
+		r.noteRecord(slurmName, *d.record)
 	}
 	switch d.action {
 	case actDrain:
@@ -252,7 +300,9 @@ func (r *PodReconciler) applyMirror(ctx context.Context, pod *corev1.Pod, node *
 		if maps.Equal(want, obj.GetAnnotations()) || (len(want) == 0 && len(obj.GetAnnotations()) == 0) {
 			continue
 		}
-		patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+		// Locked to the version read: a mirror decided on a stale record
+		// must not land.
+		patch := client.MergeFromWithOptions(obj.DeepCopyObject().(client.Object), client.MergeFromWithOptimisticLock{})
 		obj.SetAnnotations(want)
 		if err := r.client.Patch(ctx, obj, patch); err != nil {
 			r.metrics.actions.WithLabelValues(dirToKube, "annotate", outcomeError).Inc()
@@ -386,7 +436,22 @@ func (r *PodReconciler) setRecord(ctx context.Context, obj client.Object, rec dr
 	if same {
 		return nil
 	}
-	patch := client.RawPatch(types.MergePatchType, keys.AnnotationsPatch(want))
+	// Locked to the version read: a record decided on a stale one must
+	// not land (the caller decides again on the newer object).
+	base := obj.DeepCopyObject().(client.Object)
+	a := maps.Clone(have)
+	if a == nil {
+		a = map[string]string{}
+	}
+	for k, v := range want {
+		if v == "" {
+			delete(a, k)
+		} else {
+			a[k] = v
+		}
+	}
+	obj.SetAnnotations(a)
+	patch := client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
 	if err := r.client.Patch(ctx, obj, patch); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("recording onepool's drain on %s: %w", obj.GetName(), err)
 	}
