@@ -236,6 +236,10 @@ const (
 	EventSlurmNodeRemoved = "SlurmNodeRemoved"
 	EventSlurmNodeKept    = "SlurmNodeKept" // drained by someone else: the record stays
 	EventSlurmActFailed   = "SlurmActionFailed"
+
+	// Slurm credential events, on the component's own pod.
+	EventSlurmTokenExpiring = "SlurmTokenExpiring" // the slurmrestd token expires within a day
+	EventSlurmTokenRefused  = "SlurmTokenRefused"  // slurmrestd refused the token
 )
 
 // Event actions (events.k8s.io's action: what was done, or failed, to the
@@ -253,6 +257,7 @@ const (
 	ActionSubmit          = "Submit"
 	ActionBind            = "Bind"
 	ActionEvict           = "Evict"
+	ActionAuthenticate    = "Authenticate"
 )
 
 // Drain reasons. Every drain onepool makes starts with DrainPrefix. The taxonomy:

@@ -32,8 +32,14 @@ func validateArgs(a *Args) error {
 	if u, err := url.Parse(a.SlurmrestURL); a.SlurmrestURL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		errs = append(errs, field.Invalid(p.Child("slurmrestURL"), a.SlurmrestURL, "want an http(s) URL"))
 	}
-	if a.TokenFile == "" {
-		errs = append(errs, field.Required(p.Child("tokenFile"), "the slurmrestd token file"))
+	switch {
+	case a.TokenFile == "" && a.JWTKeyFile == "":
+		errs = append(errs, field.Required(p.Child("tokenFile"), "the slurmrestd token file, or jwtKeyFile"))
+	case a.TokenFile != "" && a.JWTKeyFile != "":
+		errs = append(errs, field.Invalid(p.Child("jwtKeyFile"), a.JWTKeyFile, "tokenFile and jwtKeyFile both set; want one"))
+	case a.JWTKeyFile != "" && (a.TokenLifetime.Duration < slurmrest.MinTokenLifetime || a.TokenLifetime.Duration > slurmrest.MaxTokenLifetime):
+		errs = append(errs, field.Invalid(p.Child("tokenLifetime"), a.TokenLifetime.Duration.String(),
+			fmt.Sprintf("want %s to %s", slurmrest.MinTokenLifetime, slurmrest.MaxTokenLifetime)))
 	}
 	if _, _, err := secretRef(a.PlaceholderKeySecret); err != nil {
 		errs = append(errs, field.Invalid(p.Child("placeholderKeySecret"), a.PlaceholderKeySecret, err.Error()))

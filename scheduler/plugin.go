@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/onepool/onepool/internal/tokenevents"
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
 	tenancyv1alpha1 "github.com/onepool/onepool/tenancy/api/v1alpha1"
@@ -55,8 +56,10 @@ func newPlugin(ctx context.Context, obj runtime.Object, h fwk.Handle, leader Lea
 	log := klog.FromContext(ctx).WithName("onepool")
 	// kube-scheduler's own registry, served on its /metrics.
 	reg := legacyregistry.Registerer()
-	client, err := slurmrest.New(slurmrest.Config{URL: args.SlurmrestURL, TokenFile: args.TokenFile, APIVersion: args.SlurmrestAPIVersion, Timeout: args.RequestTimeout.Duration,
-		Registerer: reg})
+	client, err := slurmrest.New(slurmrest.Config{URL: args.SlurmrestURL, TokenFile: args.TokenFile, JWTKeyFile: args.JWTKeyFile,
+		TokenUser: args.TokenUser, TokenLifetime: args.TokenLifetime.Duration, CAFile: args.SlurmrestCAFile,
+		APIVersion: args.SlurmrestAPIVersion, Timeout: args.RequestTimeout.Duration, Registerer: reg,
+		OnTokenProblem: tokenevents.FromEnv(h.EventRecorder(), log.WithName("slurmrest"))})
 	if err != nil {
 		return nil, fmt.Errorf("onepool: %w", err)
 	}

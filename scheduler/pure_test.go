@@ -185,6 +185,8 @@ func TestDecodeArgs(t *testing.T) {
 		"other version":    `{"apiVersion":"onepool.dev/v1alpha1","kind":"OnepoolArgs","slurmrestURL":"http://s:6820","tokenFile":"/t","placeholderKeySecret":"onepool-system/onepool-placeholder-key","releaseURL":"http://h:1"}`,
 		"relative wd":      `{"slurmrestURL":"http://s:6820","tokenFile":"/t","placeholderKeySecret":"onepool-system/onepool-placeholder-key","releaseURL":"http://h:1","workDir":"tmp"}`,
 		"too many workers": `{"slurmrestURL":"http://s:6820","tokenFile":"/t","placeholderKeySecret":"onepool-system/onepool-placeholder-key","releaseURL":"http://h:1","submitWorkers":65}`,
+		"token and key":    `{"slurmrestURL":"http://s:6820","tokenFile":"/t","jwtKeyFile":"/k","placeholderKeySecret":"onepool-system/onepool-placeholder-key","releaseURL":"http://h:1"}`,
+		"token lifetime":   `{"slurmrestURL":"http://s:6820","jwtKeyFile":"/k","tokenLifetime":"2160h","placeholderKeySecret":"onepool-system/onepool-placeholder-key","releaseURL":"http://h:1"}`,
 	} {
 		if _, err := decodeArgs(raw); err == nil {
 			t.Errorf("%s: accepted %s", name, raw)
@@ -193,6 +195,10 @@ func TestDecodeArgs(t *testing.T) {
 	y := "slurmrestURL: http://s:6820\ntokenFile: /t\nplaceholderKeySecret: onepool-system/k\nreleaseURL: http://h:1\n"
 	if _, err := decodeArgs(y); err != nil {
 		t.Errorf("YAML args: %v", err)
+	}
+	minted, err := decodeArgs("slurmrestURL: https://s:6820\njwtKeyFile: /k\nslurmrestCAFile: /ca.pem\nplaceholderKeySecret: onepool-system/k\nreleaseURL: http://h:1\n")
+	if err != nil || minted.TokenUser != "slurm" || minted.TokenLifetime.Duration != time.Hour || minted.SlurmrestCAFile != "/ca.pem" {
+		t.Errorf("minted-token args: %+v, %v; want user slurm, lifetime 1h, the CA file", minted, err)
 	}
 	if _, err := argsFrom(&runtime.Unknown{Raw: []byte(`{}`)}); err == nil || !strings.Contains(err.Error(), "kubescheduler.config.k8s.io/v1") {
 		t.Errorf("args the framework did not decode: %v", err)

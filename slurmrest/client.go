@@ -5,10 +5,13 @@ package slurmrest
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -92,8 +95,24 @@ var APIVersions = rest.Versions
 type Config struct {
 	// URL of slurmrestd, e.g. http://127.0.0.1:6820.
 	URL string
-	// TokenFile holds the JWT; it is re-read when it changes.
+	// TokenFile holds the JWT; it is re-read when it changes. Either it
+	// or JWTKeyFile.
 	TokenFile string
+	// JWTKeyFile holds the cluster's HS256 JWT key (slurmctld's and
+	// slurmrestd's jwt_hs256.key): the client mints its own short-lived
+	// tokens for TokenUser, renewed before they expire (KeyToken).
+	JWTKeyFile string
+	// TokenUser is the Slurm user minted tokens are for (with JWTKeyFile);
+	// acting as other users (X-SLURM-USER-NAME) needs SlurmUser or root.
+	TokenUser string
+	// TokenLifetime of each minted token (DefaultTokenLifetime).
+	TokenLifetime time.Duration
+	// CAFile holds the PEM CA bundle that signs slurmrestd's (or its TLS
+	// proxy's) certificate, for an https URL; empty: the system's roots.
+	CAFile string
+	// OnTokenProblem hears, at most once an hour each, that the token
+	// expires within a day or that slurmrestd refused it. It must not block.
+	OnTokenProblem func(TokenProblem)
 	// User, when set, is sent as X-SLURM-USER-NAME (an admin token acting
 	// as another user).
 	User string
@@ -117,7 +136,7 @@ type Client struct {
 	metrics *metrics
 	timeout time.Duration
 	batch   int
-	token   *FileToken
+	token   TokenSource
 	user    string
 }
 
@@ -127,8 +146,9 @@ func New(cfg Config) (*Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("slurmrest: URL %q: want http(s)://host:port", cfg.URL)
 	}
-	if cfg.TokenFile == "" {
-		return nil, errors.New("slurmrest: no token file configured")
+	tok, source, err := tokenSource(cfg)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
@@ -136,17 +156,16 @@ func New(cfg Config) (*Client, error) {
 	if cfg.JobStatesBatch <= 0 {
 		cfg.JobStatesBatch = 500
 	}
-	base := cfg.Transport
-	if base == nil {
-		base = http.DefaultTransport
+	base, err := baseTransport(cfg)
+	if err != nil {
+		return nil, err
 	}
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("slurmrest: metrics: %w", err)
 	}
-	tok := NewFileToken(cfg.TokenFile)
 	hc := &http.Client{
-		Transport: &transport{base: base, token: tok, user: cfg.User, metrics: m},
+		Transport: &transport{base: base, token: tok, watch: newTokenWatch(m, cfg.OnTokenProblem, source, cfg.JWTKeyFile != ""), user: cfg.User, metrics: m},
 		Timeout:   cfg.Timeout,
 		// A redirect would carry the token elsewhere.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -156,6 +175,50 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	return &Client{backend: b, metrics: m, timeout: cfg.Timeout, batch: cfg.JobStatesBatch, token: tok, user: cfg.User}, nil
+}
+
+// tokenSource is the token the config names, and where a new one comes
+// from (for messages).
+func tokenSource(cfg Config) (TokenSource, string, error) {
+	switch {
+	case cfg.TokenFile != "" && cfg.JWTKeyFile != "":
+		return nil, "", errors.New("slurmrest: a token file and a JWT key both configured; want one")
+	case cfg.TokenFile != "":
+		return NewFileToken(cfg.TokenFile), "token file " + cfg.TokenFile, nil
+	case cfg.JWTKeyFile != "":
+		life := cfg.TokenLifetime
+		if life == 0 {
+			life = DefaultTokenLifetime
+		}
+		k, err := NewKeyToken(cfg.JWTKeyFile, cfg.TokenUser, life)
+		return k, "JWT key " + cfg.JWTKeyFile, err
+	}
+	return nil, "", errors.New("slurmrest: no token file or JWT key configured")
+}
+
+// baseTransport is the transport requests go through: cfg.Transport, else
+// Go's default, trusting cfg.CAFile's CAs when it names one.
+func baseTransport(cfg Config) (http.RoundTripper, error) {
+	if cfg.CAFile == "" {
+		if cfg.Transport != nil {
+			return cfg.Transport, nil
+		}
+		return http.DefaultTransport, nil
+	}
+	if cfg.Transport != nil {
+		return nil, errors.New("slurmrest: a CA file and a transport both configured")
+	}
+	pem, err := os.ReadFile(cfg.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("slurmrest: CA bundle: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("slurmrest: CA bundle %s holds no PEM certificate", cfg.CAFile)
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return t, nil
 }
 
 // OwnUser is the Slurm user this client's requests act as when they name

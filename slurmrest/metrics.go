@@ -13,6 +13,8 @@ type metrics struct {
 	cacheEvents   *prometheus.CounterVec
 	cacheStale    prometheus.Gauge
 	lastSyncAge   *prometheus.GaugeVec
+	tokenExpiry   prometheus.Gauge
+	tokenRefused  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -42,9 +44,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "onepool_slurmrest_cache_last_sync_age_seconds",
 			Help: "Seconds since the last good refresh of the cache, by object kind.",
 		}, []string{"kind"}),
+		tokenExpiry: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "onepool_slurmrest_token_expiry_timestamp_seconds",
+			Help: "When the slurmrestd token requests carry expires (Unix time); 0 when it says none.",
+		}),
+		tokenRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "onepool_slurmrest_token_refused_total",
+			Help: "Requests slurmrestd refused for the token (HTTP 401 or 511).",
+		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.responseBytes, m.duration, m.cacheEvents, m.cacheStale, m.lastSyncAge} {
+		for _, c := range []prometheus.Collector{m.requests, m.responseBytes, m.duration, m.cacheEvents, m.cacheStale, m.lastSyncAge, m.tokenExpiry, m.tokenRefused} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

@@ -1,6 +1,7 @@
 package slurmrest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -29,6 +30,7 @@ type replay struct {
 	t       *testing.T
 	version string
 	routes  map[string]string
+	token   string // the token requests must carry (testToken when empty)
 	mu      sync.Mutex
 	seen    []*http.Request
 	bodies  []string
@@ -55,7 +57,7 @@ func (rp *replay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rp.seen = append(rp.seen, r)
 	rp.bodies = append(rp.bodies, string(body))
 	rp.mu.Unlock()
-	if r.Header.Get("X-SLURM-USER-TOKEN") != testToken {
+	if want := cmp.Or(rp.token, testToken); r.Header.Get("X-SLURM-USER-TOKEN") != want {
 		rp.t.Errorf("%s %s: token header %q", r.Method, r.URL, r.Header.Get("X-SLURM-USER-TOKEN"))
 	}
 	key := r.Method + " " + strings.TrimPrefix(r.URL.Path, "/slurm/"+rp.version)

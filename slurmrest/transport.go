@@ -13,7 +13,8 @@ import (
 // latency per endpoint. It clones the request: the caller's never holds the token.
 type transport struct {
 	base    http.RoundTripper
-	token   *FileToken
+	token   TokenSource
+	watch   *tokenWatch
 	user    string
 	metrics *metrics
 }
@@ -25,6 +26,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.metrics.requests.WithLabelValues(endpoint, "error").Inc()
 		return nil, err
 	}
+	t.watch.seen(tok)
 	r := req.Clone(req.Context())
 	r.Header.Set("X-SLURM-USER-TOKEN", tok)
 	if u := userFrom(req.Context(), t.user); u != "" {
@@ -38,6 +40,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	t.metrics.requests.WithLabelValues(endpoint, strconv.Itoa(resp.StatusCode)).Inc()
+	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusNetworkAuthenticationRequired {
+		t.watch.refused(resp.StatusCode)
+	}
 	resp.Body = &countingBody{ReadCloser: resp.Body, add: t.metrics.responseBytes.WithLabelValues(endpoint).Add}
 	return resp, nil
 }

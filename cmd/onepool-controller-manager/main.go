@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/onepool/onepool/gpuwebhook"
+	"github.com/onepool/onepool/internal/tokenevents"
 	"github.com/onepool/onepool/nodeset"
 	"github.com/onepool/onepool/nodeset/api/v1alpha1"
 	"github.com/onepool/onepool/slurmnode"
@@ -49,6 +50,10 @@ type config struct {
 	kubeconfig      string
 	slurmURL        string
 	slurmTokenFile  string
+	slurmJWTKey     string
+	slurmTokenUser  string
+	slurmTokenLife  time.Duration
+	slurmCA         string
 	slurmTimeout    time.Duration
 	slurmAPIVersion string
 	pollInterval    time.Duration
@@ -79,7 +84,11 @@ func parseFlags(args []string) (config, error) {
 	fs.Float64Var(&c.kubeQPS, "kube-api-qps", 100, "queries per second to the kube-apiserver")
 	fs.IntVar(&c.kubeBurst, "kube-api-burst", 200, "burst of queries to the kube-apiserver")
 	fs.StringVar(&c.slurmURL, "slurmrest-url", "", "slurmrestd URL, e.g. http://slurmrestd:6820 (required)")
-	fs.StringVar(&c.slurmTokenFile, "slurmrest-token-file", "", "file holding the slurmrestd JWT; re-read when it changes (required)")
+	fs.StringVar(&c.slurmTokenFile, "slurmrest-token-file", "", "file holding the slurmrestd JWT; re-read when it changes (this or --slurmrest-jwt-key-file)")
+	fs.StringVar(&c.slurmJWTKey, "slurmrest-jwt-key-file", "", "file holding the cluster's jwt_hs256.key: mint short-lived tokens for --slurmrest-token-user, renewed before they expire")
+	fs.StringVar(&c.slurmTokenUser, "slurmrest-token-user", "slurm", "Slurm user of minted tokens (SlurmUser or root: onepool acts as other users)")
+	fs.DurationVar(&c.slurmTokenLife, "slurmrest-token-lifetime", slurmrest.DefaultTokenLifetime, "lifetime of each minted token")
+	fs.StringVar(&c.slurmCA, "slurmrest-ca", "", "PEM CA bundle of slurmrestd's (or its TLS proxy's) certificate, for an https URL; empty: the system's roots")
 	fs.DurationVar(&c.slurmTimeout, "slurmrest-timeout", 10*time.Second, "deadline of each slurmrestd request")
 	fs.StringVar(&c.slurmAPIVersion, "slurmrest-api-version", "", "REST API version to speak ("+strings.Join(slurmrest.APIVersions, ", ")+"); empty: the newest slurmrestd serves")
 	fs.DurationVar(&c.pollInterval, "slurm-poll-interval", time.Second, "how often the Slurm cache polls for changes")
@@ -131,8 +140,8 @@ func parseFlags(args []string) (config, error) {
 			return c, err
 		}
 	}
-	if c.slurmURL == "" || c.slurmTokenFile == "" {
-		return c, errors.New("--slurmrest-url and --slurmrest-token-file are required")
+	if c.slurmURL == "" || (c.slurmTokenFile == "") == (c.slurmJWTKey == "") {
+		return c, errors.New("--slurmrest-url and one of --slurmrest-token-file, --slurmrest-jwt-key-file are required")
 	}
 	if c.leaseDuration <= c.renewDeadline || c.renewDeadline <= c.retryPeriod {
 		return c, errors.New("want lease duration > renew deadline > retry period")
@@ -238,7 +247,9 @@ func run(ctx context.Context, c config) error {
 			return err
 		}
 	}
-	sc, err := slurmrest.New(slurmrest.Config{URL: c.slurmURL, TokenFile: c.slurmTokenFile, APIVersion: c.slurmAPIVersion, Timeout: c.slurmTimeout, Registerer: crmetrics.Registry})
+	sc, err := slurmrest.New(slurmrest.Config{URL: c.slurmURL, TokenFile: c.slurmTokenFile, JWTKeyFile: c.slurmJWTKey, TokenUser: c.slurmTokenUser,
+		TokenLifetime: c.slurmTokenLife, CAFile: c.slurmCA, APIVersion: c.slurmAPIVersion, Timeout: c.slurmTimeout, Registerer: crmetrics.Registry,
+		OnTokenProblem: tokenevents.FromEnv(mgr.GetEventRecorder("onepool-controller-manager"), ctrl.Log.WithName("slurmrest"))})
 	if err != nil {
 		return err
 	}

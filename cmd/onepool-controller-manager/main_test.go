@@ -63,3 +63,28 @@ func TestParseFlagsTopology(t *testing.T) {
 		})
 	}
 }
+
+// The Slurm credential: a token file or the JWT key to mint tokens from,
+// exactly one.
+func TestParseFlagsSlurmCredential(t *testing.T) {
+	url := "--slurmrest-url=https://slurm:6820"
+	for _, tc := range []struct {
+		args    []string
+		wantErr bool
+	}{
+		{[]string{url, "--slurmrest-token-file=/t"}, false},
+		{[]string{url, "--slurmrest-jwt-key-file=/k", "--slurmrest-token-lifetime=30m", "--slurmrest-ca=/ca.pem"}, false},
+		{[]string{url, "--slurmrest-token-file=/t", "--slurmrest-jwt-key-file=/k"}, true},
+		{[]string{url}, true},
+	} {
+		t.Run(fmt.Sprint(tc.args), func(t *testing.T) {
+			c, err := parseFlags(tc.args)
+			if tc.wantErr {
+				assert.ErrorContains(t, err, "one of --slurmrest-token-file, --slurmrest-jwt-key-file")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, "slurm", c.slurmTokenUser)
+		})
+	}
+}

@@ -66,7 +66,10 @@ func TestChartRejectsBadValues(t *testing.T) {
 	l := lab.Shared(t)
 	for _, tc := range []struct{ set, want string }{
 		{"slurm.restURL=", "/slurm/restURL"},
-		{"slurm.tokenSecret.name=", "/slurm/tokenSecret/name"},
+		{"slurm.tokenSecret.name=", "slurm.jwtKeySecret.name (the Secret with the cluster's jwt_hs256.key"},
+		{"slurm.jwtKeySecret.name=slurm-jwt", "are both set"},
+		{"slurm.tokenSecret.name=Bad_Name", "/slurm/tokenSecret/name"},
+		{"slurm.caBundle.kee=ca.crt", "additional properties 'kee' not allowed"},
 		{"scheduler.replicas=two", "/scheduler/replicas': got string, want integer"},
 		{"scheduler.replica=3", "additional properties 'replica' not allowed"},
 		{"slurm.staleAfter=soon", "/slurm/staleAfter"},

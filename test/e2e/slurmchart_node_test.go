@@ -218,8 +218,8 @@ const (
 )
 
 // onepool installed against the slurm chart's Slurm: the onepool chart's
-// pods reach slurmrestd through its Service with a token minted by that
-// slurmctld; a onepool pod is placed through that Slurm on the node of its
+// pods reach slurmrestd through its Service with tokens they mint from that
+// Slurm's JWT key; a onepool pod is placed through that Slurm on the node of its
 // job, and `kubectl cordon` of the real node drains its Slurm node. Both
 // charts run with topology/tree from Node labels: the node without labels
 // is in switch "unlabeled" (and runs jobs), and once labelled Slurm shows
@@ -239,21 +239,23 @@ func TestSlurmChartWithOnepoolOnTheRealNode(t *testing.T) {
 	e := newGPUClaimsEnv(t)
 	t.Cleanup(func() { quietKubectl(l, "uncordon", lab.RealNodeName) })
 
-	// The admin's step: a token for SlurmUser from this slurmctld, in a
-	// Secret the onepool chart mounts.
-	jwt := s.sh("slurmctld", "scontrol token username=slurm lifespan=7200")
-	require.True(t, strings.HasPrefix(jwt, "SLURM_JWT="), "scontrol token printed no token")
-	const secret = "slurm-chart-token"
+	// The admin's step: the slurm chart's JWT key, copied into a Secret
+	// of onepool's namespace; onepool mints its own short-lived tokens for
+	// SlurmUser from it (no token made by hand, none that expires).
+	jwt, err := c.kc.CoreV1().Secrets(lab.SlurmNamespace).Get(ctx, lab.SlurmRelease+"-jwt", metav1.GetOptions{})
+	require.NoError(t, err, "the slurm chart's JWT key")
+	require.NotEmpty(t, jwt.Data["jwt_hs256.key"])
+	const secret = "slurm-chart-jwt-key"
 	_, err = c.kc.CoreV1().Secrets(lab.SystemNamespace).Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: secret, Namespace: lab.SystemNamespace},
-		Data:       map[string][]byte{"token": []byte(strings.TrimPrefix(jwt, "SLURM_JWT="))},
+		Data:       map[string][]byte{"jwt_hs256.key": jwt.Data["jwt_hs256.key"]},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		_ = c.kc.CoreV1().Secrets(lab.SystemNamespace).Delete(context.Background(), secret, metav1.DeleteOptions{})
 	})
 	out, err = l.InstallChart(ctx, "--set", "slurm.restURL=http://"+lab.SlurmRelease+"-restapi."+lab.SlurmNamespace+".svc:6820",
-		"--set", "slurm.tokenSecret.name="+secret,
+		"--set", "slurm.tokenSecret.name=", "--set", "slurm.jwtKeySecret.name="+secret, "--set", "slurm.tokenLifetime=10m",
 		// Placeholder jobs run in the chart's slurmd pods: they reach the
 		// release Service by its cluster name.
 		"--set", "scheduler.release.url=", "--set", "scheduler.immediateAllocation=true",

@@ -170,6 +170,10 @@ func (l *Lab) TokenFile() string  { return l.path("run", "slurm-token") }
 func (l *Lab) RESTURL() string    { return fmt.Sprintf("http://127.0.0.1:%d", SlurmrestdPort) }
 func (l *Lab) Kubectl() string    { return filepath.Join(l.BinDir(), "kubectl") }
 
+// JWTKeyFile is the cluster's HS256 key slurmctld and slurmrestd check
+// tokens with.
+func (l *Lab) JWTKeyFile() string { return filepath.Join(l.RootFS(), "etc/slurm/jwt_hs256.key") }
+
 // NodeNames are the GPU nodes that run a real slurmd.
 func (l *Lab) NodeNames() []string {
 	names := make([]string, l.cfg.Nodes)

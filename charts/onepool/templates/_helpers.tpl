@@ -52,15 +52,63 @@ never makes a key. */}}
 {{- end -}}
 {{- end -}}
 
-{{/* The slurmrestd token, mounted from the Secret the values name. */}}
+{{/* The Slurm credential, mounted from the Secret the values name: the
+cluster's JWT key (onepool mints its own short-lived tokens: "key"), or a
+token made elsewhere ("token"). Exactly one. */}}
+{{- define "onepool.slurmCredential" -}}
+{{- $token := .Values.slurm.tokenSecret.name -}}
+{{- $key := .Values.slurm.jwtKeySecret.name -}}
+{{- if and $token $key -}}
+{{- fail "slurm.tokenSecret.name and slurm.jwtKeySecret.name are both set: onepool either mints its tokens from the JWT key or reads one; set one" -}}
+{{- else if $key -}}key
+{{- else if $token -}}token
+{{- else -}}
+{{- fail "slurm.jwtKeySecret.name (the Secret with the cluster's jwt_hs256.key: onepool mints short-lived tokens) or slurm.tokenSecret.name (a token made elsewhere) is required" -}}
+{{- end -}}
+{{- end -}}
 {{- define "onepool.tokenDir" -}}/var/run/secrets/onepool/slurm{{- end -}}
+{{- define "onepool.caDir" -}}/var/run/secrets/onepool/slurm-ca{{- end -}}
+{{/* The file the components read the credential from. */}}
+{{- define "onepool.credentialFile" -}}
+{{- include "onepool.tokenDir" . }}/{{ if eq (include "onepool.slurmCredential" .) "key" }}jwt_hs256.key{{ else }}token{{ end }}
+{{- end -}}
+{{- define "onepool.slurmCA" -}}
+{{- $ca := .Values.slurm.caBundle -}}
+{{- if and $ca.configMap $ca.secret -}}
+{{- fail "slurm.caBundle: configMap and secret are both set; set one" -}}
+{{- else if or $ca.configMap $ca.secret -}}
+{{- include "onepool.caDir" . }}/ca.crt
+{{- end -}}
+{{- end -}}
 {{- define "onepool.tokenVolume" -}}
 - name: slurm-token
   secret:
+    {{- if eq (include "onepool.slurmCredential" .) "key" }}
+    secretName: {{ .Values.slurm.jwtKeySecret.name }}
+    items:
+    - key: {{ .Values.slurm.jwtKeySecret.key }}
+      path: jwt_hs256.key
+    {{- else }}
     secretName: {{ .Values.slurm.tokenSecret.name }}
     items:
     - key: {{ .Values.slurm.tokenSecret.key }}
       path: token
+    {{- end }}
+{{- with .Values.slurm.caBundle }}
+{{- if .configMap }}
+- name: slurm-ca
+  configMap:
+    name: {{ .configMap }}
+    items:
+    - {key: {{ .key }}, path: ca.crt}
+{{- else if .secret }}
+- name: slurm-ca
+  secret:
+    secretName: {{ .secret }}
+    items:
+    - {key: {{ .key }}, path: ca.crt}
+{{- end }}
+{{- end }}
 - name: tmp
   emptyDir: {}
 {{- end -}}
@@ -68,8 +116,21 @@ never makes a key. */}}
 - name: slurm-token
   mountPath: {{ include "onepool.tokenDir" . }}
   readOnly: true
+{{- if include "onepool.slurmCA" . }}
+- name: slurm-ca
+  mountPath: {{ include "onepool.caDir" . }}
+  readOnly: true
+{{- end }}
 - name: tmp
   mountPath: /tmp
+{{- end -}}
+{{/* The component's own pod, for the events it records about itself
+(a Slurm token that expires, or that slurmrestd refuses). */}}
+{{- define "onepool.podEnv" -}}
+- name: POD_NAME
+  valueFrom: {fieldRef: {fieldPath: metadata.name}}
+- name: POD_NAMESPACE
+  valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
 {{- end -}}
 
 {{/* Scheduling constraints and security of a component's pod: (dict "ctx" $ "v" .Values.scheduler) */}}

@@ -13,6 +13,11 @@ type OnepoolArgs struct {
 
 	SlurmrestURL string
 	TokenFile    string
+	JWTKeyFile   string
+	TokenUser    string
+	// TokenLifetime of minted tokens (with JWTKeyFile).
+	TokenLifetime   metav1.Duration
+	SlurmrestCAFile string
 	// PlaceholderKeySecret: "namespace/name" of the comment signing key.
 	PlaceholderKeySecret string
 	// DefaultTenantPolicy: the policy of namespaces no policy covers.

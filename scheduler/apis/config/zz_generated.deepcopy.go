@@ -12,6 +12,7 @@ import (
 func (in *OnepoolArgs) DeepCopyInto(out *OnepoolArgs) {
 	*out = *in
 	out.TypeMeta = in.TypeMeta
+	out.TokenLifetime = in.TokenLifetime
 	out.RequestTimeout = in.RequestTimeout
 	out.PollInterval = in.PollInterval
 	out.JobListInterval = in.JobListInterval

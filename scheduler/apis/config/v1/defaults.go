@@ -19,6 +19,10 @@ func SetDefaults_OnepoolArgs(a *OnepoolArgs) { //nolint:revive // the name defau
 	def(&a.JobListInterval, 10*time.Second)
 	def(&a.StartPollInterval, 100*time.Millisecond)
 	def(&a.WatchInterval, 250*time.Millisecond)
+	def(&a.TokenLifetime, time.Hour)
+	if a.TokenUser == nil || *a.TokenUser == "" {
+		a.TokenUser = ptr("slurm")
+	}
 	if a.ReleaseListenAddress == nil || *a.ReleaseListenAddress == "" {
 		a.ReleaseListenAddress = ptr(":10270")
 	}

@@ -12,8 +12,22 @@ type OnepoolArgs struct {
 
 	// SlurmrestURL is slurmrestd's base URL, e.g. http://slurmrestd:6820. Required.
 	SlurmrestURL string `json:"slurmrestURL"`
-	// TokenFile holds the slurmrestd JWT; it is re-read when it changes. Required.
-	TokenFile string `json:"tokenFile"`
+	// TokenFile holds the slurmrestd JWT; it is re-read when it changes.
+	// This or JWTKeyFile.
+	TokenFile string `json:"tokenFile,omitempty"`
+	// JWTKeyFile holds the cluster's jwt_hs256.key (slurmctld's and
+	// slurmrestd's): the plugin mints its own short-lived tokens for
+	// TokenUser and renews them before they expire. This or TokenFile.
+	JWTKeyFile string `json:"jwtKeyFile,omitempty"`
+	// TokenUser is the Slurm user of minted tokens ("slurm"): SlurmUser or
+	// root, since onepool submits jobs as other users.
+	TokenUser *string `json:"tokenUser,omitempty"`
+	// TokenLifetime of each minted token (1h; 5m to 24h).
+	TokenLifetime *metav1.Duration `json:"tokenLifetime,omitempty"`
+	// SlurmrestCAFile holds the PEM CA bundle of slurmrestd's (or its TLS
+	// proxy's) certificate, for an https slurmrestURL; empty: the system's
+	// roots.
+	SlurmrestCAFile string `json:"slurmrestCAFile,omitempty"`
 	// PlaceholderKeySecret is the Secret ("namespace/name") that holds the
 	// key onepool signs its placeholder jobs' comments with, so that no
 	// Slurm user can make a job onepool takes for its own. The scheduler

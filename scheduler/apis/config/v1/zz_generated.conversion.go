@@ -35,6 +35,14 @@ func RegisterConversions(s *runtime.Scheme) error {
 func autoConvert_v1_OnepoolArgs_To_config_OnepoolArgs(in *OnepoolArgs, out *config.OnepoolArgs, s conversion.Scope) error {
 	out.SlurmrestURL = in.SlurmrestURL
 	out.TokenFile = in.TokenFile
+	out.JWTKeyFile = in.JWTKeyFile
+	if err := metav1.Convert_Pointer_string_To_string(&in.TokenUser, &out.TokenUser, s); err != nil {
+		return err
+	}
+	if err := metav1.Convert_Pointer_v1_Duration_To_v1_Duration(&in.TokenLifetime, &out.TokenLifetime, s); err != nil {
+		return err
+	}
+	out.SlurmrestCAFile = in.SlurmrestCAFile
 	out.PlaceholderKeySecret = in.PlaceholderKeySecret
 	out.DefaultTenantPolicy = in.DefaultTenantPolicy
 	out.SlurmrestAPIVersion = in.SlurmrestAPIVersion
@@ -88,6 +96,14 @@ func Convert_v1_OnepoolArgs_To_config_OnepoolArgs(in *OnepoolArgs, out *config.O
 func autoConvert_config_OnepoolArgs_To_v1_OnepoolArgs(in *config.OnepoolArgs, out *OnepoolArgs, s conversion.Scope) error {
 	out.SlurmrestURL = in.SlurmrestURL
 	out.TokenFile = in.TokenFile
+	out.JWTKeyFile = in.JWTKeyFile
+	if err := metav1.Convert_string_To_Pointer_string(&in.TokenUser, &out.TokenUser, s); err != nil {
+		return err
+	}
+	if err := metav1.Convert_v1_Duration_To_Pointer_v1_Duration(&in.TokenLifetime, &out.TokenLifetime, s); err != nil {
+		return err
+	}
+	out.SlurmrestCAFile = in.SlurmrestCAFile
 	out.PlaceholderKeySecret = in.PlaceholderKeySecret
 	out.DefaultTenantPolicy = in.DefaultTenantPolicy
 	out.SlurmrestAPIVersion = in.SlurmrestAPIVersion

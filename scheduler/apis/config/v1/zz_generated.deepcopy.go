@@ -13,6 +13,16 @@ import (
 func (in *OnepoolArgs) DeepCopyInto(out *OnepoolArgs) {
 	*out = *in
 	out.TypeMeta = in.TypeMeta
+	if in.TokenUser != nil {
+		in, out := &in.TokenUser, &out.TokenUser
+		*out = new(string)
+		**out = **in
+	}
+	if in.TokenLifetime != nil {
+		in, out := &in.TokenLifetime, &out.TokenLifetime
+		*out = new(metav1.Duration)
+		**out = **in
+	}
 	if in.RequestTimeout != nil {
 		in, out := &in.RequestTimeout, &out.RequestTimeout
 		*out = new(metav1.Duration)
