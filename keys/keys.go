@@ -29,6 +29,11 @@ const (
 
 	// LabelNodeSet on a slurmd pod names the NodeSet that made it.
 	LabelNodeSet = "onepool.dev/nodeset"
+	// LabelNodeSetNamespace "true" on a Namespace lets onepool's controller
+	// manager make, delete and change pods there: the namespaces that hold
+	// NodeSets (the onepool chart's ValidatingAdmissionPolicy; elsewhere it
+	// only takes its finalizer off a pod).
+	LabelNodeSetNamespace = "onepool.dev/nodesets"
 	// LabelTemplateHash on a slurmd pod is the hash of the NodeSet's pod
 	// template it was made from; a pod whose hash differs is out of date.
 	LabelTemplateHash = "onepool.dev/template-hash"

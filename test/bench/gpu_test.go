@@ -147,7 +147,7 @@ func TestBenchGPU(t *testing.T) {
 func startGPUNodeSet(t *testing.T, c client.Client, nodes []string) {
 	t.Helper()
 	ctx := context.Background()
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: gpuBenchNodeNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := lab.ServeNodeSets(ctx, c, gpuBenchNodeNS); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range nodes {

@@ -59,11 +59,7 @@ func newNodeSetEnv(t *testing.T, name string) *nodeSetEnv {
 // ensureNodeSetNamespace makes the namespace the NodeSets of the tests
 // and the soak live in, unless it is there.
 func ensureNodeSetNamespace(ctx context.Context, c client.Client) error {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: nodeSetNS}}
-	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	return nil
+	return lab.ServeNodeSets(ctx, c, nodeSetNS)
 }
 
 // nodeSet is the NodeSet the tests apply: the node agent as slurmd's

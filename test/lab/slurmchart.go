@@ -47,6 +47,15 @@ func (l *Lab) InstallSlurmChart(ctx context.Context, extra ...string) ([]byte, e
 	if err != nil {
 		return nil, err
 	}
+	// The admin's step: the namespace holds NodeSets, where onepool's
+	// controller manager may make pods.
+	c, err := l.Client()
+	if err != nil {
+		return nil, err
+	}
+	if err := ServeNodeSets(ctx, c, SlurmNamespace); err != nil {
+		return nil, err
+	}
 	args := []string{"upgrade", "--install", SlurmRelease, dir, "--namespace", SlurmNamespace, "--create-namespace",
 		"-f", filepath.Join(dir, "ci", "lab-values.yaml"),
 		"--set", "jail.enabled=true", "--set", "jail.hostPath=" + filepath.Join(l.RootFS(), JailRoot),

@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,6 +28,9 @@ const HandNodeSet = "hand-made-slurmd"
 // EnsureHandNodeSet makes HandNodeSet in namespace ns unless it is there,
 // and returns the controller reference its pods carry.
 func EnsureHandNodeSet(ctx context.Context, c client.Client, ns string) (metav1.OwnerReference, error) {
+	if err := ServeNodeSets(ctx, c, ns); err != nil {
+		return metav1.OwnerReference{}, err
+	}
 	want := &v1alpha1.NodeSet{
 		ObjectMeta: metav1.ObjectMeta{Name: HandNodeSet, Namespace: ns},
 		Spec: v1alpha1.NodeSetSpec{
@@ -58,4 +62,26 @@ func HandSlurmdPod(owner metav1.OwnerReference, ns, name, node string) *corev1.P
 			OwnerReferences: []metav1.OwnerReference{owner}},
 		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "slurmd", Image: "onepool/slurmd:lab"}}},
 	}
+}
+
+// ServeNodeSets makes namespace ns unless it is there and labels it as one
+// that holds NodeSets: onepool's controller manager may make, delete and
+// change pods there (the onepool chart's pod policy), as an admin labels
+// the namespace of the slurm chart.
+func ServeNodeSets(ctx context.Context, c client.Client, ns string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
+		Labels: map[string]string{keys.LabelNodeSetNamespace: "true"}}})
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("namespace %s: %w", ns, err)
+	}
+	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:"true"}}}`, keys.LabelNodeSetNamespace)
+	if err := c.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return fmt.Errorf("labelling namespace %s %s=true: %w", ns, keys.LabelNodeSetNamespace, err)
+	}
+	return nil
 }
