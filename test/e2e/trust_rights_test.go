@@ -211,7 +211,7 @@ func TestTrustComponentRights(t *testing.T) {
 		denied := func(what string, err error, want string) {
 			t.Helper()
 			t.Logf("%s: %v", what, err)
-		if assert.Error(t, err, what) {
+			if assert.Error(t, err, what) {
 				assert.Contains(t, err.Error(), want, what)
 			}
 		}
