@@ -22,6 +22,8 @@ import (
 	"sync"
 	"text/tabwriter"
 	"time"
+
+	"github.com/onepool/onepool/keys"
 )
 
 // Environment variables the agent reads; a flag of the same meaning wins.
@@ -30,8 +32,8 @@ import (
 const (
 	EnvConfDir       = "ONEPOOL_CONF_DIR"
 	EnvSlurmConfDir  = "ONEPOOL_SLURM_CONF_DIR"
-	EnvCPUs          = "ONEPOOL_SLURM_CPUS"
-	EnvRealMemoryMB  = "ONEPOOL_SLURM_REAL_MEMORY_MB"
+	EnvCPUs          = keys.EnvSlurmCPUs
+	EnvRealMemoryMB  = keys.EnvSlurmRealMemoryMB
 	EnvSlurmdPort    = "ONEPOOL_SLURMD_PORT"
 	EnvNodeAddr      = "ONEPOOL_NODE_ADDR"
 	EnvSlurmd        = "ONEPOOL_SLURMD"

@@ -51,6 +51,12 @@ const (
 	// EnvKubeNodeName is the Kubernetes Node the pod runs on (the DRA
 	// driver's pool); the Slurm node name may differ (a label overrides it).
 	EnvKubeNodeName = "ONEPOOL_KUBE_NODE_NAME"
+	// EnvSlurmCPUs and EnvSlurmRealMemoryMB are what the node registers
+	// with in Slurm (CPUs=, RealMemory= in MiB). The NodeSet controller sets
+	// them to Slurm's share of the Node (AnnotationSlurmShare) unless the
+	// template's slurmd container sets them itself (a static count).
+	EnvSlurmCPUs         = "ONEPOOL_SLURM_CPUS"
+	EnvSlurmRealMemoryMB = "ONEPOOL_SLURM_REAL_MEMORY_MB"
 )
 
 // GPUs as DRA devices: the node agent publishes them in ResourceSlices of
@@ -108,6 +114,12 @@ const (
 const (
 	// AnnotationSlurmNode on a slurmd pod records the Slurm node it runs.
 	AnnotationSlurmNode = "onepool.dev/slurm-node"
+
+	// AnnotationSlurmShare on a slurmd pod is Slurm's share of its Node as
+	// the NodeSet counted it when it made the pod, "cpus=<n>,memory-mb=<n>":
+	// the Node's allocatable less what its pods that onepool did not place
+	// request (slurmd's own pod among them). The node registers with it.
+	AnnotationSlurmShare = "onepool.dev/slurm-share"
 
 	// AnnotationCordonReason on a Node: the operator's words for a cordon.
 	// They follow onepool's prefix in the Slurm drain reason.
@@ -241,6 +253,13 @@ const (
 	EventSlurmNodeRemoved = "SlurmNodeRemoved"
 	EventSlurmNodeKept    = "SlurmNodeKept" // drained by someone else: the record stays
 	EventSlurmActFailed   = "SlurmActionFailed"
+	// EventNoRoomForSlurm: the Node's other pods leave Slurm no whole CPU or
+	// no memory; no slurmd pod is made there until they do.
+	EventNoRoomForSlurm = "NoRoomForSlurm"
+	// EventShareOvercommitted: pods onepool did not place now request more
+	// of the Node than was left when its slurmd pod was made; Slurm and the
+	// kubelet may give out the same CPUs or memory until the pod is replaced.
+	EventShareOvercommitted = "SlurmShareOvercommitted"
 
 	// Slurm credential events, on the component's own pod.
 	EventSlurmTokenExpiring = "SlurmTokenExpiring" // the slurmrestd token expires within a day

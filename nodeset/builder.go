@@ -142,17 +142,11 @@ func podName(nodeSet, node string) string {
 // agentContainers: slurmd's container (else the first) and the DRA
 // driver's, where there is one.
 func agentContainers(cs []corev1.Container) []int {
-	slurmd, dra := -1, -1
+	slurmd, dra := slurmdIndex(cs), -1
 	for i, c := range cs {
-		switch c.Name {
-		case slurmdContainer:
-			slurmd = i
-		case draContainer:
+		if c.Name == draContainer {
 			dra = i
 		}
-	}
-	if slurmd < 0 && len(cs) > 0 && dra != 0 {
-		slurmd = 0
 	}
 	var out []int
 	for _, i := range []int{slurmd, dra} {

@@ -59,7 +59,7 @@ func newNodeSetEnv(t *testing.T) *nodeSetEnv {
 	id := time.Now().UnixNano() % 1e9
 	e := &nodeSetEnv{t: t, slurm: fakeslurm.New(), ns: fmt.Sprintf("nodeset-%d", id), label: fmt.Sprintf("test.onepool.dev/ns-%d", id)}
 	e.c = testenv.Manager(t, env, scheme, func(mgr ctrl.Manager) error {
-		_, err := Setup(mgr, e.slurm, e.slurm, Options{Recheck: 200 * time.Millisecond})
+		_, err := Setup(mgr, e.slurm, e.slurm, Options{Recheck: 200 * time.Millisecond, ShareCheck: 300 * time.Millisecond})
 		return err
 	})
 	var err error

@@ -50,6 +50,10 @@ type Reconciler struct {
 	// failed spaces out replacements of failed slurmd pods, per NodeSet
 	// and node (as a DaemonSet's failedPodsBackoff).
 	failed *flowcontrol.Backoff
+	// podsOn reads the pods bound to a Node (Slurm's share is counted
+	// from them); shareChecked is when each Node's was last counted again.
+	podsOn       podsOnNode
+	shareChecked map[string]time.Time
 }
 
 // Setup builds the controller and registers it with mgr. notify (the Slurm
@@ -69,6 +73,9 @@ func Setup(mgr ctrl.Manager, slurm Slurm, notify slurmnode.Notifier, opts Option
 		owner:    map[string]types.NamespacedName{},
 		timeout:  map[string]bool{},
 		failed:   flowcontrol.NewBackOff(failedPodBackoff, failedPodMaxBackoff),
+		podsOn:   apiPodsOnNode(mgr.GetAPIReader()),
+
+		shareChecked: map[string]time.Time{},
 	}
 	slurmEvents := slurmnode.NewEvents(notify)
 	if err := mgr.Add(slurmEvents); err != nil {

@@ -64,6 +64,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	work := r.apply(ctx, &ns, tmpl, nodes, steps)
 	r.markBusy(ctx, nodes)
+	sharesLeft := r.checkShares(ctx, nodes)
 	if !deleting {
 		if err := r.ensurePDB(ctx, &ns); err != nil {
 			work.errs = append(work.errs, err)
@@ -89,7 +90,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if work.pending {
 		return ctrl.Result{RequeueAfter: r.opts.Recheck}, nil
 	}
+	if sharesLeft {
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
+	if r.opts.ShareCheck > 0 && counted(nodes) {
+		// Pods of other schedulers come and go without an event here.
+		return ctrl.Result{RequeueAfter: r.opts.ShareCheck}, nil
+	}
 	return ctrl.Result{}, nil
+}
+
+// counted says whether some node's slurmd pod registered with a counted
+// share (checkShares has something to look at again).
+func counted(nodes []nodeState) bool {
+	for _, n := range nodes {
+		if n.pod != nil && n.pod.Annotations[keys.AnnotationSlurmShare] != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // failedKey names one node of one NodeSet in the failed-pod backoff.
@@ -264,6 +283,10 @@ func (r *Reconciler) do(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *corev1.
 	switch s.act {
 	case actCreate:
 		pod := buildPod(ns, tmpl, n.node)
+		if err := r.shareFor(ctx, ns, tmpl, n, pod); err != nil {
+			fail(fmt.Errorf("slurmd pod on %s: %w", n.nodeName, err))
+			return
+		}
 		err := r.client.Create(ctx, pod)
 		switch {
 		case apierrors.IsAlreadyExists(err):

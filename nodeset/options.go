@@ -20,6 +20,9 @@ type Options struct {
 	Recheck time.Duration
 	// DefaultDrainTimeout applies when a NodeSet sets none (24h).
 	DefaultDrainTimeout time.Duration
+	// ShareCheck is how often each Node's share for Slurm is counted again
+	// against what its slurmd registered with (1m; negative: never).
+	ShareCheck time.Duration
 }
 
 // Default fills in the defaults.
@@ -35,6 +38,9 @@ func (o *Options) Default() {
 	}
 	if o.DefaultDrainTimeout == 0 {
 		o.DefaultDrainTimeout = 24 * time.Hour
+	}
+	if o.ShareCheck == 0 {
+		o.ShareCheck = time.Minute
 	}
 }
 

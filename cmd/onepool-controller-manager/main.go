@@ -107,6 +107,7 @@ func parseFlags(args []string) (config, error) {
 	c.log.BindFlags(fs)
 	fs.IntVar(&c.nodeset.Workers, "nodeset-workers", 16, "pod creations and deletions one NodeSet reconcile runs at once")
 	fs.DurationVar(&c.nodeset.Recheck, "nodeset-recheck", 10*time.Second, "how soon a NodeSet that waits (jobs running, slurmd registering) is looked at again")
+	fs.DurationVar(&c.nodeset.ShareCheck, "nodeset-share-check", time.Minute, "how often each NodeSet Node's CPUs and memory left for Slurm are counted again against what its slurmd registered with (negative: never)")
 	var topoLevels, topoConfigMap string
 	fs.StringVar(&topoLevels, "topology-levels", "", "Node label keys, top of the network tree first (e.g. example.com/spine,example.com/leaf): keep Slurm's topology.conf from them; empty: off")
 	fs.StringVar(&topoConfigMap, "topology-configmap", "", "namespace/name of the ConfigMap that holds topology.conf (the slurm chart's <release>-topology)")

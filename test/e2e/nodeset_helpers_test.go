@@ -38,6 +38,9 @@ type nodeSetEnv struct {
 	name  string
 	label string          // the Node label the NodeSet selects
 	env   []corev1.EnvVar // more env for the slurmd container
+	// counted: no static CPUs and memory in the template; the NodeSet
+	// gives each node Slurm's share of its Node.
+	counted bool
 }
 
 func newNodeSetEnv(t *testing.T, name string) *nodeSetEnv {
@@ -66,6 +69,13 @@ func ensureNodeSetNamespace(ctx context.Context, c client.Client) error {
 // entrypoint, the lab's dynamic-node feature, 8 fake H100s per node.
 func (e *nodeSetEnv) nodeSet(maxUnavailable int) *v1alpha1.NodeSet {
 	mu := intstr.FromInt32(int32(maxUnavailable))
+	static := []corev1.EnvVar{
+		{Name: keys.EnvSlurmCPUs, Value: "16"},
+		{Name: keys.EnvSlurmRealMemoryMB, Value: "64000"},
+	}
+	if e.counted {
+		static = nil
+	}
 	return &v1alpha1.NodeSet{
 		ObjectMeta: metav1.ObjectMeta{Name: e.name, Namespace: nodeSetNS},
 		Spec: v1alpha1.NodeSetSpec{
@@ -76,11 +86,7 @@ func (e *nodeSetEnv) nodeSet(maxUnavailable int) *v1alpha1.NodeSet {
 					Name:    "slurmd",
 					Image:   "onepool/node-agent:lab",
 					Command: []string{"/usr/local/bin/onepool-node-agent", "run"},
-					Env: append([]corev1.EnvVar{
-						{Name: "ONEPOOL_SLURM_CPUS", Value: "16"},
-						{Name: "ONEPOOL_SLURM_REAL_MEMORY_MB", Value: "64000"},
-						{Name: "ONEPOOL_EXPECTED_GPUS", Value: "8"},
-					}, e.env...),
+					Env:     append(append(static, corev1.EnvVar{Name: "ONEPOOL_EXPECTED_GPUS", Value: "8"}), e.env...),
 				}}},
 			},
 			Slurm:          v1alpha1.SlurmNodeSpec{Features: []string{dynFeature}, Partitions: []string{dynPartition}},

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/onepool/onepool/internal/testenv"
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
 	"github.com/onepool/onepool/test/lab"
@@ -224,18 +225,7 @@ func (e *schedEnv) onlyJob(name string) slurmrest.Job {
 
 // hasEvent says whether the pod got an event with reason (and text).
 func (e *schedEnv) hasEvent(name, reason, text string) (bool, string) {
-	evs, err := e.kc.CoreV1().Events(e.ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
-	if err != nil {
-		return false, err.Error()
-	}
-	var seen []string
-	for _, ev := range evs.Items {
-		seen = append(seen, ev.Reason+": "+ev.Message)
-		if ev.Reason == reason && strings.Contains(ev.Message, text) {
-			return true, ""
-		}
-	}
-	return false, strings.Join(seen, " | ")
+	return testenv.HasEvent(e.kc, e.ns, name, reason, text)
 }
 
 func (e *schedEnv) slurm(args ...string) string {
