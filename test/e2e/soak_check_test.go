@@ -149,7 +149,9 @@ func gpusHeldTwice(jobs []slurmrest.Job) string {
 func (s *soak) placeholderOf(j slurmrest.Job) (name string, uid types.UID, ok bool) {
 	rest, ok := strings.CutPrefix(j.Comment, keys.PlaceholderCommentPrefix+"pod="+s.ns+"/")
 	if !ok {
-		return "", "", false
+		if rest, ok = strings.CutPrefix(j.Comment, keys.PlaceholderCommentPrefix+"pod="+s.claimsNS()+"/"); !ok {
+			return "", "", false
+		}
 	}
 	// "<name>;uid=<uid>;user=<user>;sig=<hmac>"
 	name, u, ok := strings.Cut(rest, ";uid=")
@@ -175,11 +177,14 @@ func (s *soak) jobsPerPod(jobs []slurmrest.Job) string {
 // watchPods checks every deletion of a onepool pod the soak did not make:
 // it must not come while the pod's job ran unpreempted.
 func (s *soak) watchPods(ctx context.Context) {
-	f := informers.NewSharedInformerFactoryWithOptions(s.kc, 0, informers.WithNamespace(s.ns))
+	// Both of the soak's namespaces: one informer, so one handler goroutine.
+	f := informers.NewSharedInformerFactoryWithOptions(s.kc, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = "soak=infer"
+	}))
 	inf := f.Core().V1().Pods().Informer()
 	seen := map[types.UID]bool{}
 	check := func(p *corev1.Pod) {
-		if p.Labels["soak"] != "infer" || seen[p.UID] {
+		if (p.Namespace != s.ns && p.Namespace != s.claimsNS()) || seen[p.UID] {
 			return
 		}
 		seen[p.UID] = true
@@ -327,12 +332,18 @@ func (s *soak) converged(ctx context.Context) (bool, string) {
 	if err != nil {
 		return false, "pods: " + err.Error()
 	}
+	claimPods, err := s.kc.CoreV1().Pods(s.claimsNS()).List(rctx, metav1.ListOptions{})
+	if err != nil {
+		return false, "claim pods: " + err.Error()
+	}
+	pods.Items = append(pods.Items, claimPods.Items...)
 	var problems []string
 	if p := s.jobsPerPod(v.jobs); p != "" {
 		problems = append(problems, p)
 	}
 	problems = append(problems, s.nodeProblems(v, nodes.Items, pods.Items)...)
 	problems = append(problems, s.podProblems(v, pods.Items)...)
+	problems = append(problems, s.claimProblems(rctx, v, pods.Items)...)
 	problems = append(problems, s.nodeSetProblems(rctx, v, nodes.Items)...)
 	return len(problems) == 0, strings.Join(problems, "; ")
 }

@@ -27,7 +27,9 @@ import (
 const soakNodeSet = "soak"
 
 func (s *soak) nodeSetEnv() *nodeSetEnv {
-	return &nodeSetEnv{t: s.t, l: s.l, c: s.c, name: soakNodeSet, label: "e2e.onepool.dev/nodeset-" + soakNodeSet}
+	// The agent's DRA driver publishes each node's GPUs for the claim pods.
+	return &nodeSetEnv{t: s.t, l: s.l, c: s.c, name: soakNodeSet, label: "e2e.onepool.dev/nodeset-" + soakNodeSet,
+		env: []corev1.EnvVar{{Name: "ONEPOOL_DRA", Value: "true"}}}
 }
 
 // startNodeSet applies the NodeSet over the first two dynamic nodes.
@@ -43,11 +45,9 @@ func (s *soak) startNodeSet(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := s.c.Create(ctx, e.nodeSet(1)); err != nil {
-		return err
-	}
-	s.t.Cleanup(e.cleanup)
-	return nil
+	// The teardown removes it, after the claim pods whose jobs hold its
+	// nodes.
+	return s.c.Create(ctx, e.nodeSet(1))
 }
 
 func (s *soak) nodeSetOps() []soakOp {
@@ -140,23 +140,40 @@ func (s *soak) checkSlurmdPodDeletion(ctx context.Context, p *corev1.Pod) {
 	}
 }
 
-// nodeSetProblems: the NodeSet's status says what sinfo says of its nodes.
+// nodeSetProblems: the NodeSet's status says what sinfo says of its nodes:
+// those it selects and those it still holds a slurmd pod on (a node that
+// left keeps its pod while a job runs there, a claim pod's for one).
 func (s *soak) nodeSetProblems(ctx context.Context, v slurmView, kn []corev1.Node) []string {
 	var ns v1alpha1.NodeSet
 	if err := s.c.Get(ctx, types.NamespacedName{Namespace: nodeSetNS, Name: soakNodeSet}, &ns); err != nil {
 		return []string{"nodeset: " + err.Error()}
 	}
+	pods, err := s.kc.CoreV1().Pods(nodeSetNS).List(ctx, metav1.ListOptions{LabelSelector: keys.LabelNodeSet + "=" + soakNodeSet})
+	if err != nil {
+		return []string{"nodeset pods: " + err.Error()}
+	}
+	holds := map[string]bool{}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			holds[p.Spec.NodeName] = true
+		}
+	}
 	want := v1alpha1.SlurmCounts{Known: true}
 	selected := int32(0)
 	for _, n := range kn {
-		if n.Labels[s.nodeSetEnv().label] != "true" || !slices.Contains(s.l.DynNodeNames(), n.Name) {
+		wanted := n.Labels[s.nodeSetEnv().label] == "true"
+		if (!wanted && !holds[n.Name]) || !slices.Contains(s.l.DynNodeNames(), n.Name) {
 			continue
 		}
-		selected++
+		if wanted {
+			selected++
+		}
 		sn, ok := v.nodes[n.Name]
 		switch {
 		case !ok:
-			want.Missing++
+			if wanted {
+				want.Missing++
+			}
 		case sn.State.Drain():
 			want.Drained++
 		case sn.State.Base() == slurmrest.NodeDown || sn.State.Has("NOT_RESPONDING"):

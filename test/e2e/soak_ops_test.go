@@ -33,7 +33,8 @@ func (s *soak) operations() []soakOp {
 		{"uncordon", 12, s.opUncordon},
 		{"admin drain", 6, s.opAdminDrain},
 		{"admin resume", 6, s.opAdminResume},
-		{"onepool pod created", 20, s.opCreatePod},
+		{"onepool pod created", 14, s.opCreatePod},
+		{"onepool pod with a GPU claim created", 8, s.opCreateClaimPod},
 		{"onepool pod deleted", 12, s.opDeletePod},
 		{"slurm job submitted", 12, s.opSubmit},
 		{"slurm job cancelled", 4, s.opCancel},
@@ -210,12 +211,17 @@ func (s *soak) soakPod(gpus int64) *corev1.Pod {
 	}
 }
 
+// inferPods are the soak's onepool pods, in both its namespaces.
 func (s *soak) inferPods(ctx context.Context) ([]corev1.Pod, error) {
-	l, err := s.kc.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{LabelSelector: "soak=infer"})
-	if err != nil {
-		return nil, err
+	var out []corev1.Pod
+	for _, ns := range []string{s.ns, s.claimsNS()} {
+		l, err := s.kc.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "soak=infer"})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l.Items...)
 	}
-	return l.Items, nil
+	return out, nil
 }
 
 func (s *soak) opCreatePod(ctx context.Context) error {
@@ -223,7 +229,7 @@ func (s *soak) opCreatePod(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(pods) >= 24 {
+	if len(pods) >= soakMaxPods {
 		return s.opDeletePod(ctx)
 	}
 	_, err = s.kc.CoreV1().Pods(s.ns).Create(ctx, s.soakPod([]int64{1, 1, 2, 4, 8}[s.rng.IntN(5)]), metav1.CreateOptions{})
@@ -253,7 +259,7 @@ func (s *soak) opDeletePod(ctx context.Context) error {
 		zero := int64(0)
 		opts.GracePeriodSeconds = &zero
 	}
-	return s.kc.CoreV1().Pods(s.ns).Delete(ctx, p.Name, opts)
+	return s.kc.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, opts)
 }
 
 // opSubmit submits an ordinary Slurm job in a random QOS: high preempts

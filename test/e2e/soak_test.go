@@ -38,6 +38,8 @@ const (
 	// soakConverge bounds the wait for convergence after a fault; past it
 	// the state left is a violation.
 	soakConverge = 120 * time.Second
+	// soakMaxPods bounds the soak's onepool pods, both namespaces together.
+	soakMaxPods = 24
 )
 
 // soak is one run: the lab, its seeded choices, the admin drains it made
@@ -72,6 +74,7 @@ type soak struct {
 	// slurmdDeletionsChecked: the NodeSet's slurmd pods deleted, each
 	// checked against its Slurm node's jobs.
 	slurmdDeletionsChecked int
+	claimsChecked          map[types.UID]bool // claim pods whose claim held their job's GPUs
 	converge               []time.Duration
 	violations             []string
 	reported               map[string]bool
@@ -142,7 +145,7 @@ func newSoak(t *testing.T, seed uint64) *soak {
 		t.Fatal(err)
 	}
 	s := &soak{t: t, l: l, kc: kc, c: c, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x50a4)), ns: uniqueName("soak"),
-		adminDrain: map[string]string{}, adminAt: map[string]time.Time{}, inflight: map[string]bool{}, uncertain: map[string]bool{}, ourDeletes: map[types.UID]bool{}, lastKill: map[string]time.Time{}, reported: map[string]bool{}}
+		adminDrain: map[string]string{}, adminAt: map[string]time.Time{}, inflight: map[string]bool{}, uncertain: map[string]bool{}, ourDeletes: map[types.UID]bool{}, lastKill: map[string]time.Time{}, reported: map[string]bool{}, claimsChecked: map[types.UID]bool{}}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -165,6 +168,10 @@ func newSoak(t *testing.T, seed uint64) *soak {
 		Labels: map[string]string{lab.LabelGPUClaims: lab.GPUClaimsDisabled}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// Its pods' GPUs come through claims (the GPU webhook is on there).
+	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.claimsNS()}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if s.px, err = startFaultProxy(l.RESTURL()); err != nil {
 		t.Fatal(err)
 	}
@@ -182,6 +189,9 @@ func newSoak(t *testing.T, seed uint64) *soak {
 	}
 	s.awaitConvergence("start", time.Now())
 	s.converge = nil // the start is no fault
+	if err := s.startClaimPod(ctx); err != nil {
+		t.Fatalf("a pod with a GPU claim before the run: %v", err)
+	}
 	return s
 }
 
@@ -202,19 +212,18 @@ func (s *soak) teardown() {
 		s.setCordon(ctx, n, false, "")
 	}
 	zero := int64(0)
+	_ = s.kc.CoreV1().Pods(s.claimsNS()).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
 	_ = s.kc.CoreV1().Pods(s.ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
 	if len(s.jobs) > 0 {
 		_, _ = s.l.Slurm(ctx, append([]string{"scancel"}, s.jobs...)...)
 	}
 	// Slurmd pods go last: their deletion drains the nodes until they go.
-	eventuallyCtx(ctx, "the soak's pods gone", func() (bool, string) {
-		pods, err := s.kc.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		return len(pods.Items) == 0, fmt.Sprintf("%d pods left", len(pods.Items))
-	})
+	s.awaitNoPods(ctx, "the soak's pods gone", s.claimsNS(), s.ns)
+	_ = s.kc.CoreV1().Namespaces().Delete(ctx, s.claimsNS(), metav1.DeleteOptions{})
 	_ = s.kc.CoreV1().Namespaces().Delete(ctx, s.ns, metav1.DeleteOptions{})
+	// The NodeSet goes once no job runs on its nodes: its slurmd pods
+	// wait for the claim pods' jobs, gone now.
+	s.nodeSetEnv().cleanup()
 	// The admin's drains, the syncer's "slurmd pod deleted" drains (no
 	// slurmd pod is left to resume them) and the drains Slurm made itself
 	// after a kill lost its state ("Duplicate jobid" on a dynamic node:
@@ -278,8 +287,17 @@ func (s *soak) clearLeftovers(ctx context.Context) {
 	for _, n := range s.l.NodeNames() {
 		s.setCordon(ctx, n, false, "")
 	}
-	eventuallyCtx(ctx, "the earlier soak's pods gone", func() (bool, string) {
-		for _, ns := range left {
+	s.awaitNoPods(ctx, "the earlier soak's pods gone", left...)
+	for _, n := range s.l.NodeNames() {
+		_, _ = s.l.Slurm(ctx, "scontrol", "update", "nodename="+n, "state=resume")
+	}
+}
+
+// awaitNoPods waits, as long as ctx lets it, until the namespaces hold no
+// pod.
+func (s *soak) awaitNoPods(ctx context.Context, what string, namespaces ...string) {
+	eventuallyCtx(ctx, what, func() (bool, string) {
+		for _, ns := range namespaces {
 			pods, err := s.kc.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -290,9 +308,6 @@ func (s *soak) clearLeftovers(ctx context.Context) {
 		}
 		return true, ""
 	})
-	for _, n := range s.l.NodeNames() {
-		_, _ = s.l.Slurm(ctx, "scontrol", "update", "nodename="+n, "state=resume")
-	}
 }
 
 func (s *soak) nextStep() {
@@ -333,6 +348,7 @@ func (s *soak) report(d time.Duration) {
 	fmt.Printf("BENCH soak_proxy_answers_spoiled %d count %s\n", s.px.spoiled(), rel)
 	fmt.Printf("BENCH soak_pod_deletions_checked %d count %s\n", s.deletionsChecked, rel)
 	fmt.Printf("BENCH soak_slurmd_pod_deletions_checked %d count %s\n", s.slurmdDeletionsChecked, rel)
+	fmt.Printf("BENCH soak_claim_pods_checked %d count %s\n", len(s.claimsChecked), rel)
 	fmt.Printf("BENCH soak_invariant_violations %d count %s\n", len(s.violations), rel)
 	fmt.Printf("BENCH soak_waivers %d count %s\n", s.waivers, rel)
 	fmt.Printf("BENCH soak_convergence_p99_s %.1f s %s n=%d\n", p99, rel, len(s.converge))
