@@ -67,6 +67,11 @@ func TestExamplesDecode(t *testing.T) {
 		t.Fatalf("the Job: %v", err)
 	}
 	checkPodSpec(t, "Job", job.Spec.Template.Annotations, job.Spec.Template.Spec)
+	// A shard Slurm preempts is no failure: the Job ignores DisruptionTarget.
+	if pfp := job.Spec.PodFailurePolicy; pfp == nil || len(pfp.Rules) != 1 || pfp.Rules[0].Action != batchv1.PodFailurePolicyActionIgnore ||
+		len(pfp.Rules[0].OnPodConditions) != 1 || pfp.Rules[0].OnPodConditions[0].Type != corev1.DisruptionTarget {
+		t.Errorf("the Job's podFailurePolicy does not ignore DisruptionTarget: %+v", job.Spec.PodFailurePolicy)
+	}
 	if _, err := os.Stat("training.sbatch"); err != nil {
 		t.Fatal(err)
 	}

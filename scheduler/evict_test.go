@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
 
@@ -112,4 +117,48 @@ func evictions(f *coreFixture) []*policyv1.Eviction {
 		}
 	}
 	return out
+}
+
+// A PodDisruptionBudget refuses the eviction: the pod is deleted anyway,
+// and first given the DisruptionTarget condition the eviction API would
+// have added, so that a Job's podFailurePolicy can ignore it.
+func TestBudgetOverrideMarksTheDisruption(t *testing.T) {
+	f := newCoreFixture(t)
+	f.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+		err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: policyv1.DisruptionBudgetCause, Message: "budget"}}
+		return true, nil, err
+	})
+	cause := evictionCause(7, &slurmrest.Job{ID: 7, State: slurmrest.JobState{"PREEMPTED"}}, false)
+	require.NoError(t, f.core.evictOrDelete(context.Background(), f.pod, cause, nil))
+
+	var order []string
+	for _, a := range f.kube.Actions() {
+		switch {
+		case a.GetVerb() == "patch" && a.GetSubresource() == "status":
+			order = append(order, "mark")
+		case a.GetVerb() == "delete" && a.GetResource().Resource == "pods":
+			order = append(order, "delete")
+		}
+	}
+	assert.Equal(t, []string{"mark", "delete"}, order, "the condition first, then the delete")
+	// What the patch writes (the fake deletes the pod at once).
+	for _, a := range f.kube.Actions() {
+		if p, ok := a.(k8stesting.PatchAction); ok && a.GetSubresource() == "status" {
+			var body struct {
+				Status corev1.PodStatus `json:"status"`
+			}
+			require.NoError(t, json.Unmarshal(p.GetPatch(), &body))
+			require.Len(t, body.Status.Conditions, 1)
+			c := body.Status.Conditions[0]
+			assert.Equal(t, corev1.DisruptionTarget, c.Type)
+			assert.Equal(t, corev1.ConditionTrue, c.Status)
+			assert.Equal(t, corev1.PodReasonPreemptionByScheduler, c.Reason)
+			assert.Contains(t, c.Message, "Slurm job 7 ended (PREEMPTED)")
+			assert.Equal(t, types.StrategicMergePatchType, p.GetPatchType())
+		}
+	}
 }

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -79,6 +80,29 @@ func evict(ctx context.Context, c interface {
 	})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil // gone already, or replaced
+	}
+	return err
+}
+
+// markDisruption gives the pod the DisruptionTarget condition, as the
+// eviction API does, before a delete that bypasses it: a Job's
+// podFailurePolicy (onPodConditions: DisruptionTarget) then tells Slurm's
+// decision from a failure of the pod's own.
+func markDisruption(ctx context.Context, c interface {
+	Patch(context.Context, string, types.PatchType, []byte, metav1.PatchOptions, ...string) (*corev1.Pod, error)
+}, pod *corev1.Pod, message string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	cond := corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: corev1.PodReasonPreemptionByScheduler,
+		Message: message, LastTransitionTime: metav1.Now()}
+	// Conditions merge by type (a strategic merge patch of the status).
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.PodCondition{cond}}})
+	if err != nil {
+		return err
+	}
+	_, err = c.Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	if apierrors.IsNotFound(err) {
+		return nil
 	}
 	return err
 }

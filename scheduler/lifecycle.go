@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/klog/v2"
 
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
@@ -169,11 +170,16 @@ func (c *Core) evictOrDelete(ctx context.Context, pod *corev1.Pod, cause evictio
 	if apierrors.IsTooManyRequests(err) && apierrors.HasStatusCause(err, policyv1.DisruptionBudgetCause) {
 		c.recorder.Eventf(pod, nil, corev1.EventTypeWarning, keys.EventBudgetOverridden, keys.ActionDeletePod,
 			"a PodDisruptionBudget refused the eviction; the pod is deleted anyway: Slurm has already decided (%s)", cause.note)
+		pods := c.kube.CoreV1().Pods(pod.Namespace)
+		if err := markDisruption(ctx, pods, pod, cause.note); err != nil {
+			// The pod goes all the same: its GPUs are Slurm's again.
+			c.log.Info("deleting the pod without its DisruptionTarget condition", "pod", klog.KObj(pod), "err", err.Error())
+		}
 		opts := deleteWithUID(pod.UID)
 		opts.GracePeriodSeconds = grace
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		err = c.kube.CoreV1().Pods(pod.Namespace).Delete(dctx, pod.Name, opts)
+		err = pods.Delete(dctx, pod.Name, opts)
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			return nil
 		}

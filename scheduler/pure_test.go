@@ -134,6 +134,11 @@ func TestRequestFor(t *testing.T) {
 		{name: "time too short", args: a, pod: podWith(map[string]string{keys.AnnotationJobTimeLimit: "30s"}, 1, "", ""), err: "at least 1m"},
 		{name: "cap applies as default", args: &capped, pod: podWith(nil, 1, "", ""), want: request{Partition: "main", GPUs: 1, CPUs: 1, TimeLimit: 4 * time.Hour}},
 		{name: "over the cap", args: &capped, pod: podWith(map[string]string{keys.AnnotationJobTimeLimit: "5h"}, 1, "", ""), err: "exceeds the maximum"},
+		{name: "unlimited", args: a, pod: podWith(map[string]string{keys.AnnotationJobTimeLimit: "UNLIMITED"}, 1, "", ""),
+			want: request{Partition: "main", GPUs: 1, CPUs: 1, TimeLimit: slurmrest.UnlimitedTime}},
+		{name: "infinite, Slurm's other word, any case", args: a, pod: podWith(map[string]string{keys.AnnotationJobTimeLimit: " infinite "}, 1, "", ""),
+			want: request{Partition: "main", GPUs: 1, CPUs: 1, TimeLimit: slurmrest.UnlimitedTime}},
+		{name: "unlimited over the cap", args: &capped, pod: podWith(map[string]string{keys.AnnotationJobTimeLimit: "UNLIMITED"}, 1, "", ""), err: "UNLIMITED: exceeds the maximum 4h0m0s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := requestFor(tc.pod, tc.args)

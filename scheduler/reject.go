@@ -67,7 +67,7 @@ func explainRejection(err error, pod *corev1.Pod, req request, largest offer) er
 	case slurmrest.ErrnoInvalidAccount:
 		why = fmt.Sprintf("account %q does not exist or onepool's Slurm user has no association with it (from %s)", req.Account, from(keys.AnnotationJobAccount, "defaultAccount"))
 	case slurmrest.ErrnoInvalidTimeLimit:
-		why = fmt.Sprintf("time limit %s is over the partition's or QOS's maximum (from %s)", req.TimeLimit, from(keys.AnnotationJobTimeLimit, "defaultTimeLimit"))
+		why = fmt.Sprintf("time limit %s is over the partition's or QOS's maximum (from %s)", timeLimitText(req.TimeLimit), from(keys.AnnotationJobTimeLimit, "defaultTimeLimit"))
 	case slurmrest.ErrnoAccountingPolicy:
 		why = "a limit of the account's association or of the QOS forbids this job"
 	case slurmrest.ErrnoNodeConfigUnavailable, slurmrest.ErrnoTooManyCPUs, slurmrest.ErrnoPartConfigUnavailable, slurmrest.ErrnoInvalidGRES:

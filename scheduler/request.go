@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -72,9 +73,9 @@ func requestFor(pod *corev1.Pod, a *Args) (request, error) {
 		}
 	}
 	if v, ok := pod.Annotations[keys.AnnotationJobTimeLimit]; ok {
-		d, err := time.ParseDuration(strings.TrimSpace(v))
-		if err != nil || d < time.Minute {
-			return request{}, fmt.Errorf("annotation %s=%q: want a duration of at least 1m, such as 90m or 12h", keys.AnnotationJobTimeLimit, v)
+		d, err := parseTimeLimit(v)
+		if err != nil {
+			return request{}, fmt.Errorf("annotation %s=%q: %w", keys.AnnotationJobTimeLimit, v, err)
 		}
 		r.TimeLimit = d
 	}
@@ -89,7 +90,7 @@ func requestFor(pod *corev1.Pod, a *Args) (request, error) {
 	r.Sharing = sharing
 	if max := a.MaxTimeLimit.Duration; max > 0 && (r.TimeLimit == 0 || r.TimeLimit > max) {
 		if r.TimeLimit > max {
-			return request{}, fmt.Errorf("annotation %s=%s: exceeds the maximum %s", keys.AnnotationJobTimeLimit, r.TimeLimit, max)
+			return request{}, fmt.Errorf("annotation %s=%s: exceeds the maximum %s", keys.AnnotationJobTimeLimit, timeLimitText(r.TimeLimit), max)
 		}
 		r.TimeLimit = max
 	}
@@ -109,6 +110,28 @@ func requestFor(pod *corev1.Pod, a *Args) (request, error) {
 		r.MemoryMB = (mem.Value() + (1<<20 - 1)) >> 20
 	}
 	return r, nil
+}
+
+// parseTimeLimit reads a time-limit annotation: a Go duration of at least
+// a minute, or UNLIMITED (Slurm's word; INFINITE too) for no limit.
+func parseTimeLimit(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	if strings.EqualFold(v, "UNLIMITED") || strings.EqualFold(v, "INFINITE") {
+		return slurmrest.UnlimitedTime, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < time.Minute {
+		return 0, errors.New("want a duration of at least 1m, such as 90m or 12h, or UNLIMITED")
+	}
+	return d, nil
+}
+
+// timeLimitText is a time limit as a user wrote it.
+func timeLimitText(d time.Duration) string {
+	if d == slurmrest.UnlimitedTime {
+		return "UNLIMITED"
+	}
+	return d.String()
 }
 
 // exclusiveValues are the node sharing modes a pod may ask.

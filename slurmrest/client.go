@@ -41,6 +41,8 @@ type (
 
 // Job and node states, re-exported.
 const (
+	UnlimitedTime = model.UnlimitedTime
+
 	JobPending   = model.JobPending
 	JobRunning   = model.JobRunning
 	JobCompleted = model.JobCompleted

@@ -4,9 +4,15 @@ package model
 
 import (
 	"maps"
+	"math"
 	"slices"
 	"time"
 )
+
+// UnlimitedTime as a JobSubmit's TimeLimit asks for no time limit (Slurm's
+// UNLIMITED, as `sbatch --time=UNLIMITED`): the job runs until it ends or
+// is cancelled, unless the partition's MaxTime refuses it.
+const UnlimitedTime time.Duration = math.MaxInt64
 
 // NodeState is Slurm's node state: one base state (IDLE, ALLOCATED, MIXED,
 // DOWN, ERROR, FUTURE, UNKNOWN) followed by flags (DRAIN, COMPLETING,
@@ -212,7 +218,7 @@ type JobSubmit struct {
 	Comment         string
 	WorkDir         string
 	Environment     []string
-	TimeLimit       time.Duration // 0: the partition's
+	TimeLimit       time.Duration // 0: the partition's; UnlimitedTime: none
 	Hold            bool
 	Priority        uint32 // 0: Slurm's choice
 	QOS             string // "": the user's default QOS

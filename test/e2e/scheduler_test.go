@@ -117,6 +117,18 @@ func TestSchedulerInvalidAnnotationKeepsPodPending(t *testing.T) {
 	}
 }
 
+// slurm.onepool.dev/time-limit: UNLIMITED asks Slurm for no time limit,
+// as `sbatch --time=UNLIMITED` does (a replica that must not be ended at
+// the partition's default time).
+func TestSchedulerUnlimitedTimeLimit(t *testing.T) {
+	e := newSchedEnv(t)
+	e.create(e.pod("forever", 1, map[string]string{keys.AnnotationJobTimeLimit: "UNLIMITED"}))
+	e.waitBound("forever", 30*time.Second)
+	if tl := scontrolJob(t, e.l, e.onlyJob("forever").ID)["TimeLimit"]; tl != "UNLIMITED" {
+		t.Errorf("TimeLimit=%s, want UNLIMITED from the annotation", tl)
+	}
+}
+
 func TestSchedulerPodGroupIsOneMultiNodeJob(t *testing.T) {
 	e := newSchedEnv(t)
 	cfg, err := e.l.RESTConfig()

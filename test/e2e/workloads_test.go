@@ -275,6 +275,30 @@ func TestWorkloadPreemptionOverridesADisruptionBudget(t *testing.T) {
 			fmt.Sprintf("%+v", p.Status)
 	})
 	victim := old[0]
+	// A Job's podFailurePolicy reads DisruptionTarget: the deleted replica
+	// must carry it, as an evicted one would.
+	w, err := e.kc.CoreV1().Pods(e.ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + victim.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	marked := make(chan corev1.PodCondition, 1)
+	go func() {
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+					select {
+					case marked <- c:
+					default:
+					}
+				}
+			}
+		}
+	}()
 	high := e.submitQOSOn(uniqueName("high"), "high", victim.Spec.NodeName)
 	eventually(t, 60*time.Second, "the replica on "+victim.Spec.NodeName+" is gone", func() (bool, string) {
 		p, err := e.get(victim.Name)
@@ -282,6 +306,14 @@ func TestWorkloadPreemptionOverridesADisruptionBudget(t *testing.T) {
 	})
 	if ok, seen := e.hasEvent(victim.Name, keys.EventBudgetOverridden, "Slurm has already decided"); !ok {
 		t.Errorf("replica %s: no %s event; events: %s", victim.Name, keys.EventBudgetOverridden, seen)
+	}
+	select {
+	case c := <-marked:
+		if c.Reason != corev1.PodReasonPreemptionByScheduler || !strings.Contains(c.Message, "Slurm") {
+			t.Errorf("replica %s's DisruptionTarget: %s %q", victim.Name, c.Reason, c.Message)
+		}
+	case <-time.After(5 * time.Second):
+		t.Errorf("replica %s was deleted without the DisruptionTarget condition", victim.Name)
 	}
 	eventually(t, 60*time.Second, "the high-QOS job runs", func() (bool, string) {
 		j := e.jobNow(high)

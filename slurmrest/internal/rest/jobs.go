@@ -209,7 +209,10 @@ func newJobDesc(op string, j model.JobSubmit) (jobDesc, error) {
 	if j.Comment != "" {
 		desc.Comment = ptr(j.Comment)
 	}
-	if j.TimeLimit > 0 {
+	switch {
+	case j.TimeLimit == model.UnlimitedTime:
+		desc.TimeLimit = &noVal32{Set: ptr(true), Infinite: ptr(true)}
+	case j.TimeLimit > 0:
 		desc.TimeLimit = minutes(j.TimeLimit)
 	}
 	if j.Hold {
