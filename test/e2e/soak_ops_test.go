@@ -144,6 +144,19 @@ func (s *soak) opAdminResume(ctx context.Context) error {
 	return s.admin(ctx, drained[s.rng.IntN(len(drained))], "", "state=resume")
 }
 
+// drainTaken says whether Slurm took the admin's drain as a new one: the
+// node drained with reason, its reason time not before sent. A node that
+// cannot be read counts as taken (the admin checks then judge it).
+func (s *soak) drainTaken(ctx context.Context, node, reason string, sent time.Time) bool {
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	n, err := s.sc.GetNode(cctx, node)
+	if err != nil || !n.State.Drain() || n.Reason != reason || n.ReasonChanged.IsZero() {
+		return true
+	}
+	return !n.ReasonChanged.Before(sent)
+}
+
 // admin runs `scontrol update nodename=N args` as an admin would, again
 // until Slurm takes it (slurmctld may be down), and records the node's
 // admin drain (reason "" for a resume). A node the soak could not bring to
@@ -159,7 +172,9 @@ func (s *soak) admin(ctx context.Context, node, reason string, args ...string) e
 		s.mu.Unlock()
 	}()
 	var err error
+	var sent time.Time
 	for attempt := 0; attempt < 6; attempt++ {
+		sent = time.Now().Truncate(time.Second) // Slurm's reason time has whole seconds
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		var out []byte
 		out, err = s.l.Slurm(cctx, append([]string{"scontrol", "update", "nodename=" + node}, args...)...)
@@ -174,12 +189,25 @@ func (s *soak) admin(ctx context.Context, node, reason string, args ...string) e
 		}
 		time.Sleep(5 * time.Second)
 	}
+	noop := err == nil && reason != "" && !s.drainTaken(ctx, node, reason, sent)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
 		s.uncertain[node] = true
 		delete(s.adminDrain, node)
 		return err
+	}
+	if noop {
+		// The node was drained already with these very words (onepool's
+		// cordon drain, say): Slurm keeps that drain and its time, so
+		// nothing in Slurm says an admin made it, and onepool rightly
+		// resumes its own drain. A waiver, and the node leaves the admin
+		// checks until the admin acts on it again.
+		s.waivers++
+		s.uncertain[node] = true
+		delete(s.adminDrain, node)
+		s.t.Logf("soak: waiver: the admin's drain of %s with %q changed nothing in Slurm (the same drain was there)", node, reason)
+		return nil
 	}
 	delete(s.uncertain, node)
 	s.adminAt[node] = time.Now()
