@@ -240,42 +240,57 @@ soak: tools ## the fault soak on the lab (SOAK_MINUTES, default 10; SOAK_SEED re
 soak-short: ## the short soak make test runs (3 minutes, seed 1 unless SOAK_SEED)
 	$(MAKE) soak SOAK_MINUTES=3 SOAK_SEED=$(or $(SOAK_SEED),1)
 
-# The 26.05 suite runs beside the 24.11 stages in a lab of its own: its own
-# directory (the tools hard-linked from $(BIN), its own rootfs and state)
-# and its own network namespace (both labs use the same ports). The suites
-# mostly wait (the CPUs were 10-16 % busy during make e2e), so the two share
-# this machine. Its rootfs is built first, outside the namespace (apt needs
-# the mirror); inside, nothing is reached but loopback and one more
-# address (slurmdbd needs an address besides loopback: getaddrinfo with
-# AI_ADDRCONFIG).
+# Two lanes. The second lab runs beside the first in a directory of its
+# own (the tools hard-linked from $(BIN), its own rootfs and state) and its
+# own network namespace (both labs use the same ports). The suites mostly
+# wait (the CPUs were 10-16 % busy during make e2e), so the lanes share this
+# machine. Its rootfs are built first, outside the namespace (apt needs the
+# mirror): 26.05 for its suites, 24.11 for the short soak on 24.11, which
+# runs there too to even out the lanes. Inside, nothing is reached but
+# loopback and one more address (slurmdbd needs an address besides
+# loopback: getaddrinfo with AI_ADDRCONFIG).
 LAB_2605_DIR ?= $(LAB_DIR)-26.05
 LAB_2605_NETNS ?= onepool-lab-26.05
-lab-26.05-beside: tools ## prepare the lab make test runs the 26.05 suite in, beside the 24.11 one (LAB_2605_DIR, LAB_2605_NETNS)
+lab-26.05-beside: tools ## prepare the second lab make test runs the 26.05 suites (and the 24.11 short soak) in, beside the first (LAB_2605_DIR, LAB_2605_NETNS)
 	mkdir -p $(LAB_2605_DIR)/bin
 	for f in $(BIN)/*; do ln -f "$$f" $(LAB_2605_DIR)/bin/; done
 	cp -p $(LAB_DIR)/kwok-stages.yaml $(LAB_DIR)/podgroup-crd.yaml $(LAB_2605_DIR)/
 	ONEPOOL_LAB_DIR=$(LAB_2605_DIR) ONEPOOL_LAB_SLURM=26.05 $(BIN)/lab rootfs
+	ONEPOOL_LAB_DIR=$(LAB_2605_DIR) ONEPOOL_LAB_SLURM=24.11 $(BIN)/lab rootfs
 	ip netns list | grep -qw $(LAB_2605_NETNS) || ip netns add $(LAB_2605_NETNS)
 	ip -n $(LAB_2605_NETNS) link set lo up
 	ip -n $(LAB_2605_NETNS) addr replace 10.99.0.1/32 dev lo
 
-# Each stage is timed (a line `STAGE <name> <seconds> s`; make ci-fresh
-# collects them), and each starts from a clean lab (lab.StartClean). The
-# 26.05 suite and short soak run beside e2e ... e2e-node; their output
-# comes after theirs.
-TEST_STAGES := vet unit fuzz
-TEST_STAGES_24.11 := e2e soak-short images e2e-node
-test: ## everything CI runs: the suites and a 3-minute fault soak on Slurm 24.11, and beside them the e2e suite and the soak on 26.05; a timed line per stage
+# make test. Each stage is timed (a line `STAGE <name> <seconds> s`; make
+# ci-fresh collects them), and each lab stage starts from a clean lab
+# (lab.StartClean). On a fresh machine most of the time is compiling
+# (kube-apiserver alone ~4.5 min on 2 cores), so it is done once, first
+# (`tools`), and the rest overlaps what only waits:
+#   lane 1 (first lab):  e2e, images, e2e-node; the real node's binaries
+#                        (node-tools) compile meanwhile, while e2e waits
+#   lane 2 (second lab): vet, unit, fuzz, then e2e-26.05, soak-short-26.05
+#                        and soak-short (24.11)
+# Lane 2's output comes after lane 1's.
+TEST_LANE_1 := e2e images e2e-node
+test: ## everything CI runs: vet, unit, fuzz, the suites and a 3-minute fault soak on Slurm 24.11 and 26.05, in two lanes; a timed line per stage
 	@stage() { local s=$$1 start=$$(date +%s); shift; \
 	  if "$$@"; then echo "STAGE $$s $$(( $$(date +%s) - start )) s"; else echo "STAGE $$s FAILED after $$(( $$(date +%s) - start )) s"; return 1; fi; }; \
-	for s in $(TEST_STAGES); do stage $$s $(MAKE) --no-print-directory $$s || exit 1; done; \
-	log=$(LAB_DIR)/e2e-26.05-beside.log; \
-	in2605() { nsenter --net=/var/run/netns/$(LAB_2605_NETNS) $(MAKE) --no-print-directory "$$@" SLURM=26.05 LAB_DIR=$(LAB_2605_DIR); }; \
-	( stage lab-26.05-beside $(MAKE) --no-print-directory lab-26.05-beside && \
-	  stage e2e-26.05 in2605 e2e-26.05 && stage soak-short-26.05 in2605 soak-short ) > $$log 2>&1 & bg=$$!; \
-	rc=0; for s in $(TEST_STAGES_24.11); do stage $$s $(MAKE) --no-print-directory $$s || { rc=1; break; }; done; \
+	stage tools $(MAKE) --no-print-directory tools || exit 1; \
+	go mod download; \
+	log=$(LAB_DIR)/lane-2.log; ntlog=$(LAB_DIR)/node-tools.log; \
+	in2() { nsenter --net=/var/run/netns/$(LAB_2605_NETNS) $(MAKE) --no-print-directory "$$@" LAB_DIR=$(LAB_2605_DIR); }; \
+	( stage vet $(MAKE) --no-print-directory vet && stage unit $(MAKE) --no-print-directory unit && \
+	  stage fuzz $(MAKE) --no-print-directory fuzz && \
+	  stage lab-26.05-beside $(MAKE) --no-print-directory lab-26.05-beside && \
+	  stage e2e-26.05 in2 e2e-26.05 SLURM=26.05 && stage soak-short-26.05 in2 soak-short SLURM=26.05 && \
+	  in2 down SLURM=26.05 && stage soak-short in2 soak-short ) > $$log 2>&1 & bg=$$!; \
+	$(MAKE) --no-print-directory node-tools > $$ntlog 2>&1 & nt=$$!; \
+	rc=0; for s in $(TEST_LANE_1); do \
+	  if [ $$s = e2e-node ]; then wait $$nt || { echo "node-tools failed ($$ntlog):"; tail -30 $$ntlog; rc=1; break; }; fi; \
+	  stage $$s $(MAKE) --no-print-directory $$s || { rc=1; break; }; done; \
+	wait $$nt 2>/dev/null || true; \
 	bgrc=0; wait $$bg || bgrc=$$?; \
-	echo "--- the e2e suite and the short soak on Slurm 26.05, beside the stages above ($$log):"; cat $$log; \
+	echo "--- lane 2: vet, unit, fuzz, and the suites in the second lab (26.05, and the 24.11 short soak), beside the stages above ($$log):"; cat $$log; \
 	[ $$rc = 0 ] && [ $$bgrc = 0 ]
 
 bench: bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-gpu bench-placeholders bench-workloads bench-install bench-slurm-chart ## every benchmark; BENCH lines
