@@ -231,6 +231,7 @@ const (
 	EventJobRejected    = "SlurmJobRejected"      // Slurm refused the placeholder job
 	EventInvalidRequest = "InvalidSlurmRequest"   // a pod annotation or request onepool cannot turn into a job
 	EventPolicyRefused  = "RefusedByTenantPolicy" // the namespace's TenantPolicy does not allow what the pod asks (or none covers it)
+	EventNoNodeFits     = "NoSlurmNodeFits"       // every Slurm node fails the pod's node constraints (selector, affinity, taints, cordon): nothing is submitted
 	EventJobEnded       = "SlurmJobEnded"         // the job ended in Slurm; the pod is evicted
 	EventJobMissing     = "SlurmJobMissing"       // Slurm no longer knows the job; the pod is evicted
 	EventJobPreempted   = "SlurmJobPreempted"     // Slurm began preempting the job; the pod is evicted before its deadline

@@ -33,21 +33,23 @@ const rejectRetry = 5 * time.Minute
 // placement per pod (or gang), submits placeholder jobs, answers where a
 // pod goes, and ends pods and jobs together.
 type Core struct {
-	args     *Args
-	log      klog.Logger
-	slurm    Slurm
-	jobs     JobCache
-	kube     kubernetes.Interface
-	groups   GroupReader
-	tenants  Tenants
-	nodes    corelisters.NodeLister
-	slices   resourcelisters.ResourceSliceLister
-	claims   resourcelisters.ResourceClaimLister
-	recorder events.EventRecorder
-	activate func(pods []*corev1.Pod)
-	script   func(owner) string
-	leader   Leadership
-	metrics  *metrics
+	args       *Args
+	log        klog.Logger
+	slurm      Slurm
+	jobs       JobCache
+	kube       kubernetes.Interface
+	groups     GroupReader
+	tenants    Tenants
+	nodes      corelisters.NodeLister
+	slices     resourcelisters.ResourceSliceLister
+	claims     resourcelisters.ResourceClaimLister
+	fit        *NodeFit
+	slurmNodes func(context.Context) (map[string]bool, error)
+	recorder   events.EventRecorder
+	activate   func(pods []*corev1.Pod)
+	script     func(owner) string
+	leader     Leadership
+	metrics    *metrics
 	// proof signs and checks placeholder comments; set before any job is
 	// read (Run loads it) and never changed after.
 	proof   *commentKeys
@@ -88,9 +90,14 @@ type CoreConfig struct {
 	Nodes   corelisters.NodeLister
 	// Slices and Claims are read to allocate GPU claims from Slurm's
 	// answer; nil: pods with a GPU claim are not bound.
-	Slices   resourcelisters.ResourceSliceLister
-	Claims   resourcelisters.ResourceClaimLister
-	Recorder events.EventRecorder
+	Slices resourcelisters.ResourceSliceLister
+	Claims resourcelisters.ResourceClaimLister
+	// Fit checks the pods' node constraints before a job is asked, and
+	// SlurmNodes lists the names of Slurm's nodes (only those can be left
+	// out of a job); nil Fit: Slurm is told no node constraint.
+	Fit        *NodeFit
+	SlurmNodes func(context.Context) (map[string]bool, error)
+	Recorder   events.EventRecorder
 	// Activate moves pods back into the scheduling queue.
 	Activate func(pods []*corev1.Pod)
 	// Leader gates every action on Slurm and on pods to the lease holder;
@@ -129,7 +136,7 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 	return &Core{
 		leader: leader, metrics: m, proof: proof, ownUser: cfg.OwnUser,
 		args: cfg.Args, log: cfg.Log, slurm: cfg.Slurm, jobs: cfg.Jobs, kube: cfg.Kube, groups: cfg.Groups, tenants: cfg.Tenants,
-		nodes: cfg.Nodes, slices: cfg.Slices, claims: cfg.Claims, recorder: cfg.Recorder, activate: cfg.Activate,
+		nodes: cfg.Nodes, slices: cfg.Slices, claims: cfg.Claims, fit: cfg.Fit, slurmNodes: cfg.SlurmNodes, recorder: cfg.Recorder, activate: cfg.Activate,
 		script:    func(o owner) string { return placeholderScript(o, host, port) },
 		pods:      map[types.UID]*corev1.Pod{},
 		deleted:   map[types.UID]time.Time{},
@@ -235,6 +242,15 @@ func (c *Core) Gate(pod *corev1.Pod) (string, bool) {
 	defer c.mu.Unlock()
 	p := c.places[ownerOf(pod).key()]
 	return d.Message, p != nil && p.jobID == 0 && p.submitting && p.err == nil && p.waiting == ""
+}
+
+// Unfit says whether no Slurm node met the pod's node constraints when
+// its job was last to be asked: a Node that changes may fit it now.
+func (c *Core) Unfit(pod *corev1.Pod) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.places[ownerOf(pod).key()]
+	return p != nil && p.jobID == 0 && p.unfit != ""
 }
 
 // cordoned says whether node is cordoned and pod does not tolerate it: the

@@ -35,6 +35,9 @@ type placement struct {
 	// submission is under way (0 once it ends).
 	reserved int64
 	capped   bool // waits for the TenantPolicy's GPU cap
+	// unfit: no Slurm node meets the pods' node constraints (the message
+	// last told in an event); placed again when a Node changes.
+	unfit string
 
 	nodes    []string             // the allocation, in Slurm's order
 	assigned map[types.UID]string // pod → Slurm node

@@ -73,6 +73,10 @@ func newPlugin(ctx context.Context, obj runtime.Object, h fwk.Handle, leader Lea
 	if err != nil {
 		return nil, fmt.Errorf("onepool: %w", err)
 	}
+	fit, err := NewNodeFit(ctx)
+	if err != nil {
+		return nil, err
+	}
 	pods := h.SharedInformerFactory().Core().V1().Pods()
 	dra := h.SharedInformerFactory().Resource().V1()
 	// TenantPolicies through a dynamic informer of their own (the
@@ -85,6 +89,7 @@ func newPlugin(ctx context.Context, obj runtime.Object, h fwk.Handle, leader Lea
 		Tenants: InformerTenants{Policies: policies.Lister(), Namespaces: namespaces.Lister(), Default: args.DefaultTenantPolicy},
 		Nodes:   h.SharedInformerFactory().Core().V1().Nodes().Lister(),
 		Slices:  dra.ResourceSlices().Lister(), Claims: dra.ResourceClaims().Lister(),
+		Fit: fit, SlurmNodes: newSlurmNodeNames(client, slurmNodeNamesTTL).get,
 		Recorder: h.EventRecorder(), Leader: leader, Registerer: reg, OwnUser: client.OwnUser,
 		Activate: func(ps []*corev1.Pod) {
 			if len(ps) == 0 {
@@ -175,16 +180,27 @@ func (pl *Plugin) PreBind(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod
 // EventsToRegister: pods this plugin rejected come back through
 // Handle.Activate when their Slurm job changes. Among cluster events only
 // these can help: the pod itself asks something else now, a gang gains a
-// member, or a Node appears (for a Slurm node that had none).
+// member, a Node appears (for a Slurm node that had none), or a Node changes
+// what a pod no Slurm node fitted may fit now.
 func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Update}, QueueingHintFn: askChangedHint},
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: gangGrewHint},
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add}},
+		// A Node appears (for a Slurm node that had none), or one whose
+		// labels, taints or cordon changed may now fit a pod no Slurm node
+		// fitted (nothing was submitted for it).
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}, QueueingHintFn: pl.nodeHint},
 		// A node agent that publishes its GPUs late: pods whose GPU claim
 		// could not be allocated try again.
 		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update}},
 	}, nil
+}
+
+func (pl *Plugin) nodeHint(_ klog.Logger, pod *corev1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
+	if oldObj == nil || pl.core.Unfit(pod) {
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
 }
 
 func askChangedHint(_ klog.Logger, pod *corev1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {

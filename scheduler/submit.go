@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
@@ -122,13 +123,31 @@ func (c *Core) submit(ctx context.Context, key string) error {
 		c.mu.Unlock()
 		return finish(nil, false, msg, members)
 	}
+	excluded, unfit, err := c.nodeConstraints(ctx, members)
+	if err != nil {
+		return finish(err, false, "", members)
+	}
+	c.mu.Lock()
+	told := p.unfit
+	p.unfit = unfit
+	c.mu.Unlock()
+	if unfit != "" {
+		if unfit != told {
+			for _, m := range members {
+				c.recorder.Eventf(m, nil, corev1.EventTypeWarning, keys.EventNoNodeFits, keys.ActionSubmit, "%s; nothing is asked of Slurm until a node fits", unfit)
+			}
+		}
+		return finish(nil, false, unfit, members)
+	}
 	user := req.User
 	if user == "" && c.ownUser != nil {
 		if user, err = c.ownUser(); err != nil {
 			return finish(fmt.Errorf("reading the Slurm user of onepool's token: %w", err), false, "", members)
 		}
 	}
-	id, now, err := c.place(slurmrest.AsUser(ctx, req.User), o, jobFor(o, c.proof.comment(o, user), req, nodes, c.args, ""))
+	job := jobFor(o, c.proof.comment(o, user), req, nodes, c.args, "")
+	job.ExcludedNodes = excluded
+	id, now, err := c.place(slurmrest.AsUser(ctx, req.User), o, job)
 	if err != nil {
 		if rejected(err) {
 			err = explainRejection(err, members[0], req, largestOffer(c.nodes))
@@ -247,4 +266,29 @@ func (c *Core) mayAllocateNow(partition string) bool {
 		}
 	}
 	return true
+}
+
+// nodeConstraints is what the pods' node constraints tell Slurm: the Slurm
+// nodes their job must leave out. msg says why nothing can be asked when
+// no Slurm node fits; err is a failure to find out (retried).
+func (c *Core) nodeConstraints(ctx context.Context, members []*corev1.Pod) (excluded []string, msg string, err error) {
+	if c.fit == nil || c.nodes == nil {
+		return nil, "", nil
+	}
+	nodes, err := c.nodes.List(labels.Everything())
+	if err != nil {
+		return nil, "", fmt.Errorf("listing Nodes: %w", err)
+	}
+	unfit := make([]map[string][]string, len(members))
+	for i, m := range members {
+		if unfit[i] = c.fit.Unfit(ctx, m, nodes); len(unfit[i]) == 0 {
+			return nil, "", nil // a pod of the job may use any node
+		}
+	}
+	names, err := c.slurmNodes(ctx)
+	if err != nil {
+		return nil, "", fmt.Errorf("reading Slurm's node names (to leave out the nodes the pod cannot use): %w", err)
+	}
+	excluded, msg = constraintsFor(unfit, nodes, names)
+	return excluded, msg, nil
 }

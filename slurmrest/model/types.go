@@ -230,6 +230,10 @@ type JobSubmit struct {
 	NoRequeue bool
 	// Sharing is how the job shares its nodes with other jobs.
 	Sharing JobSharing
+	// ExcludedNodes are Slurm nodes the job may not use (sbatch --exclude).
+	// Each must be a node Slurm knows: an unknown name fails the whole
+	// submission.
+	ExcludedNodes []string
 }
 
 // JobSharing is a job's node sharing, as sbatch --exclusive sets it.

@@ -33,3 +33,23 @@ func TestJobDescTimeLimit(t *testing.T) {
 		assert.Equal(t, tc.want, string(fields["time_limit"]), "time limit %v", tc.limit)
 	}
 }
+
+// Excluded nodes go as slurmrestd's csv_string (a JSON array of names), and
+// not at all when there are none.
+func TestJobDescExcludedNodes(t *testing.T) {
+	for _, tc := range []struct {
+		nodes []string
+		want  string
+	}{
+		{[]string{"gpu-0", "gpu-3"}, `["gpu-0","gpu-3"]`},
+		{nil, ``},
+	} {
+		desc, err := newJobDesc("submit", model.JobSubmit{Name: "x", ExcludedNodes: tc.nodes})
+		require.NoError(t, err)
+		b, err := json.Marshal(desc)
+		require.NoError(t, err)
+		var fields map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(b, &fields))
+		assert.Equal(t, tc.want, string(fields["excluded_nodes"]), "excluded %v", tc.nodes)
+	}
+}

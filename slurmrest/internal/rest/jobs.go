@@ -236,6 +236,9 @@ func newJobDesc(op string, j model.JobSubmit) (jobDesc, error) {
 	if j.NoRequeue {
 		desc.Requeue = ptr(false)
 	}
+	if len(j.ExcludedNodes) > 0 {
+		desc.ExcludedNodes = ptr(slices.Clone(j.ExcludedNodes))
+	}
 	switch j.Sharing {
 	case model.SharingDefault:
 	case model.SharingExclusive:

@@ -138,6 +138,7 @@ type jobDesc struct {
 	Requeue                 *bool     `json:"requeue,omitempty"`
 	Shared                  *[]string `json:"shared,omitempty"`
 	Immediate               *bool     `json:"immediate,omitempty"`
+	ExcludedNodes           *[]string `json:"excluded_nodes,omitempty"`
 	Script                  *string   `json:"script,omitempty"`
 }
 

@@ -1,0 +1,231 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodeaffinity"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodename"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodeunschedulable"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/tainttoleration"
+
+	"github.com/onepool/onepool/slurmnode"
+	"github.com/onepool/onepool/slurmrest"
+)
+
+// NodeFit says which Nodes a pod cannot use before its job is asked of
+// Slurm, with kube-scheduler's own Filter plugins for what a pod says about
+// nodes: its node name, node selector and required node affinity, its
+// tolerations of the Node's taints, and a cordon (NodeName, NodeAffinity,
+// TaintToleration, NodeUnschedulable; the same code and the same words as
+// the scheduling cycle that binds the pod later). These decide from the pod
+// and the Node alone, so they hold for the job's whole life in the queue.
+// Resources are Slurm's to count; volume topology is not checked yet.
+type NodeFit struct {
+	filters []filter
+}
+
+type filter struct {
+	fwk.FilterPlugin
+	pre fwk.PreFilterPlugin // nil when the plugin has none
+}
+
+// NewNodeFit builds the plugins with kube-scheduler's defaults (no added
+// affinity).
+func NewNodeFit(ctx context.Context) (*NodeFit, error) {
+	f := &NodeFit{}
+	for _, mk := range []struct {
+		new  func(context.Context, runtime.Object, fwk.Handle, feature.Features) (fwk.Plugin, error)
+		args runtime.Object
+	}{
+		// kube-scheduler's default order: a node's first failure is its reason.
+		{nodeunschedulable.New, nil},
+		{nodename.New, nil},
+		{tainttoleration.New, nil},
+		{nodeaffinity.New, &config.NodeAffinityArgs{}},
+	} {
+		p, err := mk.new(ctx, mk.args, nil, feature.Features{})
+		if err != nil {
+			return nil, fmt.Errorf("onepool: node filters: %w", err)
+		}
+		fl := filter{FilterPlugin: p.(fwk.FilterPlugin)}
+		fl.pre, _ = p.(fwk.PreFilterPlugin)
+		f.filters = append(f.filters, fl)
+	}
+	return f, nil
+}
+
+// Unfit returns, for each Node the pod cannot use, the filters' reasons
+// (kube-scheduler's words, e.g. "node(s) didn't match Pod's node
+// affinity/selector"). A Node every filter passes is not in it.
+func (f *NodeFit) Unfit(ctx context.Context, pod *corev1.Pod, nodes []*corev1.Node) map[string][]string {
+	infos := make([]fwk.NodeInfo, 0, len(nodes))
+	for _, n := range nodes {
+		ni := framework.NewNodeInfo()
+		ni.SetNode(n)
+		infos = append(infos, ni)
+	}
+	unfit := map[string][]string{}
+	fail := func(node string, reasons []string) {
+		if _, done := unfit[node]; !done {
+			unfit[node] = reasons
+		}
+	}
+	state := framework.NewCycleState()
+	for _, fl := range f.filters {
+		if fl.pre != nil {
+			res, st := fl.pre.PreFilter(ctx, state, pod, infos)
+			switch {
+			case st.IsSkip():
+				continue
+			case !st.IsSuccess():
+				for _, n := range nodes {
+					fail(n.Name, reasonsOf(st))
+				}
+				continue
+			case res != nil && !res.AllNodes():
+				for _, n := range nodes {
+					if !res.NodeNames.Has(n.Name) {
+						fail(n.Name, []string{fmt.Sprintf("node(s) didn't satisfy plugin %s", fl.Name())})
+					}
+				}
+			}
+		}
+		for _, ni := range infos {
+			if _, done := unfit[ni.Node().Name]; done {
+				continue
+			}
+			if st := fl.Filter(ctx, state, pod, ni); !st.IsSuccess() {
+				fail(ni.Node().Name, reasonsOf(st))
+			}
+		}
+	}
+	return unfit
+}
+
+func reasonsOf(st *fwk.Status) []string {
+	if r := st.Reasons(); len(r) > 0 {
+		return r
+	}
+	return []string{st.Message()}
+}
+
+// constraintsFor works out, for pods that will share one job (unfit: what
+// NodeFit says of each), the Slurm nodes it must leave out: every Node none
+// of them can use whose Slurm node exists (slurmNodes: Slurm's node names; a name
+// Slurm does not know would fail the submission). With no Slurm node left
+// the pods can use, msg says why, in kube-scheduler's manner ("no Slurm
+// node fits: 3 node(s) didn't match Pod's node affinity/selector").
+func constraintsFor(unfit []map[string][]string, nodes []*corev1.Node, slurmNodes map[string]bool) (excluded []string, msg string) {
+	// The Node a Slurm node's job binds to (slurmnode.KubeNode): the Node
+	// of its name, else one that names it with the label.
+	bySlurm := map[string]*corev1.Node{}
+	for _, n := range nodes {
+		s := slurmnode.Of(n)
+		if cur, ok := bySlurm[s]; slurmNodes[s] && (!ok || (cur.Name != s && (n.Name == s || n.Name < cur.Name))) {
+			bySlurm[s] = n
+		}
+	}
+	reasons := map[string]int{}
+	fits := 0
+	for s, n := range bySlurm {
+		// Left out only when no pod of the job can use it: a gang's pods
+		// are matched to its nodes after Slurm allocates them.
+		var why []string
+		for _, u := range unfit {
+			r, ok := u[n.Name]
+			if !ok {
+				why = nil
+				break
+			}
+			if why == nil {
+				why = r
+			}
+		}
+		if why == nil {
+			fits++
+			continue
+		}
+		excluded = append(excluded, s)
+		for _, r := range why {
+			reasons[r]++
+		}
+	}
+	slices.Sort(excluded)
+	if fits > 0 || len(excluded) == 0 {
+		return excluded, ""
+	}
+	return nil, fmt.Sprintf("no Slurm node fits the pod: %s", histogram(reasons))
+}
+
+// histogram is kube-scheduler's "2 node(s) x, 1 node(s) y": most first.
+func histogram(reasons map[string]int) string {
+	type rc struct {
+		r string
+		n int
+	}
+	var all []rc
+	for r, n := range reasons {
+		all = append(all, rc{r, n})
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].n != all[j].n {
+			return all[i].n > all[j].n
+		}
+		return all[i].r < all[j].r
+	})
+	parts := make([]string, len(all))
+	for i, x := range all {
+		parts[i] = fmt.Sprintf("%d %s", x.n, x.r)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// slurmNodeNamesTTL: Slurm's node names are read again after this long
+// (nodes come and go rarely; a job that names a node Slurm no longer has
+// is refused and asked again).
+const slurmNodeNamesTTL = 30 * time.Second
+
+// slurmNodeNames reads Slurm's node names when a pod's constraints leave
+// nodes out, and keeps them for a while: most pods need none.
+type slurmNodeNames struct {
+	list func(ctx context.Context, since time.Time) (*slurmrest.NodeList, error)
+	ttl  time.Duration
+
+	mu    sync.Mutex
+	names map[string]bool
+	at    time.Time
+}
+
+func newSlurmNodeNames(c *slurmrest.Client, ttl time.Duration) *slurmNodeNames {
+	return &slurmNodeNames{list: c.ListNodes, ttl: ttl}
+}
+
+func (s *slurmNodeNames) get(ctx context.Context) (map[string]bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.names != nil && time.Since(s.at) < s.ttl {
+		return s.names, nil
+	}
+	l, err := s.list(ctx, time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	names := make(map[string]bool, len(l.Nodes))
+	for _, n := range l.Nodes {
+		names[n.Name] = true
+	}
+	s.names, s.at = names, time.Now()
+	return names, nil
+}

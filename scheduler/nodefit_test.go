@@ -1,0 +1,182 @@
+package scheduler
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/slurmrest"
+)
+
+func node(name string, labels map[string]string, taints ...corev1.Taint) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: corev1.NodeSpec{Taints: taints}}
+}
+
+// What the pod says about nodes becomes the Slurm nodes its job leaves
+// out, decided by kube-scheduler's own Filter plugins; with no Slurm node
+// left the reason is theirs, counted per node.
+func TestNodeConstraintsToSlurm(t *testing.T) {
+	h100 := map[string]string{"nvidia.com/gpu.product": "H100"}
+	a100 := map[string]string{"nvidia.com/gpu.product": "A100"}
+	noExec := corev1.Taint{Key: "dedicated", Value: "training", Effect: corev1.TaintEffectNoSchedule}
+	cordoned := node("gpu-3", h100)
+	cordoned.Spec.Unschedulable = true
+	pool := []*corev1.Node{
+		node("gpu-0", h100), node("gpu-1", a100), node("gpu-2", h100, noExec), cordoned,
+		node("cp-0", nil, corev1.Taint{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}), // not a Slurm node
+		node("k8s-name-7", a100), // Slurm node gpu-7 by the label
+	}
+	pool[5].Labels = map[string]string{"nvidia.com/gpu.product": "A100", keys.LabelSlurmNodeName: "gpu-7"}
+	slurm := map[string]bool{"gpu-0": true, "gpu-1": true, "gpu-2": true, "gpu-3": true, "gpu-7": true, "gpu-9": true}
+	tolerate := corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "training", Effect: corev1.TaintEffectNoSchedule}
+
+	for _, tc := range []struct {
+		name         string
+		pod          func(*corev1.Pod)
+		wantExcluded []string
+		wantMsg      string
+	}{
+		{name: "no constraint: only the cordoned and tainted nodes", pod: func(*corev1.Pod) {},
+			wantExcluded: []string{"gpu-2", "gpu-3"}},
+		{name: "a node selector for the H100s", pod: func(p *corev1.Pod) { p.Spec.NodeSelector = h100 },
+			wantExcluded: []string{"gpu-1", "gpu-2", "gpu-3", "gpu-7"}},
+		{name: "a toleration opens the tainted node", pod: func(p *corev1.Pod) {
+			p.Spec.NodeSelector = h100
+			p.Spec.Tolerations = []corev1.Toleration{tolerate}
+		}, wantExcluded: []string{"gpu-1", "gpu-3", "gpu-7"}},
+		{name: "required node affinity, NotIn", pod: func(p *corev1.Pod) {
+			p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+					{Key: "nvidia.com/gpu.product", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"H100"}}}}}}}}
+		}, wantExcluded: []string{"gpu-0", "gpu-2", "gpu-3"}},
+		{name: "a selector no Slurm node matches", pod: func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"nvidia.com/gpu.product": "B200"} },
+			wantMsg: "no Slurm node fits the pod: 3 node(s) didn't match Pod's node affinity/selector, 1 node(s) had untolerated taint(s), 1 node(s) were unschedulable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fit, err := NewNodeFit(context.Background())
+			require.NoError(t, err)
+			pod := podWith(nil, 1, "", "")
+			tc.pod(pod)
+			unfit := fit.Unfit(context.Background(), pod, pool)
+			excluded, msg := constraintsFor([]map[string][]string{unfit}, pool, slurm)
+			assert.Equal(t, tc.wantExcluded, excluded)
+			assert.Equal(t, tc.wantMsg, msg)
+		})
+	}
+}
+
+// A gang's job leaves out the nodes none of its pods can use: its pods are
+// matched to the nodes Slurm gives after the allocation.
+func TestNodeConstraintsOfAGang(t *testing.T) {
+	pool := []*corev1.Node{node("a", map[string]string{"zone": "1"}), node("b", map[string]string{"zone": "2"}), node("c", nil)}
+	fit, err := NewNodeFit(context.Background())
+	require.NoError(t, err)
+	p1, p2 := podWith(nil, 1, "", ""), podWith(nil, 1, "", "")
+	p1.Spec.NodeSelector = map[string]string{"zone": "1"}
+	p2.Spec.NodeName = "b"
+	excluded, msg := constraintsFor([]map[string][]string{fit.Unfit(context.Background(), p1, pool), fit.Unfit(context.Background(), p2, pool)},
+		pool, map[string]bool{"a": true, "b": true, "c": true})
+	assert.Equal(t, []string{"c"}, excluded)
+	assert.Empty(t, msg)
+}
+
+// The Core tells Slurm the nodes to leave out; when no Slurm node fits it
+// asks nothing, says why on the pod (message and one Warning event), and
+// asks once a Node changes so that one fits.
+func TestCoreSubmitsNodeConstraints(t *testing.T) {
+	f := newCoreFixture(t)
+	rec := events.NewFakeRecorder(10)
+	f.core.recorder = rec
+	fit, err := NewNodeFit(context.Background())
+	require.NoError(t, err)
+	nodes := []*corev1.Node{node("gpu-1", map[string]string{"pool": "a"}), node("gpu-2", map[string]string{"pool": "b"})}
+	kube := fake.NewSimpleClientset()
+	inf := informers.NewSharedInformerFactory(kube, 0)
+	for _, n := range nodes {
+		require.NoError(t, inf.Core().V1().Nodes().Informer().GetIndexer().Add(n))
+	}
+	f.core.nodes, f.core.fit = inf.Core().V1().Nodes().Lister(), fit
+	f.core.slurmNodes = func(context.Context) (map[string]bool, error) {
+		return map[string]bool{"gpu-1": true, "gpu-2": true}, nil
+	}
+	submitOnce := func() {
+		f.core.Place(f.pod)
+		key, _ := f.core.submitQ.Get()
+		require.NoError(t, f.core.submit(context.Background(), key))
+		f.core.submitQ.Done(key)
+	}
+
+	f.pod.Spec.NodeSelector = map[string]string{"pool": "c"}
+	f.core.podChanged(nil, f.pod)
+	submitOnce()
+	assert.Empty(t, f.slurm.submitted, "a job was asked though no Slurm node fits")
+	assert.True(t, f.core.Unfit(f.pod))
+	d := f.core.Place(f.pod)
+	assert.Equal(t, "no Slurm node fits the pod: 2 node(s) didn't match Pod's node affinity/selector", d.Message)
+	require.Len(t, rec.Events, 1)
+	assert.Contains(t, <-rec.Events, "Warning NoSlurmNodeFits no Slurm node fits the pod")
+
+	// The same answer again: no second event.
+	key, _ := f.core.submitQ.Get()
+	require.NoError(t, f.core.submit(context.Background(), key))
+	f.core.submitQ.Done(key)
+	assert.Empty(t, rec.Events)
+
+	// A Node labelled pool=c appears: the job is asked, the other node left out.
+	n3 := node("gpu-3", map[string]string{"pool": "c"})
+	require.NoError(t, inf.Core().V1().Nodes().Informer().GetIndexer().Add(n3))
+	f.core.slurmNodes = func(context.Context) (map[string]bool, error) {
+		return map[string]bool{"gpu-1": true, "gpu-2": true, "gpu-3": true}, nil
+	}
+	submitOnce()
+	require.Len(t, f.slurm.submitted, 1)
+	assert.Equal(t, []string{"gpu-1", "gpu-2"}, f.slurm.submitted[0].ExcludedNodes)
+	assert.False(t, f.core.Unfit(f.pod))
+}
+
+// Slurm's node names are read once per TTL, and again after it.
+func TestSlurmNodeNamesAreKeptForATTL(t *testing.T) {
+	reads := 0
+	s := &slurmNodeNames{ttl: time.Hour, list: func(context.Context, time.Time) (*slurmrest.NodeList, error) {
+		reads++
+		return &slurmrest.NodeList{Nodes: []slurmrest.Node{{Name: "gpu-0"}}}, nil
+	}}
+	for range 3 {
+		names, err := s.get(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, map[string]bool{"gpu-0": true}, names)
+	}
+	assert.Equal(t, 1, reads)
+	s.at = time.Now().Add(-2 * time.Hour)
+	_, err := s.get(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 2, reads)
+}
+
+// A pod that says nothing about nodes costs no read of Slurm's nodes and
+// its job leaves nothing out.
+func TestCoreUnconstrainedPodReadsNoSlurmNodes(t *testing.T) {
+	f := newCoreFixture(t)
+	fit, err := NewNodeFit(context.Background())
+	require.NoError(t, err)
+	f.core.fit = fit
+	f.core.slurmNodes = func(context.Context) (map[string]bool, error) {
+		t.Error("Slurm's nodes were read for a pod without node constraints")
+		return nil, nil
+	}
+	f.core.Place(f.pod)
+	key, _ := f.core.submitQ.Get()
+	require.NoError(t, f.core.submit(context.Background(), key))
+	f.core.submitQ.Done(key)
+	require.Len(t, f.slurm.submitted, 1)
+	assert.Empty(t, f.slurm.submitted[0].ExcludedNodes)
+}
