@@ -70,6 +70,7 @@ func NewNodeFit(ctx context.Context) (*NodeFit, error) {
 // (kube-scheduler's words, e.g. "node(s) didn't match Pod's node
 // affinity/selector"). A Node every filter passes is not in it.
 func (f *NodeFit) Unfit(ctx context.Context, pod *corev1.Pod, nodes []*corev1.Node) map[string][]string {
+	pod = tolerateConditions(pod)
 	infos := make([]fwk.NodeInfo, 0, len(nodes))
 	for _, n := range nodes {
 		ni := framework.NewNodeInfo()
@@ -112,6 +113,25 @@ func (f *NodeFit) Unfit(ctx context.Context, pod *corev1.Pod, nodes []*corev1.No
 		}
 	}
 	return unfit
+}
+
+// conditionTaints are the taints Kubernetes puts on a Node for a passing
+// condition (not ready, unreachable, under pressure). A job's node list is
+// fixed while it waits in Slurm's queue, so a Node is not left out for
+// them: the pod binds once the condition passes.
+var conditionTaints = []string{
+	corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable, corev1.TaintNodeMemoryPressure,
+	corev1.TaintNodeDiskPressure, corev1.TaintNodePIDPressure, corev1.TaintNodeNetworkUnavailable,
+}
+
+// tolerateConditions is the pod as the filters see it here: tolerating
+// the condition taints (a copy; the pod itself is not changed).
+func tolerateConditions(pod *corev1.Pod) *corev1.Pod {
+	p := pod.DeepCopy()
+	for _, k := range conditionTaints {
+		p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: k, Operator: corev1.TolerationOpExists})
+	}
+	return p
 }
 
 func reasonsOf(st *fwk.Status) []string {

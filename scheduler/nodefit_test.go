@@ -36,6 +36,7 @@ func TestNodeConstraintsToSlurm(t *testing.T) {
 		node("k8s-name-7", a100), // Slurm node gpu-7 by the label
 	}
 	pool[5].Labels = map[string]string{"nvidia.com/gpu.product": "A100", keys.LabelSlurmNodeName: "gpu-7"}
+	pool[1].Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}}
 	slurm := map[string]bool{"gpu-0": true, "gpu-1": true, "gpu-2": true, "gpu-3": true, "gpu-7": true, "gpu-9": true}
 	tolerate := corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "training", Effect: corev1.TaintEffectNoSchedule}
 
@@ -58,6 +59,8 @@ func TestNodeConstraintsToSlurm(t *testing.T) {
 				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
 					{Key: "nvidia.com/gpu.product", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"H100"}}}}}}}}
 		}, wantExcluded: []string{"gpu-0", "gpu-2", "gpu-3"}},
+		{name: "a Node not ready for now is not left out", pod: func(p *corev1.Pod) { p.Spec.NodeSelector = a100 },
+			wantExcluded: []string{"gpu-0", "gpu-2", "gpu-3"}},
 		{name: "a selector no Slurm node matches", pod: func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"nvidia.com/gpu.product": "B200"} },
 			wantMsg: "no Slurm node fits the pod: 3 node(s) didn't match Pod's node affinity/selector, 1 node(s) had untolerated taint(s), 1 node(s) were unschedulable"},
 	} {
