@@ -232,6 +232,7 @@ const (
 	EventInvalidRequest = "InvalidSlurmRequest"   // a pod annotation or request onepool cannot turn into a job
 	EventPolicyRefused  = "RefusedByTenantPolicy" // the namespace's TenantPolicy does not allow what the pod asks (or none covers it)
 	EventNoNodeFits     = "NoSlurmNodeFits"       // every Slurm node fails the pod's node constraints (selector, affinity, taints, cordon): nothing is submitted
+	EventJobMisplaced   = "SlurmJobMisplaced"     // Slurm started the job on a node the pod cannot use; it is given back and asked again without that node
 	EventJobEnded       = "SlurmJobEnded"         // the job ended in Slurm; the pod is evicted
 	EventJobMissing     = "SlurmJobMissing"       // Slurm no longer knows the job; the pod is evicted
 	EventJobPreempted   = "SlurmJobPreempted"     // Slurm began preempting the job; the pod is evicted before its deadline

@@ -213,18 +213,24 @@ func (c *Core) Place(pod *corev1.Pod) Decision {
 	if err != nil {
 		return Decision{Message: fmt.Sprintf("Slurm job %d runs on Slurm node %s: %v", p.jobID, slurmNode, err)}
 	}
-	if c.cordoned(node, pod) && !c.anyBoundLocked(o) {
-		// Slurm started the job on a node cordoned before its drain
-		// reached Slurm: nothing of it runs yet, so it is given back and
-		// a new job asked for (the drain keeps Slurm off that node).
+	if why := c.misfit(node, pod); why != "" && !c.anyBoundLocked(o) {
+		// Slurm started the job on a node the pod cannot use (cordoned
+		// before its drain reached Slurm, or a Node that changed after the
+		// job was asked): nothing of it runs yet, so it is given back and a
+		// new job asked for that leaves this node out.
 		id := p.jobID
 		delete(c.byJob, id)
 		p.abandon()
+		if !slices.Contains(p.avoid, slurmNode) {
+			p.avoid = append(p.avoid, slurmNode)
+		}
 		p.submitting = true
 		c.lifeQ.Add(o.key())
 		c.submitQ.Add(o.key())
-		c.log.Info("A placeholder job started on a cordoned node; giving it back", "owner", o.String(), "job", id, "node", node)
-		return Decision{Message: fmt.Sprintf("Slurm job %d started on %s, which is cordoned; it is given back and a new job asked for", id, node)}
+		c.log.Info("A placeholder job started on a node its pod cannot use; giving it back", "owner", o.String(), "job", id, "node", node, "why", why)
+		c.recorder.Eventf(pod, nil, corev1.EventTypeWarning, keys.EventJobMisplaced, keys.ActionSchedule,
+			"Slurm job %d started on %s, where the pod cannot run (%s); it is given back and a new job asked for without %s", id, node, why, slurmNode)
+		return Decision{Message: fmt.Sprintf("Slurm job %d started on %s, where the pod cannot run (%s); it is given back and a new job asked for without %s", id, node, why, slurmNode)}
 	}
 	return Decision{Node: node}
 }
@@ -253,16 +259,18 @@ func (c *Core) Unfit(pod *corev1.Pod) bool {
 	return p != nil && p.jobID == 0 && p.unfit != ""
 }
 
-// cordoned says whether node is cordoned and pod does not tolerate it: the
-// framework would never bind pod there.
-func (c *Core) cordoned(node string, pod *corev1.Pod) bool {
-	n, err := c.nodes.Get(node)
-	if err != nil || !n.Spec.Unschedulable {
-		return false
+// misfit says why the pod cannot use node, as kube-scheduler's filters
+// NodeFit runs say ("" it can): the framework would never bind it there.
+// A passing Node condition is no reason (the pod waits it out).
+func (c *Core) misfit(node string, pod *corev1.Pod) string {
+	if c.fit == nil {
+		return ""
 	}
-	return !slices.ContainsFunc(pod.Spec.Tolerations, func(t corev1.Toleration) bool {
-		return t.ToleratesTaint(c.log, &corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}, false)
-	})
+	n, err := c.nodes.Get(node)
+	if err != nil {
+		return ""
+	}
+	return strings.Join(c.fit.Unfit(context.Background(), pod, []*corev1.Node{n})[node], ", ")
 }
 
 // kubeNode maps a Slurm node name to its Kubernetes node: the node of that

@@ -116,8 +116,12 @@ func newCoreFixture(t *testing.T) *coreFixture {
 		t.Fatal(err)
 	}
 	f := &coreFixture{slurm: &fakeSlurm{}, jobs: &fakeJobs{}, kube: kube, pod: pod}
-	var err error
+	fit, err := NewNodeFit(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
 	f.core, err = NewCore(CoreConfig{
+		Fit: fit, SlurmNodes: func(context.Context) (map[string]bool, error) { return map[string]bool{"gpu-1": true, "gpu-2": true}, nil },
 		Args: testArgs(t), Log: klog.Background(), Slurm: f.slurm, Jobs: f.jobs, Kube: kube,
 		Nodes: inf.Core().V1().Nodes().Lister(), Recorder: events.NewFakeRecorder(100), PlaceholderKey: testKey,
 		Activate: func(ps []*corev1.Pod) {
@@ -311,7 +315,7 @@ func TestCoreGivesBackAJobOnACordonedNode(t *testing.T) {
 	node.Spec.Unschedulable = true
 	f.core.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
 	d := f.core.Place(f.pod)
-	if d.Node != "" || !strings.Contains(d.Message, "job 7 started on gpu-1, which is cordoned") {
+	if d.Node != "" || !strings.Contains(d.Message, "job 7 started on gpu-1, where the pod cannot run (node(s) were unschedulable)") {
 		t.Fatalf("Place = %+v", d)
 	}
 	if f.core.submitQ.Len() != 1 {

@@ -183,3 +183,40 @@ func TestCoreUnconstrainedPodReadsNoSlurmNodes(t *testing.T) {
 	require.Len(t, f.slurm.submitted, 1)
 	assert.Empty(t, f.slurm.submitted[0].ExcludedNodes)
 }
+
+// A job Slurm started on a node the pod cannot use (the Node changed after
+// the job was asked) is given back at once with an event, and the next job
+// leaves that node out.
+func TestCoreGivesBackAJobOnANodeThePodCannotUse(t *testing.T) {
+	f := newCoreFixture(t)
+	rec := events.NewFakeRecorder(10)
+	f.core.recorder = rec
+	f.pod.Spec.NodeSelector = map[string]string{"pool": "a"}
+	f.core.podChanged(nil, f.pod)
+	f.core.observe(f.job(7, slurmrest.JobRunning, "gpu-1")) // gpu-1 has no pool=a label
+	d := f.core.Place(f.pod)
+	assert.Empty(t, d.Node)
+	assert.Contains(t, d.Message, "Slurm job 7 started on gpu-1, where the pod cannot run (node(s) didn't match Pod's node affinity/selector)")
+	require.Len(t, rec.Events, 1)
+	assert.Contains(t, <-rec.Events, "Warning SlurmJobMisplaced Slurm job 7 started on gpu-1")
+	_, err := f.core.reconcile(context.Background(), ownerOf(f.pod).key())
+	require.NoError(t, err)
+	assert.Contains(t, f.slurm.cancelled, uint32(7))
+
+	// The fixture's Nodes: gpu-1 only; label a second one for the pod.
+	n2 := node("gpu-2", map[string]string{"pool": "a"})
+	kube := fake.NewSimpleClientset()
+	inf := informers.NewSharedInformerFactory(kube, 0)
+	n1, err := f.core.nodes.Get("gpu-1")
+	require.NoError(t, err)
+	n1.Labels = map[string]string{"pool": "a"} // changed back: still avoided
+	for _, n := range []*corev1.Node{n1, n2} {
+		require.NoError(t, inf.Core().V1().Nodes().Informer().GetIndexer().Add(n))
+	}
+	f.core.nodes = inf.Core().V1().Nodes().Lister()
+	key, _ := f.core.submitQ.Get()
+	require.NoError(t, f.core.submit(context.Background(), key))
+	f.core.submitQ.Done(key)
+	require.Len(t, f.slurm.submitted, 1)
+	assert.Equal(t, []string{"gpu-1"}, f.slurm.submitted[0].ExcludedNodes)
+}

@@ -43,8 +43,11 @@ type placement struct {
 	assigned map[types.UID]string // pod → Slurm node
 	extra    []uint32             // duplicate jobs of this owner, to cancel
 	// abandoned are jobs given back because Slurm started them on a node
-	// Kubernetes had cordoned: never adopted again (their cancel may lag).
+	// the pods cannot use: never adopted again (their cancel may lag).
 	abandoned []uint32
+	// avoid: the Slurm nodes of those jobs, left out of every job asked
+	// after them.
+	avoid []string
 }
 
 func newPlacement(o owner) *placement {

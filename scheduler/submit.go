@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -123,7 +124,10 @@ func (c *Core) submit(ctx context.Context, key string) error {
 		c.mu.Unlock()
 		return finish(nil, false, msg, members)
 	}
-	excluded, unfit, err := c.nodeConstraints(ctx, members)
+	c.mu.Lock()
+	avoid := slices.Clone(p.avoid)
+	c.mu.Unlock()
+	excluded, unfit, err := c.nodeConstraints(ctx, members, avoid)
 	if err != nil {
 		return finish(err, false, "", members)
 	}
@@ -271,9 +275,9 @@ func (c *Core) mayAllocateNow(partition string) bool {
 // nodeConstraints is what the pods' node constraints tell Slurm: the Slurm
 // nodes their job must leave out. msg says why nothing can be asked when
 // no Slurm node fits; err is a failure to find out (retried).
-func (c *Core) nodeConstraints(ctx context.Context, members []*corev1.Pod) (excluded []string, msg string, err error) {
+func (c *Core) nodeConstraints(ctx context.Context, members []*corev1.Pod, avoid []string) (excluded []string, msg string, err error) {
 	if c.fit == nil || c.nodes == nil {
-		return nil, "", nil
+		return avoid, "", nil
 	}
 	nodes, err := c.nodes.List(labels.Everything())
 	if err != nil {
@@ -282,7 +286,7 @@ func (c *Core) nodeConstraints(ctx context.Context, members []*corev1.Pod) (excl
 	unfit := make([]map[string][]string, len(members))
 	for i, m := range members {
 		if unfit[i] = c.fit.Unfit(ctx, m, nodes); len(unfit[i]) == 0 {
-			return nil, "", nil // a pod of the job may use any node
+			return avoid, "", nil // a pod of the job may use any node
 		}
 	}
 	names, err := c.slurmNodes(ctx)
@@ -290,5 +294,14 @@ func (c *Core) nodeConstraints(ctx context.Context, members []*corev1.Pod) (excl
 		return nil, "", fmt.Errorf("reading Slurm's node names (to leave out the nodes the pod cannot use): %w", err)
 	}
 	excluded, msg = constraintsFor(unfit, nodes, names)
-	return excluded, msg, nil
+	if msg != "" {
+		return nil, msg, nil
+	}
+	for _, a := range avoid {
+		if !slices.Contains(excluded, a) {
+			excluded = append(excluded, a)
+		}
+	}
+	slices.Sort(excluded)
+	return excluded, "", nil
 }
