@@ -7,21 +7,20 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/netip"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
+
+	"github.com/onepool/onepool/test/lab/kubenet"
 )
 
 // The lab has no kube-proxy and no CoreDNS. For pods on the real node it
 // runs stand-ins on the host (with the real node only):
-//   - kube-proxy (KubeProxy): every Service's ClusterIP goes on the host's
+//   - kube-proxy (kubenet.KubeProxy): every Service's ClusterIP goes on the host's
 //     loopback device, where a pod's packets arrive through its default
 //     route (the bridge's gateway), and its TCP ports are forwarded to the
 //     Service's ready endpoints; so in-cluster config (the `kubernetes`
 //     Service, 10.96.0.1, in the apiserver's certificate) works unchanged;
-//   - cluster DNS (ClusterDNS) on 10.96.0.10, the kubelet's clusterDNS;
+//   - cluster DNS (kubenet.ClusterDNS) on 10.96.0.10, the kubelet's clusterDNS;
 //   - slurmrestd at 10.96.0.20:6820: the lab's slurmrestd is a process on
 //     127.0.0.1, which no EndpointSlice may name.
 const (
@@ -51,7 +50,7 @@ func (l *Lab) clusterNetDaemons() []struct {
 		addr string
 	}{
 		{daemon{name: "kube-proxy", argv: []string{lab, "kube-proxy"}, env: env}, ""},
-		{daemon{name: "cluster-dns", argv: []string{lab, "cluster-dns", net.JoinHostPort(ClusterDNSIP, "53")}, env: env}, ClusterDNSIP},
+		{daemon{name: "cluster-dns", argv: []string{lab, "cluster-dns", net.JoinHostPort(kubenet.ClusterDNSIP, "53")}, env: env}, kubenet.ClusterDNSIP},
 		{daemon{name: "slurmrestd-service", argv: []string{lab, "service-proxy",
 			net.JoinHostPort(SlurmRESTServiceIP, fmt.Sprint(SlurmRESTServicePort)), fmt.Sprintf("127.0.0.1:%d", SlurmrestdPort)}, env: env}, SlurmRESTServiceIP},
 	}
@@ -60,7 +59,7 @@ func (l *Lab) clusterNetDaemons() []struct {
 func (l *Lab) startClusterNet(ctx context.Context) error {
 	for _, c := range l.clusterNetDaemons() {
 		if c.addr != "" {
-			if err := ensureLoopbackAddr(ctx, c.addr); err != nil {
+			if err := kubenet.EnsureLoopbackAddr(ctx, c.addr); err != nil {
 				return err
 			}
 		}
@@ -98,11 +97,11 @@ func (l *Lab) startClusterNet(ctx context.Context) error {
 	}
 	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
-		return d.DialContext(ctx, "udp", net.JoinHostPort(ClusterDNSIP, "53"))
+		return d.DialContext(ctx, "udp", net.JoinHostPort(kubenet.ClusterDNSIP, "53"))
 	}}
 	for {
 		lctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := r.LookupHost(lctx, "kubernetes.default.svc."+clusterDomain)
+		_, err := r.LookupHost(lctx, "kubernetes.default.svc."+kubenet.ClusterDomain)
 		cancel()
 		if err == nil {
 			return nil
@@ -128,64 +127,5 @@ func (l *Lab) stopClusterNet(ctx context.Context) error {
 	for _, c := range l.clusterNetDaemons() {
 		errs = append(errs, l.stopDaemon(c.d.name))
 	}
-	return errors.Join(append(errs, removeServiceAddrs(ctx))...)
-}
-
-// loopbackAddrs are the IPv4 addresses on lo.
-func loopbackAddrs(ctx context.Context) ([]netip.Addr, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "ip", "-o", "-4", "addr", "show", "dev", "lo").CombinedOutput()
-	if err != nil {
-		return nil, fmt.Errorf("ip addr show dev lo: %w: %s", err, out)
-	}
-	var addrs []netip.Addr
-	for _, f := range strings.Fields(string(out)) {
-		if p, err := netip.ParsePrefix(f); err == nil {
-			addrs = append(addrs, p.Addr())
-		}
-	}
-	return addrs, nil
-}
-
-func ensureLoopbackAddr(ctx context.Context, ip string) error { return loopbackAddr(ctx, ip, "add") }
-
-func removeLoopbackAddr(ctx context.Context, ip string) error { return loopbackAddr(ctx, ip, "del") }
-
-// loopbackAddr adds ip/32 to lo (op "add") or removes it ("del"), unless
-// that is so already.
-func loopbackAddr(ctx context.Context, ip, op string) error {
-	addrs, err := loopbackAddrs(ctx)
-	if err != nil {
-		return err
-	}
-	has := false
-	for _, a := range addrs {
-		has = has || a.String() == ip
-	}
-	if has == (op == "add") {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, "ip", "addr", op, ip+"/32", "dev", "lo").CombinedOutput(); err != nil {
-		return fmt.Errorf("ip addr %s %s/32 dev lo: %w: %s", op, ip, err, out)
-	}
-	return nil
-}
-
-// removeServiceAddrs removes every address of the service range from lo
-// (what a killed kube-proxy stand-in left).
-func removeServiceAddrs(ctx context.Context) error {
-	addrs, err := loopbackAddrs(ctx)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, a := range addrs {
-		if serviceCIDR.Contains(a) {
-			errs = append(errs, removeLoopbackAddr(ctx, a.String()))
-		}
-	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, kubenet.RemoveServiceAddrs(ctx))...)
 }

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/onepool/onepool/test/lab/kubenet"
 )
 
 func base64Std(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
@@ -91,7 +93,7 @@ func (l *Lab) startAPIServer(ctx context.Context) error {
 			"--service-account-issuer", "https://kubernetes.default.svc",
 			"--service-account-key-file", p.path("sa.pub"), "--service-account-signing-key-file", p.path("sa.key"),
 			"--authorization-mode", "RBAC",
-			"--service-cluster-ip-range", "10.96.0.0/16",
+			"--service-cluster-ip-range", kubenet.ServiceCIDR.String(),
 			"--allow-privileged=true",
 			// The real node's kubelet (ONEPOOL_LAB_REAL_KUBELET) has no resolvable hostname: logs/exec go
 			// to its IP, with a client certificate (it takes no anonymous requests).

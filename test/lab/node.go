@@ -32,6 +32,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/onepool/onepool/test/lab/kubenet"
 )
 
 const (
@@ -290,7 +292,7 @@ nodeStatusReportFrequency: 10s
 syncFrequency: 10s
 shutdownGracePeriod: 0s
 `, l.nodeCgroup(), l.ContainerdSocket(), nodeIP, RealKubeletPort, RealKubeletHealthzPort,
-		l.nodePath("pod-logs"), l.nodePath("kubelet", "volume-plugins"), l.nodePath("manifests"), l.pki().path("ca.crt"), ClusterDNSIP)
+		l.nodePath("pod-logs"), l.nodePath("kubelet", "volume-plugins"), l.nodePath("manifests"), l.pki().path("ca.crt"), kubenet.ClusterDNSIP)
 }
 
 func (l *Lab) realKubeletDaemon(nodeIP string) daemon {

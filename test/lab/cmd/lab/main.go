@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/onepool/onepool/test/lab"
+	"github.com/onepool/onepool/test/lab/kubenet"
 )
 
 const usage = `usage: lab COMMAND
@@ -104,17 +105,17 @@ func run(args []string) error {
 		if len(rest) != 2 {
 			return fmt.Errorf("service-proxy takes LISTEN BACKEND[,BACKEND...]\n%s", usage)
 		}
-		backends, err := lab.ParseBackends(rest[1], func() (kubernetes.Interface, error) { return l.KubeClient() })
+		backends, err := kubenet.ParseBackends(rest[1], func() (kubernetes.Interface, error) { return l.KubeClient() })
 		if err != nil {
 			return err
 		}
-		return lab.ServiceProxy(ctx, rest[0], backends)
+		return kubenet.ServiceProxy(ctx, rest[0], backends)
 	case "kube-proxy":
 		kc, err := l.KubeClient()
 		if err != nil {
 			return err
 		}
-		return lab.KubeProxy(ctx, kc)
+		return kubenet.KubeProxy(ctx, kc, fmt.Sprintf("127.0.0.1:%d", lab.APIServerPort))
 	case "cluster-dns":
 		if len(rest) != 1 {
 			return fmt.Errorf("cluster-dns takes LISTEN (ip:port)\n%s", usage)
@@ -123,7 +124,7 @@ func run(args []string) error {
 		if err != nil {
 			return err
 		}
-		return lab.ClusterDNS(ctx, rest[0], kc)
+		return kubenet.ClusterDNS(ctx, rest[0], kc)
 	case "node":
 		return runNode(ctx, l, rest)
 	case "env":

@@ -1,4 +1,4 @@
-package lab
+package kubenet
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// serviceCIDR is the apiserver's --service-cluster-ip-range.
-var serviceCIDR = netip.MustParsePrefix("10.96.0.0/16")
+// ServiceCIDR is the apiserver's --service-cluster-ip-range.
+var ServiceCIDR = netip.MustParsePrefix("10.96.0.0/16")
 
 // proxyTarget is one ClusterIP port the lab's kube-proxy serves.
 type proxyTarget struct {
@@ -25,9 +25,9 @@ type proxyTarget struct {
 // backends are the target's ready endpoints; for default/kubernetes, the
 // apiserver on the host's loopback (which no EndpointSlice names: the
 // apiserver publishes none for a loopback address).
-func (t proxyTarget) backends(kc kubernetes.Interface) Backends {
+func (t proxyTarget) backends(kc kubernetes.Interface, apiserver string) Backends {
 	if t.namespace == metav1.NamespaceDefault && t.name == "kubernetes" {
-		return StaticBackends(fmt.Sprintf("127.0.0.1:%d", APIServerPort))
+		return StaticBackends(apiserver)
 	}
 	return EndpointBackends(kc, t.namespace, t.name, t.ports)
 }
@@ -55,7 +55,9 @@ func proxyTargets(svcs []corev1.Service) map[string]proxyTarget {
 // every Service's ClusterIP is put on lo, and each of its TCP ports is
 // forwarded to the Service's ready endpoints (ServiceProxy). Services are
 // listed every second; the addresses it added are removed at the end.
-func KubeProxy(ctx context.Context, kc kubernetes.Interface) error {
+// apiserver is the host:port the apiserver serves on (default/kubernetes's
+// backend).
+func KubeProxy(ctx context.Context, kc kubernetes.Interface, apiserver string) error {
 	type running struct {
 		cancel context.CancelFunc
 		done   chan struct{}
@@ -68,7 +70,7 @@ func KubeProxy(ctx context.Context, kc kubernetes.Interface) error {
 			<-r.done
 		}
 		for ip := range addrs {
-			if err := removeLoopbackAddr(context.Background(), ip); err != nil {
+			if err := RemoveLoopbackAddr(context.Background(), ip); err != nil {
 				log.Printf("kube-proxy: %v", err)
 			}
 		}
@@ -98,11 +100,11 @@ func KubeProxy(ctx context.Context, kc kubernetes.Interface) error {
 					continue
 				}
 				ip, _, _ := net.SplitHostPort(t.listen)
-				if a, err := netip.ParseAddr(ip); err != nil || !serviceCIDR.Contains(a) {
+				if a, err := netip.ParseAddr(ip); err != nil || !ServiceCIDR.Contains(a) {
 					continue
 				}
 				if !addrs[ip] {
-					if err := ensureLoopbackAddr(ctx, ip); err != nil {
+					if err := EnsureLoopbackAddr(ctx, ip); err != nil {
 						log.Printf("kube-proxy: %v", err)
 						continue
 					}
@@ -112,7 +114,7 @@ func KubeProxy(ctx context.Context, kc kubernetes.Interface) error {
 				r := running{cancel: cancel, done: make(chan struct{})}
 				go func() {
 					defer close(r.done)
-					if err := ServiceProxy(pctx, t.listen, t.backends(kc)); err != nil {
+					if err := ServiceProxy(pctx, t.listen, t.backends(kc, apiserver)); err != nil {
 						log.Printf("kube-proxy: %s/%s: %v", t.namespace, t.name, err)
 					}
 				}()

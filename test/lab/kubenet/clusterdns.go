@@ -1,4 +1,4 @@
-package lab
+package kubenet
 
 import (
 	"context"
@@ -27,7 +27,7 @@ import (
 const (
 	// ClusterDNSIP is the kubelet's clusterDNS on the real node.
 	ClusterDNSIP  = "10.96.0.10"
-	clusterDomain = "cluster.local"
+	ClusterDomain = "cluster.local"
 	dnsTTL        = 5
 )
 
@@ -41,7 +41,7 @@ type dnsView struct {
 // one this server knows (false: NXDOMAIN).
 func (v dnsView) resolveA(name string) ([]netip.Addr, bool) {
 	name = strings.TrimSuffix(strings.ToLower(name), ".")
-	rest, ok := strings.CutSuffix(name, ".svc."+clusterDomain)
+	rest, ok := strings.CutSuffix(name, ".svc."+ClusterDomain)
 	if !ok {
 		return nil, false
 	}
