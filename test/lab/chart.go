@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/onepool/onepool/test/lab/pki"
 )
 
 // The lab runs onepool's components as the ServiceAccounts, with the RBAC,
@@ -130,11 +132,11 @@ func (l *Lab) ensureSAKubeconfig(ctx context.Context, kc kubernetes.Interface, s
 	if err != nil {
 		return fmt.Errorf("token of ServiceAccount %s/%s: %w", SystemNamespace, sa, err)
 	}
-	ca, err := os.ReadFile(l.pki().path("ca.crt"))
+	ca, err := os.ReadFile(l.pki().Path("ca.crt"))
 	if err != nil {
 		return err
 	}
-	body := kubeconfigFor(l.APIServerURL(), ca, sa, SystemNamespace, [2]string{"token", tr.Status.Token})
+	body := pki.KubeconfigFor(l.APIServerURL(), ca, sa, SystemNamespace, [2]string{"token", tr.Status.Token})
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, []byte(body), 0o600); err != nil {
 		return err

@@ -34,14 +34,14 @@ func (l *Lab) webhookCertDir() string { return l.path("run", "webhook-certs") }
 // ensureWebhookCert writes the controller manager's serving certificate.
 func (l *Lab) ensureWebhookCert(context.Context) error {
 	p := l.pki()
-	if err := p.ensureServing("webhook", net.ParseIP("127.0.0.1")); err != nil {
+	if err := p.EnsureServing("webhook", net.ParseIP("127.0.0.1")); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(l.webhookCertDir(), 0o700); err != nil {
 		return err
 	}
 	for src, dst := range map[string]string{"webhook.crt": "tls.crt", "webhook.key": "tls.key"} {
-		if err := copyFile(p.path(src), filepath.Join(l.webhookCertDir(), dst), 0o600); err != nil {
+		if err := copyFile(p.Path(src), filepath.Join(l.webhookCertDir(), dst), 0o600); err != nil {
 			return err
 		}
 	}
@@ -51,7 +51,7 @@ func (l *Lab) ensureWebhookCert(context.Context) error {
 // gpuWebhookConfig is the process mode's registration, the chart's
 // (templates/gpu-webhook.yaml) with a URL instead of a Service.
 func (l *Lab) gpuWebhookConfig() (string, error) {
-	ca, err := os.ReadFile(l.pki().path("ca.crt"))
+	ca, err := os.ReadFile(l.pki().Path("ca.crt"))
 	if err != nil {
 		return "", err
 	}

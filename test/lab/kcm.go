@@ -41,7 +41,7 @@ func (l *Lab) kubeControllerManager() daemon {
 			"--authentication-kubeconfig", l.Kubeconfig(), "--authorization-kubeconfig", l.Kubeconfig(),
 			"--bind-address", "127.0.0.1", "--secure-port", fmt.Sprint(KubeControllerManagerPort),
 			"--controllers", LabControllers,
-			"--root-ca-file", p.path("ca.crt"),
+			"--root-ca-file", p.Path("ca.crt"),
 			"--leader-elect=false",
 			"--kube-api-qps", "100", "--kube-api-burst", "200",
 			"--cert-dir", l.path("run", "kcm-certs"),

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,9 +12,9 @@ import (
 	"time"
 
 	"github.com/onepool/onepool/test/lab/kubenet"
+	"github.com/onepool/onepool/test/lab/pki"
 )
 
-func base64Std(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
 
 func (l *Lab) kubeSteps() []step {
 	return []step{
@@ -30,7 +29,7 @@ func (l *Lab) kubeSteps() []step {
 	}
 }
 
-func (l *Lab) pki() pki { return pki{dir: l.path("run", "pki")} }
+func (l *Lab) pki() pki.PKI { return pki.PKI{Dir: l.path("run", "pki")} }
 
 // APIServerURL is the lab's kube-apiserver.
 func (l *Lab) APIServerURL() string { return fmt.Sprintf("https://127.0.0.1:%d", APIServerPort) }
@@ -49,10 +48,10 @@ func (l *Lab) checkTools(context.Context) error {
 
 func (l *Lab) ensurePKI(context.Context) error {
 	p := l.pki()
-	if err := p.ensure(); err != nil {
+	if err := p.Ensure(); err != nil {
 		return err
 	}
-	kc, err := p.kubeconfig(l.APIServerURL())
+	kc, err := p.Kubeconfig(l.APIServerURL())
 	if err != nil {
 		return err
 	}
@@ -88,17 +87,17 @@ func (l *Lab) startAPIServer(ctx context.Context) error {
 			"--etcd-servers", fmt.Sprintf("http://127.0.0.1:%d", EtcdClientPort),
 			"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
 			"--secure-port", fmt.Sprint(APIServerPort),
-			"--tls-cert-file", p.path("apiserver.crt"), "--tls-private-key-file", p.path("apiserver.key"),
-			"--client-ca-file", p.path("ca.crt"),
+			"--tls-cert-file", p.Path("apiserver.crt"), "--tls-private-key-file", p.Path("apiserver.key"),
+			"--client-ca-file", p.Path("ca.crt"),
 			"--service-account-issuer", "https://kubernetes.default.svc",
-			"--service-account-key-file", p.path("sa.pub"), "--service-account-signing-key-file", p.path("sa.key"),
+			"--service-account-key-file", p.Path("sa.pub"), "--service-account-signing-key-file", p.Path("sa.key"),
 			"--authorization-mode", "RBAC",
 			"--service-cluster-ip-range", kubenet.ServiceCIDR.String(),
 			"--allow-privileged=true",
 			// The real node's kubelet (ONEPOOL_LAB_REAL_KUBELET) has no resolvable hostname: logs/exec go
 			// to its IP, with a client certificate (it takes no anonymous requests).
 			"--kubelet-preferred-address-types=InternalIP",
-			"--kubelet-client-certificate", p.path("admin.crt"), "--kubelet-client-key", p.path("admin.key"),
+			"--kubelet-client-certificate", p.Path("admin.crt"), "--kubelet-client-key", p.Path("admin.key"),
 			// The lab's kube-controller-manager runs no node lifecycle
 			// controller: nothing would remove the not-ready taint.
 			"--disable-admission-plugins", "TaintNodesByCondition",
@@ -120,11 +119,11 @@ func (l *Lab) startAPIServer(ctx context.Context) error {
 
 func (l *Lab) adminHTTPClient() (*http.Client, error) {
 	p := l.pki()
-	cert, err := tls.LoadX509KeyPair(p.path("admin.crt"), p.path("admin.key"))
+	cert, err := tls.LoadX509KeyPair(p.Path("admin.crt"), p.Path("admin.key"))
 	if err != nil {
 		return nil, err
 	}
-	caPEM, err := os.ReadFile(p.path("ca.crt"))
+	caPEM, err := os.ReadFile(p.Path("ca.crt"))
 	if err != nil {
 		return nil, err
 	}

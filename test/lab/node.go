@@ -292,7 +292,7 @@ nodeStatusReportFrequency: 10s
 syncFrequency: 10s
 shutdownGracePeriod: 0s
 `, l.nodeCgroup(), l.ContainerdSocket(), nodeIP, RealKubeletPort, RealKubeletHealthzPort,
-		l.nodePath("pod-logs"), l.nodePath("kubelet", "volume-plugins"), l.nodePath("manifests"), l.pki().path("ca.crt"), kubenet.ClusterDNSIP)
+		l.nodePath("pod-logs"), l.nodePath("kubelet", "volume-plugins"), l.nodePath("manifests"), l.pki().Path("ca.crt"), kubenet.ClusterDNSIP)
 }
 
 func (l *Lab) realKubeletDaemon(nodeIP string) daemon {
@@ -349,10 +349,10 @@ func (l *Lab) startRealKubelet(ctx context.Context) error {
 func (l *Lab) ensureNodeCredentials(ctx context.Context) (bool, error) {
 	p := l.pki()
 	user := "system:node:" + RealNodeName
-	if err := p.ensureClient("node-"+RealNodeName, user, []string{"system:nodes"}); err != nil {
+	if err := p.EnsureClient("node-"+RealNodeName, user, []string{"system:nodes"}); err != nil {
 		return false, err
 	}
-	kc, err := p.clientKubeconfig(l.APIServerURL(), "node-"+RealNodeName)
+	kc, err := p.ClientKubeconfig(l.APIServerURL(), "node-"+RealNodeName)
 	if err != nil {
 		return false, err
 	}

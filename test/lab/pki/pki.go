@@ -1,4 +1,4 @@
-package lab
+package pki
 
 import (
 	"crypto/ecdsa"
@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -19,18 +20,18 @@ import (
 	"time"
 )
 
-// pki is the lab's small certificate authority: a CA, the apiserver's
+// PKI is the lab's small certificate authority: a CA, the apiserver's
 // serving certificate, an admin client certificate (system:masters) and the
 // service-account signing key. Made once, kept under run/pki.
-type pki struct{ dir string }
+type PKI struct{ Dir string }
 
-func (p pki) path(name string) string { return filepath.Join(p.dir, name) }
+func (p PKI) Path(name string) string { return filepath.Join(p.Dir, name) }
 
-func (p pki) ensure() error {
-	if _, err := os.Stat(p.path("admin.crt")); err == nil {
+func (p PKI) Ensure() error {
+	if _, err := os.Stat(p.Path("admin.crt")); err == nil {
 		return nil
 	}
-	if err := os.MkdirAll(p.dir, 0o700); err != nil {
+	if err := os.MkdirAll(p.Dir, 0o700); err != nil {
 		return err
 	}
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -63,10 +64,10 @@ func (p pki) ensure() error {
 		if err != nil {
 			return err
 		}
-		return p.writePair(name, der, key)
+		return p.WritePair(name, der, key)
 	}
 	errs := []error{
-		p.writePair("ca", caDER, caKey),
+		p.WritePair("ca", caDER, caKey),
 		issue("apiserver", 2, &x509.Certificate{
 			Subject: pkix.Name{CommonName: "kube-apiserver"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 			DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
@@ -82,8 +83,8 @@ func (p pki) ensure() error {
 		return err
 	}
 	errs = append(errs,
-		os.WriteFile(p.path("sa.key"), pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(saKey)}), 0o600),
-		os.WriteFile(p.path("sa.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPub}), 0o644),
+		os.WriteFile(p.Path("sa.key"), pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(saKey)}), 0o600),
+		os.WriteFile(p.Path("sa.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPub}), 0o644),
 		// admin.crt last: its presence says the set is complete.
 		issue("admin", 3, &x509.Certificate{
 			Subject: pkix.Name{CommonName: "onepool-admin", Organization: []string{"system:masters"}}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
@@ -92,23 +93,23 @@ func (p pki) ensure() error {
 	return errors.Join(errs...)
 }
 
-func (p pki) writePair(name string, der []byte, key *ecdsa.PrivateKey) error {
+func (p PKI) WritePair(name string, der []byte, key *ecdsa.PrivateKey) error {
 	kb, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(p.path(name+".key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+	if err := os.WriteFile(p.Path(name+".key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
 		return err
 	}
-	return os.WriteFile(p.path(name+".crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+	return os.WriteFile(p.Path(name+".crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
 }
 
-func (p pki) kubeconfig(server string) (string, error) { return p.clientKubeconfig(server, "admin") }
+func (p PKI) Kubeconfig(server string) (string, error) { return p.ClientKubeconfig(server, "admin") }
 
 // kubeconfigFor is a kubeconfig for the lab's apiserver whose user
 // authenticates with creds (client-certificate-data and client-key-data,
 // or token); namespace may be empty.
-func kubeconfigFor(server string, caPEM []byte, user, namespace string, creds ...[2]string) string {
+func KubeconfigFor(server string, caPEM []byte, user, namespace string, creds ...[2]string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "apiVersion: v1\nkind: Config\nclusters:\n- name: onepool-lab\n  cluster:\n    server: %s\n    certificate-authority-data: %s\n", server, base64Std(string(caPEM)))
 	fmt.Fprintf(&b, "users:\n- name: %s\n  user:\n", user)
@@ -125,11 +126,11 @@ func kubeconfigFor(server string, caPEM []byte, user, namespace string, creds ..
 
 // ensureServing issues name.crt/name.key, a serving certificate for ips
 // signed by the lab CA, unless it exists.
-func (p pki) ensureServing(name string, ips ...net.IP) error {
-	if _, err := os.Stat(p.path(name + ".crt")); err == nil {
+func (p PKI) EnsureServing(name string, ips ...net.IP) error {
+	if _, err := os.Stat(p.Path(name + ".crt")); err == nil {
 		return nil
 	}
-	caPair, err := tls.LoadX509KeyPair(p.path("ca.crt"), p.path("ca.key"))
+	caPair, err := tls.LoadX509KeyPair(p.Path("ca.crt"), p.Path("ca.key"))
 	if err != nil {
 		return fmt.Errorf("lab CA: %w", err)
 	}
@@ -156,5 +157,7 @@ func (p pki) ensureServing(name string, ips ...net.IP) error {
 	if err != nil {
 		return err
 	}
-	return p.writePair(name, der, key)
+	return p.WritePair(name, der, key)
 }
+
+func base64Std(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }

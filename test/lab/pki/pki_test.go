@@ -1,4 +1,4 @@
-package lab
+package pki
 
 import (
 	"testing"
@@ -15,7 +15,7 @@ func TestKubeconfigForLoads(t *testing.T) {
 		{"admin", "", [][2]string{{"client-certificate-data", base64Std("crt")}, {"client-key-data", base64Std("key")}}},
 		{"onepool-scheduler", "onepool-system", [][2]string{{"token", "tok.en"}}},
 	} {
-		cfg, err := clientcmd.Load([]byte(kubeconfigFor("https://127.0.0.1:26443", []byte("ca"), tc.name, tc.ns, tc.creds...)))
+		cfg, err := clientcmd.Load([]byte(KubeconfigFor("https://127.0.0.1:26443", []byte("ca"), tc.name, tc.ns, tc.creds...)))
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}

@@ -1,4 +1,4 @@
-package lab
+package pki
 
 import (
 	"crypto/ecdsa"
@@ -14,12 +14,12 @@ import (
 )
 
 // loadCA reads the lab CA that ensure made.
-func (p pki) loadCA() (*x509.Certificate, *ecdsa.PrivateKey, error) {
-	cb, err := os.ReadFile(p.path("ca.crt"))
+func (p PKI) LoadCA() (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	cb, err := os.ReadFile(p.Path("ca.crt"))
 	if err != nil {
 		return nil, nil, err
 	}
-	kb, err := os.ReadFile(p.path("ca.key"))
+	kb, err := os.ReadFile(p.Path("ca.key"))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -41,11 +41,11 @@ func (p pki) loadCA() (*x509.Certificate, *ecdsa.PrivateKey, error) {
 
 // ensureClient issues NAME.crt/NAME.key, a client certificate for user cn in
 // groups orgs, signed by the lab CA, unless it exists.
-func (p pki) ensureClient(name, cn string, orgs []string) error {
-	if _, err := os.Stat(p.path(name + ".crt")); err == nil {
+func (p PKI) EnsureClient(name, cn string, orgs []string) error {
+	if _, err := os.Stat(p.Path(name + ".crt")); err == nil {
 		return nil
 	}
-	ca, caKey, err := p.loadCA()
+	ca, caKey, err := p.LoadCA()
 	if err != nil {
 		return err
 	}
@@ -67,13 +67,13 @@ func (p pki) ensureClient(name, cn string, orgs []string) error {
 	if err != nil {
 		return err
 	}
-	return p.writePair(name, der, key)
+	return p.WritePair(name, der, key)
 }
 
 // clientKubeconfig is a kubeconfig for server with the client pair NAME.
-func (p pki) clientKubeconfig(server, name string) (string, error) {
+func (p PKI) ClientKubeconfig(server, name string) (string, error) {
 	read := func(n string) (string, error) {
-		b, err := os.ReadFile(p.path(n))
+		b, err := os.ReadFile(p.Path(n))
 		return string(b), err
 	}
 	ca, err1 := read("ca.crt")
@@ -82,6 +82,6 @@ func (p pki) clientKubeconfig(server, name string) (string, error) {
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return "", err
 	}
-	return kubeconfigFor(server, []byte(ca), name, "",
+	return KubeconfigFor(server, []byte(ca), name, "",
 		[2]string{"client-certificate-data", base64Std(crt)}, [2]string{"client-key-data", base64Std(key)}), nil
 }
