@@ -15,7 +15,6 @@ import (
 	"github.com/onepool/onepool/test/lab/pki"
 )
 
-
 func (l *Lab) kubeSteps() []step {
 	return []step{
 		{"check tools", l.checkTools},
