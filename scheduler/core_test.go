@@ -121,7 +121,9 @@ func newCoreFixture(t *testing.T) *coreFixture {
 		t.Fatal(err)
 	}
 	f.core, err = NewCore(CoreConfig{
-		Fit: fit, SlurmNodes: func(context.Context) (map[string]bool, error) { return map[string]bool{"gpu-1": true, "gpu-2": true}, nil },
+		Fit: fit, SlurmNodes: func(context.Context) (map[string]bool, error) {
+			return map[string]bool{"gpu-1": true, "gpu-2": true}, nil
+		},
 		Args: testArgs(t), Log: klog.Background(), Slurm: f.slurm, Jobs: f.jobs, Kube: kube,
 		Nodes: inf.Core().V1().Nodes().Lister(), Recorder: events.NewFakeRecorder(100), PlaceholderKey: testKey,
 		Activate: func(ps []*corev1.Pod) {
