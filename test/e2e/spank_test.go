@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/onepool/onepool/test/lab"
+	"github.com/onepool/onepool/test/lab/mount"
 )
 
 // jailCheckScript prints what a user would look at to know where the step
@@ -181,7 +182,7 @@ func TestJailStepsRunInSharedRoot(t *testing.T) {
 	})
 
 	t.Run("no mount leaks onto the node", func(t *testing.T) {
-		if ms, err := lab.MountsUnder(l.JailHostPath("")); err != nil || len(ms) != 0 {
+		if ms, err := mount.Under(l.JailHostPath("")); err != nil || len(ms) != 0 {
 			t.Errorf("mounts left under the jail on the host: %v (%v)", ms, err)
 		}
 		if after := mountCount(t); after != mountsBefore {

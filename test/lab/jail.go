@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/onepool/onepool/test/lab/mount"
 )
 
 // JailRoot is the lab's shared jail, as slurmd (in the Slurm chroot) sees it.
@@ -106,7 +108,7 @@ func (l *Lab) ensureJail(ctx context.Context) error {
 	// /home is shared storage, mounted on every node as well as seen in the
 	// jail: Slurm opens -o/-e files and first enters the working directory
 	// on the node, before the plugin runs.
-	return mountOnce(filepath.Join(jail, "home"), filepath.Join(root, "home"), "", syscall.MS_BIND)
+	return mount.Once(filepath.Join(jail, "home"), filepath.Join(root, "home"), "", syscall.MS_BIND)
 }
 
 // ensureJailUser adds the lab's ordinary user to the Slurm rootfs.

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/onepool/onepool/test/lab/mount"
 )
 
 // Names shared by Slurm and Kubernetes in the lab.
@@ -250,10 +252,10 @@ func (l *Lab) EnsureRootFS(ctx context.Context) error {
 	}
 	// apt mounts proc in the chroot; a running lab keeps its mounts.
 	proc := filepath.Join(l.RootFS(), "proc")
-	wasMounted := isMounted(proc)
+	wasMounted := mount.IsMounted(proc)
 	err := l.runSteps(ctx, []step{{"slurm rootfs", l.ensureRootFS}})
-	if !wasMounted && isMounted(proc) {
-		err = errors.Join(err, unmountUnder(proc))
+	if !wasMounted && mount.IsMounted(proc) {
+		err = errors.Join(err, mount.UnmountUnder(proc))
 	}
 	return err
 }
@@ -280,7 +282,7 @@ func (l *Lab) Down(ctx context.Context) error {
 	// the chroot: of every release's rootfs, whichever ran.
 	for _, r := range slurmReleases {
 		root := l.path(r.dir())
-		errs = append(errs, killChrooted(root), unmountUnder(root))
+		errs = append(errs, killChrooted(root), mount.UnmountUnder(root))
 	}
 	_ = os.Remove(l.releaseMarker())
 	if err := errors.Join(errs...); err != nil {

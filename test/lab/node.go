@@ -34,6 +34,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/onepool/onepool/test/lab/kubenet"
+	"github.com/onepool/onepool/test/lab/mount"
 )
 
 const (
@@ -395,7 +396,7 @@ func cgroupMounts() ([]string, error) {
 		if !ok || len(f) < 5 || len(g) < 1 || (g[0] != "cgroup" && g[0] != "cgroup2") {
 			continue
 		}
-		mp := unescapeMount(f[4])
+		mp := mount.Unescape(f[4])
 		if !slices.Contains(out, mp) {
 			out = append(out, mp)
 		}

@@ -19,6 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/onepool/onepool/test/lab/mount"
 )
 
 // StopNode stops the real node: its pods first (through the apiserver,
@@ -45,7 +47,7 @@ func (l *Lab) StopNode(ctx context.Context) error {
 	errs = append(errs, l.stopDaemon(containerdDaemon))
 	errs = append(errs, l.killNodeLeftovers())
 	l.removeShimSockets()
-	errs = append(errs, unmountUnder(l.nodePath()))
+	errs = append(errs, mount.UnmountUnder(l.nodePath()))
 	errs = append(errs, l.removeNodeCgroup())
 	errs = append(errs, l.removeContainerLogLinks())
 	errs = append(errs, l.removeNodeBridge())

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/onepool/onepool/test/lab/mount"
 )
 
 const (
@@ -85,7 +87,7 @@ func (l *Lab) buildRootFS(ctx context.Context) (bool, error) {
 // bootstrap makes a new rootfs with debootstrap and apt-get.
 func (l *Lab) bootstrap(ctx context.Context, root, marker string) error {
 	tmp := root + ".tmp"
-	if err := unmountUnder(tmp); err != nil {
+	if err := mount.UnmountUnder(tmp); err != nil {
 		return err
 	}
 	if err := os.RemoveAll(tmp); err != nil {
@@ -110,7 +112,7 @@ func (l *Lab) bootstrap(ctx context.Context, root, marker string) error {
 	if err := l.aptInstall(ctx, tmp); err != nil {
 		return err
 	}
-	if err := unmountUnder(tmp); err != nil {
+	if err := mount.UnmountUnder(tmp); err != nil {
 		return err
 	}
 	// The rootfs as Debian made it, before the lab configures anything in
@@ -136,8 +138,8 @@ func (l *Lab) aptInstall(ctx context.Context, root string) error {
 	// /proc "mounted" and run the daemons with an empty one (slurmd:
 	// "_process_cmdline: readlink failed").
 	proc := filepath.Join(root, "proc")
-	if !isMounted(proc) {
-		if err := mountOnce("proc", proc, "proc", 0); err != nil {
+	if !mount.IsMounted(proc) {
+		if err := mount.Once("proc", proc, "proc", 0); err != nil {
 			return err
 		}
 		defer func() { _ = syscall.Unmount(proc, syscall.MNT_DETACH) }()

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/onepool/onepool/test/lab/mount"
 )
 
 func (l *Lab) slurmSteps() []step {
@@ -66,7 +68,7 @@ func (l *Lab) chrootUser(user string) (uint32, uint32, error) {
 // count), they are stopped so startSlurm brings them up on the new config.
 func (l *Lab) configureSlurm(ctx context.Context) error {
 	root := l.RootFS()
-	if err := mountChroot(root); err != nil {
+	if err := mount.Chroot(root); err != nil {
 		return err
 	}
 	if err := makeDevices(root); err != nil {

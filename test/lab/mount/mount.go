@@ -1,4 +1,7 @@
-package lab
+// Package mount is the lab's mounts: what is mounted under a directory
+// (from /proc/self/mountinfo), a mount made once, a Slurm chroot's /proc,
+// /sys and /dev, and unmounting everything under a directory, deepest first.
+package mount
 
 import (
 	"bufio"
@@ -11,11 +14,8 @@ import (
 	"syscall"
 )
 
-// MountsUnder returns this host's mount points at or under dir, deepest first.
-func MountsUnder(dir string) ([]string, error) { return mounts(dir) }
-
-// mounts returns the mount points at or under dir, deepest first.
-func mounts(dir string) ([]string, error) {
+// Under returns the mount points at or under dir, deepest first.
+func Under(dir string) ([]string, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err
@@ -30,7 +30,7 @@ func mounts(dir string) ([]string, error) {
 		if len(fields) < 5 {
 			continue
 		}
-		mp := unescapeMount(fields[4])
+		mp := Unescape(fields[4])
 		if mp == dir || strings.HasPrefix(mp, dir+"/") {
 			out = append(out, mp)
 		}
@@ -39,8 +39,8 @@ func mounts(dir string) ([]string, error) {
 	return out, sc.Err()
 }
 
-// unescapeMount undoes the octal escapes (\040 for a space) of mountinfo.
-func unescapeMount(s string) string {
+// Unescape undoes the octal escapes (\040 for a space) of mountinfo.
+func Unescape(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s
 	}
@@ -59,8 +59,9 @@ func unescapeMount(s string) string {
 	return b.String()
 }
 
-func isMounted(dir string) bool {
-	ms, err := mounts(dir)
+// IsMounted says whether dir is itself a mount point.
+func IsMounted(dir string) bool {
+	ms, err := Under(dir)
 	if err != nil {
 		return false
 	}
@@ -72,9 +73,9 @@ func isMounted(dir string) bool {
 	return false
 }
 
-// mountOnce mounts src on dst unless something is mounted there already.
-func mountOnce(src, dst, fstype string, flags uintptr) error {
-	if isMounted(dst) {
+// Once mounts src on dst unless something is mounted there already.
+func Once(src, dst, fstype string, flags uintptr) error {
+	if IsMounted(dst) {
 		return nil
 	}
 	if err := os.MkdirAll(dst, 0o755); err != nil {
@@ -86,26 +87,26 @@ func mountOnce(src, dst, fstype string, flags uintptr) error {
 	return nil
 }
 
-// mountChroot makes root usable as a chroot: root is a mount point of its own
+// Chroot makes root usable as a chroot: root is a mount point of its own
 // (mount namespaces made inside need "/" to be one), with proc and sysfs.
 // /dev is not bind-mounted: the few device nodes the daemons need are made in
 // the rootfs, so nothing of the host's /dev is reachable through the lab dir.
-func mountChroot(root string) error {
-	if err := mountOnce(root, root, "", syscall.MS_BIND); err != nil {
+func Chroot(root string) error {
+	if err := Once(root, root, "", syscall.MS_BIND); err != nil {
 		return err
 	}
-	if err := mountOnce("proc", filepath.Join(root, "proc"), "proc", 0); err != nil {
+	if err := Once("proc", filepath.Join(root, "proc"), "proc", 0); err != nil {
 		return err
 	}
-	return mountOnce("sysfs", filepath.Join(root, "sys"), "sysfs", syscall.MS_RDONLY)
+	return Once("sysfs", filepath.Join(root, "sys"), "sysfs", syscall.MS_RDONLY)
 }
 
-// unmountUnder unmounts everything at or under dir, deepest first. A busy
+// UnmountUnder unmounts everything at or under dir, deepest first. A busy
 // mount is detached lazily so `down` always finishes.
-func unmountUnder(dir string) error {
+func UnmountUnder(dir string) error {
 	var errs []error
 	for attempt := 0; attempt < 3; attempt++ {
-		ms, err := mounts(dir)
+		ms, err := Under(dir)
 		if err != nil {
 			return err
 		}
@@ -121,7 +122,7 @@ func unmountUnder(dir string) error {
 			}
 		}
 	}
-	if ms, _ := mounts(dir); len(ms) > 0 {
+	if ms, _ := Under(dir); len(ms) > 0 {
 		errs = append(errs, fmt.Errorf("still mounted: %s", strings.Join(ms, ", ")))
 	}
 	return errors.Join(errs...)
