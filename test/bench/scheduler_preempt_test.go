@@ -98,7 +98,17 @@ func waitJobRunning(t *testing.T, sc *slurmrest.Client, id uint32, timeout time.
 }
 
 func createPod(t *testing.T, kc kubernetes.Interface, name string, gpus int) {
-	p := &corev1.Pod{
+	p := gpuPod(name, gpus)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := kc.CoreV1().Pods(schedNS).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Errorf("create %s: %v", name, err)
+	}
+}
+
+// gpuPod is a onepool pod of the scheduler benchmarks asking gpus GPUs.
+func gpuPod(name string, gpus int) *corev1.Pod {
+	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: schedNS},
 		Spec: corev1.PodSpec{
 			SchedulerName: keys.SchedulerName,
@@ -107,10 +117,5 @@ func createPod(t *testing.T, kc kubernetes.Interface, name string, gpus int) {
 				Limits:   corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(int64(gpus), resource.DecimalSI)},
 			}}},
 		},
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := kc.CoreV1().Pods(schedNS).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-		t.Errorf("create %s: %v", name, err)
 	}
 }

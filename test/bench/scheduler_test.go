@@ -57,6 +57,8 @@ func TestBenchScheduler(t *testing.T) {
 	reportPercentile("pod_to_bound_p50_ms", lat, 0.50)
 	reportPercentile("pod_to_bound_p99_ms", lat, 0.99)
 	cleanupSchedBench(t, kc, sc)
+	benchConstrained(t, kc, w, l.NodeNames())
+	cleanupSchedBench(t, kc, sc)
 
 	// A burst: every pod created at once by 16 clients.
 	names := make([]string, schedBurstPods)
@@ -274,4 +276,43 @@ func cleanupBenchPods(t *testing.T, kc kubernetes.Interface, sc *slurmrest.Clien
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// benchConstrained: one pod at a time whose nodeSelector matches 1 of the
+// nodes (the last, which Slurm would pick last on an idle cluster), as many
+// as that node has GPUs; to bound on that node. Beside pod_to_bound, what
+// node constraints cost (the filters at submission, Slurm's node names,
+// the exclusion list).
+func benchConstrained(t *testing.T, kc kubernetes.Interface, w *schedWatcher, nodes []string) {
+	ctx := context.Background()
+	pick := nodes[len(nodes)-1]
+	const key = "bench.onepool.dev/pick"
+	label := func(v string) {
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, key, v)
+		if _, err := kc.CoreV1().Nodes().Patch(ctx, pick, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	label(`"yes"`)
+	defer label("null")
+	var lat []time.Duration
+	for i := range lab.GPUsPerNode {
+		name := fmt.Sprintf("picky-%03d", i)
+		p := gpuPod(name, 1)
+		p.Spec.NodeSelector = map[string]string{key: "yes"}
+		start := time.Now()
+		if _, err := kc.CoreV1().Pods(schedNS).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		at := w.waitBound(t, name, 30*time.Second)
+		got, err := kc.CoreV1().Pods(schedNS).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Spec.NodeName != pick {
+			t.Fatalf("%s bound to %s, not %s (the only node its selector matches)", name, got.Spec.NodeName, pick)
+		}
+		lat = append(lat, at.Sub(start))
+	}
+	reportPercentile("constrained_pod_to_bound_p50_ms", lat, 0.50)
 }
