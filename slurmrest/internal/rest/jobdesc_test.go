@@ -24,13 +24,7 @@ func TestJobDescTimeLimit(t *testing.T) {
 		{model.UnlimitedTime, `{"set":true,"infinite":true}`},
 		{0, ``},
 	} {
-		desc, err := newJobDesc("submit", model.JobSubmit{Name: "x", TimeLimit: tc.limit})
-		require.NoError(t, err)
-		b, err := json.Marshal(desc)
-		require.NoError(t, err)
-		var fields map[string]json.RawMessage
-		require.NoError(t, json.Unmarshal(b, &fields))
-		assert.Equal(t, tc.want, string(fields["time_limit"]), "time limit %v", tc.limit)
+		assert.Equal(t, tc.want, descField(t, model.JobSubmit{Name: "x", TimeLimit: tc.limit}, "time_limit"), "time limit %v", tc.limit)
 	}
 }
 
@@ -44,12 +38,19 @@ func TestJobDescExcludedNodes(t *testing.T) {
 		{[]string{"gpu-0", "gpu-3"}, `["gpu-0","gpu-3"]`},
 		{nil, ``},
 	} {
-		desc, err := newJobDesc("submit", model.JobSubmit{Name: "x", ExcludedNodes: tc.nodes})
-		require.NoError(t, err)
-		b, err := json.Marshal(desc)
-		require.NoError(t, err)
-		var fields map[string]json.RawMessage
-		require.NoError(t, json.Unmarshal(b, &fields))
-		assert.Equal(t, tc.want, string(fields["excluded_nodes"]), "excluded %v", tc.nodes)
+		assert.Equal(t, tc.want, descField(t, model.JobSubmit{Name: "x", ExcludedNodes: tc.nodes}, "excluded_nodes"), "excluded %v", tc.nodes)
 	}
+}
+
+// descField is one field of the job description slurmrestd receives for j,
+// as JSON ("" when it is left out).
+func descField(t *testing.T, j model.JobSubmit, field string) string {
+	t.Helper()
+	desc, err := newJobDesc("submit", j)
+	require.NoError(t, err)
+	b, err := json.Marshal(desc)
+	require.NoError(t, err)
+	var fields map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(b, &fields))
+	return string(fields[field])
 }
