@@ -221,6 +221,9 @@ func (c *Core) Place(pod *corev1.Pod) Decision {
 		id := p.jobID
 		delete(c.byJob, id)
 		p.abandon()
+		// No pod of it was bound: its placeholder may let go at once
+		// (the release answer), not at KillWait.
+		c.released[id] = time.Now()
 		if !slices.Contains(p.avoid, slurmNode) {
 			p.avoid = append(p.avoid, slurmNode)
 		}

@@ -80,3 +80,63 @@ func (e *schedEnv) labelNode(node, key, value string) {
 		}
 	})
 }
+
+// A job Slurm starts on a node its pod can no longer use (the Node lost the
+// label the pod selects after the job was asked) is given back at once with
+// a SlurmJobMisplaced event, holds no GPU, and the next job leaves that
+// node out: the pod binds where its selector matches.
+func TestSchedulerJobOnANodeThePodCannotUseIsGivenBack(t *testing.T) {
+	e := newSchedEnv(t)
+	nodes := e.l.NodeNames()
+	x, y := nodes[0], nodes[1]
+	key := "e2e.onepool.dev/" + e.ns
+	e.labelNode(x, key, "ok")
+	e.labelNode(y, key, "ok")
+	fill := func(name, node string) {
+		p := e.pod(name, 8, nil)
+		p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node}
+		e.create(p)
+		if got := e.waitBound(name, 30*time.Second); got != node {
+			t.Fatalf("%s bound to %s, want %s", name, got, node)
+		}
+	}
+	fill("fill-x", x)
+	fill("fill-y", y)
+
+	p := e.pod("picky", 1, nil)
+	p.Spec.NodeSelector = map[string]string{key: "ok"}
+	e.create(p)
+	e.waitPendingWith("picky", "PENDING", 30*time.Second)
+	first := e.onlyJob("picky")
+
+	// x no longer fits picky; its job is still waiting, and still allows x.
+	e.labelNode(x, key, "no")
+	if err := e.kc.CoreV1().Pods(e.ns).Delete(context.Background(), "fill-x", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 45*time.Second, keys.EventJobMisplaced+" event naming "+x, func() (bool, string) {
+		return e.hasEvent("picky", keys.EventJobMisplaced, fmt.Sprintf("Slurm job %d started on %s", first.ID, x))
+	})
+	eventually(t, 20*time.Second, fmt.Sprintf("job %d given back", first.ID), func() (bool, string) {
+		st := scontrolJob(t, e.l, first.ID)["JobState"]
+		return st == "CANCELLED" || st == "COMPLETED", st
+	})
+	if got, _ := e.get("picky"); got.Spec.NodeName != "" {
+		t.Fatalf("picky bound to %s, where its selector does not match", got.Spec.NodeName)
+	}
+
+	// The next job leaves x out: it waits for y, and runs there once y frees.
+	if err := e.kc.CoreV1().Pods(e.ns).Delete(context.Background(), "fill-y", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.waitBound("picky", 45*time.Second); got != y {
+		t.Fatalf("picky bound to %s, want %s", got, y)
+	}
+	again := e.activeJobs("picky")
+	if len(again) != 1 || again[0].ID == first.ID {
+		t.Fatalf("active jobs of picky: %v; want one new job", jobIDs(again))
+	}
+	if exc := expandForTest(t, scontrolJob(t, e.l, again[0].ID)["ExcNodeList"]); !strings.Contains(exc, x) {
+		t.Errorf("the new job does not leave out %s: ExcNodeList=%s", x, exc)
+	}
+}
