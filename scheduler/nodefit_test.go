@@ -8,10 +8,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
@@ -218,6 +220,42 @@ func TestCoreGivesBackAJobOnANodeThePodCannotUse(t *testing.T) {
 	key, _ := f.core.submitQ.Get()
 	require.NoError(t, f.core.submit(context.Background(), key))
 	f.core.submitQ.Done(key)
+	require.Len(t, f.slurm.submitted, 1)
+	assert.Equal(t, []string{"gpu-1"}, f.slurm.submitted[0].ExcludedNodes)
+}
+
+// A pod with a GPU claim leaves out the Slurm nodes whose Node publishes no
+// devices of onepool's DRA driver (its claim could never be allocated
+// there); with none publishing, it asks Slurm nothing and says why. A pod
+// without a claim is not concerned.
+func TestCoreGPUClaimPodLeavesOutNodesWithoutDevices(t *testing.T) {
+	f := newCoreFixture(t)
+	kube := fake.NewSimpleClientset()
+	inf := informers.NewSharedInformerFactory(kube, 0)
+	for _, n := range []*corev1.Node{node("gpu-1", nil), node("gpu-2", nil)} {
+		require.NoError(t, inf.Core().V1().Nodes().Informer().GetIndexer().Add(n))
+	}
+	f.core.nodes = inf.Core().V1().Nodes().Lister()
+	f.core.slices = inf.Resource().V1().ResourceSlices().Lister()
+	f.pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: keys.PodClaimGPUs, ResourceClaimName: ptr.To("p-gpus")}}
+	f.pod.Annotations = map[string]string{keys.AnnotationGPUs: "1"}
+	f.pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
+	f.core.podChanged(nil, f.pod)
+	submit := func() {
+		f.core.Place(f.pod)
+		key, _ := f.core.submitQ.Get()
+		require.NoError(t, f.core.submit(context.Background(), key))
+		f.core.submitQ.Done(key)
+	}
+
+	submit()
+	assert.Empty(t, f.slurm.submitted)
+	assert.Equal(t, "no Slurm node fits the pod: 2 node(s) publish no GPU devices of gpu.onepool.dev (DRA)", f.core.Place(f.pod).Message)
+
+	slice := &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "gpu-2-gpus"}, Spec: resourceapi.ResourceSliceSpec{
+		Driver: keys.GPUDriverName, Pool: resourceapi.ResourcePool{Name: "gpu-2", Generation: 1, ResourceSliceCount: 1}, NodeName: ptr.To("gpu-2")}}
+	require.NoError(t, inf.Resource().V1().ResourceSlices().Informer().GetIndexer().Add(slice))
+	submit()
 	require.Len(t, f.slurm.submitted, 1)
 	assert.Equal(t, []string{"gpu-1"}, f.slurm.submitted[0].ExcludedNodes)
 }

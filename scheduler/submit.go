@@ -283,9 +283,21 @@ func (c *Core) nodeConstraints(ctx context.Context, members []*corev1.Pod, avoid
 	if err != nil {
 		return nil, "", fmt.Errorf("listing Nodes: %w", err)
 	}
+	noDevices, err := c.nodesWithoutGPUDevices(members, nodes)
+	if err != nil {
+		return nil, "", err
+	}
 	unfit := make([]map[string][]string, len(members))
 	for i, m := range members {
-		if unfit[i] = c.fit.Unfit(ctx, m, nodes); len(unfit[i]) == 0 {
+		unfit[i] = c.fit.Unfit(ctx, m, nodes)
+		if _, claimed, _ := gpuClaimName(m); claimed {
+			for _, n := range noDevices {
+				if _, ok := unfit[i][n]; !ok {
+					unfit[i][n] = []string{reasonNoGPUDevices}
+				}
+			}
+		}
+		if len(unfit[i]) == 0 {
 			return avoid, "", nil // a pod of the job may use any node
 		}
 	}
@@ -304,4 +316,33 @@ func (c *Core) nodeConstraints(ctx context.Context, members []*corev1.Pod, avoid
 	}
 	slices.Sort(excluded)
 	return excluded, "", nil
+}
+
+// reasonNoGPUDevices: a pod with a GPU claim cannot use a Node whose node
+// agent publishes no devices (its claim could never be allocated there).
+var reasonNoGPUDevices = fmt.Sprintf("node(s) publish no GPU devices of %s (DRA)", keys.GPUDriverName)
+
+// nodesWithoutGPUDevices lists the Nodes that publish no ResourceSlice of
+// onepool's DRA driver, when one of members has a GPU claim (nil else).
+func (c *Core) nodesWithoutGPUDevices(members []*corev1.Pod, nodes []*corev1.Node) ([]string, error) {
+	if c.slices == nil || !slices.ContainsFunc(members, func(m *corev1.Pod) bool { _, ok, _ := gpuClaimName(m); return ok }) {
+		return nil, nil
+	}
+	rs, err := c.slices.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("listing ResourceSlices: %w", err)
+	}
+	has := map[string]bool{}
+	for _, s := range rs {
+		if s.Spec.Driver == keys.GPUDriverName {
+			has[s.Spec.Pool.Name] = true
+		}
+	}
+	var out []string
+	for _, n := range nodes {
+		if !has[n.Name] {
+			out = append(out, n.Name)
+		}
+	}
+	return out, nil
 }
