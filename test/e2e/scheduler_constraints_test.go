@@ -140,3 +140,20 @@ func TestSchedulerJobOnANodeThePodCannotUseIsGivenBack(t *testing.T) {
 		t.Errorf("the new job does not leave out %s: ExcNodeList=%s", x, exc)
 	}
 }
+
+// The README's plain nvidia.com/gpu pod, turned into a GPU claim by the
+// webhook, on the lab's static nodes (which publish no DRA devices): it
+// asks Slurm nothing, so no job holds a GPU its claim could never get, and
+// it says why.
+func TestSchedulerGPUClaimPodWaitsForNodesWithDevices(t *testing.T) {
+	e := newGPUClaimsEnv(t)
+	e.create(e.pod("claims", 1, nil))
+	msg := e.waitPendingWith("claims", "no Slurm node fits the pod", 30*time.Second)
+	if want := "publish no GPU devices of " + keys.GPUDriverName; !strings.Contains(msg, want) {
+		t.Errorf("pending message lacks %q: %s", want, msg)
+	}
+	e.holdsPod(5*time.Second, "claims", func(p *corev1.Pod) (bool, string) {
+		js := e.jobs("claims")
+		return len(js) == 0 && len(p.Spec.ResourceClaims) == 1, fmt.Sprintf("jobs %v, claims %d", jobIDs(js), len(p.Spec.ResourceClaims))
+	})
+}
