@@ -44,7 +44,7 @@ type Core struct {
 	slices     resourcelisters.ResourceSliceLister
 	claims     resourcelisters.ResourceClaimLister
 	fit        *NodeFit
-	slurmNodes func(context.Context) (map[string]bool, error)
+	slurmNodes func(ctx context.Context, want []string) (map[string]bool, error)
 	recorder   events.EventRecorder
 	activate   func(pods []*corev1.Pod)
 	script     func(owner) string
@@ -96,7 +96,7 @@ type CoreConfig struct {
 	// SlurmNodes lists the names of Slurm's nodes (only those can be left
 	// out of a job); nil Fit: Slurm is told no node constraint.
 	Fit        *NodeFit
-	SlurmNodes func(context.Context) (map[string]bool, error)
+	SlurmNodes func(ctx context.Context, want []string) (map[string]bool, error)
 	Recorder   events.EventRecorder
 	// Activate moves pods back into the scheduling queue.
 	Activate func(pods []*corev1.Pod)

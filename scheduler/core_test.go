@@ -121,7 +121,7 @@ func newCoreFixture(t *testing.T) *coreFixture {
 		t.Fatal(err)
 	}
 	f.core, err = NewCore(CoreConfig{
-		Fit: fit, SlurmNodes: func(context.Context) (map[string]bool, error) {
+		Fit: fit, SlurmNodes: func(context.Context, []string) (map[string]bool, error) {
 			return map[string]bool{"gpu-1": true, "gpu-2": true}, nil
 		},
 		Args: testArgs(t), Log: klog.Background(), Slurm: f.slurm, Jobs: f.jobs, Kube: kube,

@@ -37,6 +37,7 @@ import (
 
 	"github.com/onepool/onepool/internal/testenv"
 	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/slurmnode"
 	"github.com/onepool/onepool/tenancy/api/v1alpha1"
 )
 
@@ -232,6 +233,29 @@ func TestIntegrationScheduler(t *testing.T) {
 		require.NoError(t, err)
 		ask := e.submitted("typo")
 		assert.Equal(t, int64(120), ask.Job.TimeLimit.Number, "the fixed time limit, in minutes")
+	})
+
+	t.Run("a pod's node selector reaches Slurm as the nodes its job leaves out", func(t *testing.T) {
+		t.Parallel()
+		e := s.namespace(t, "selector", v1alpha1.TenantPolicySpec{}, 2)
+		patch := fmt.Sprintf(`{"metadata":{"labels":{"zone":%q}}}`, e.ns)
+		_, err := e.kc.CoreV1().Nodes().Patch(context.Background(), e.node(1), types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		require.NoError(t, err)
+		pod := podWith(nil, 1, "", "")
+		pod.Name, pod.Namespace, pod.UID = "picky", e.ns, ""
+		pod.Spec.SchedulerName = keys.SchedulerName
+		pod.Spec.NodeSelector = map[string]string{"zone": e.ns}
+		pod.Spec.Containers[0].Image = "registry.k8s.io/pause:3.10"
+		_, err = e.kc.CoreV1().Pods(e.ns).Create(context.Background(), pod, metav1.CreateOptions{})
+		require.NoError(t, err)
+		ask := e.submitted("picky")
+		assert.Contains(t, ask.Job.ExcludedNodes, e.node(0))
+		assert.NotContains(t, ask.Job.ExcludedNodes, e.node(1))
+		s.slurm.start(ask.ID, e.node(1))
+		e.eventually("picky bound to "+e.node(1), func() (bool, string) {
+			p := e.get("picky")
+			return p != nil && p.Spec.NodeName == e.node(1), fmt.Sprintf("%v", p != nil && p.Spec.NodeName != "")
+		})
 	})
 
 	t.Run("a job Slurm starts on a cordoned node is given back and another asked for", func(t *testing.T) {
@@ -466,6 +490,7 @@ func (e *nsEnv) createNode(name string, labels map[string]string) {
 	ctx := context.Background()
 	got, err := e.kc.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 	require.NoError(e.t, err)
+	e.slurm.addNode(slurmnode.Of(got))
 	e.t.Cleanup(func() { _ = e.kc.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
 	// The API server taints a new Node not-ready (TaintNodesByCondition);
 	// no node lifecycle controller runs here to lift it.

@@ -217,8 +217,13 @@ func histogram(reasons map[string]int) string {
 // is refused and asked again).
 const slurmNodeNamesTTL = 30 * time.Second
 
+// slurmNodeNamesMiss: a Node whose Slurm node is not among the names kept
+// (a node that joined since) has them read again, at most this often.
+const slurmNodeNamesMiss = time.Second
+
 // slurmNodeNames reads Slurm's node names when a pod's constraints leave
-// nodes out, and keeps them for a while: most pods need none.
+// nodes out, and keeps them for a while (most pods need none), unless a
+// Node to leave out names a Slurm node they lack.
 type slurmNodeNames struct {
 	list func(ctx context.Context, since time.Time) (*slurmrest.NodeList, error)
 	ttl  time.Duration
@@ -232,10 +237,11 @@ func newSlurmNodeNames(c *slurmrest.Client, ttl time.Duration) *slurmNodeNames {
 	return &slurmNodeNames{list: c.ListNodes, ttl: ttl}
 }
 
-func (s *slurmNodeNames) get(ctx context.Context) (map[string]bool, error) {
+func (s *slurmNodeNames) get(ctx context.Context, want []string) (map[string]bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.names != nil && time.Since(s.at) < s.ttl {
+	missing := slices.ContainsFunc(want, func(n string) bool { return !s.names[n] })
+	if s.names != nil && time.Since(s.at) < s.ttl && (!missing || time.Since(s.at) < slurmNodeNamesMiss) {
 		return s.names, nil
 	}
 	l, err := s.list(ctx, time.Time{})

@@ -110,7 +110,7 @@ func TestCoreSubmitsNodeConstraints(t *testing.T) {
 		require.NoError(t, inf.Core().V1().Nodes().Informer().GetIndexer().Add(n))
 	}
 	f.core.nodes, f.core.fit = inf.Core().V1().Nodes().Lister(), fit
-	f.core.slurmNodes = func(context.Context) (map[string]bool, error) {
+	f.core.slurmNodes = func(context.Context, []string) (map[string]bool, error) {
 		return map[string]bool{"gpu-1": true, "gpu-2": true}, nil
 	}
 	submitOnce := func() {
@@ -139,7 +139,7 @@ func TestCoreSubmitsNodeConstraints(t *testing.T) {
 	// A Node labelled pool=c appears: the job is asked, the other node left out.
 	n3 := node("gpu-3", map[string]string{"pool": "c"})
 	require.NoError(t, inf.Core().V1().Nodes().Informer().GetIndexer().Add(n3))
-	f.core.slurmNodes = func(context.Context) (map[string]bool, error) {
+	f.core.slurmNodes = func(context.Context, []string) (map[string]bool, error) {
 		return map[string]bool{"gpu-1": true, "gpu-2": true, "gpu-3": true}, nil
 	}
 	submitOnce()
@@ -148,7 +148,8 @@ func TestCoreSubmitsNodeConstraints(t *testing.T) {
 	assert.False(t, f.core.Unfit(f.pod))
 }
 
-// Slurm's node names are read once per TTL, and again after it.
+// Slurm's node names are read once per TTL and again after it, or sooner
+// (at most once a second) for a node they lack.
 func TestSlurmNodeNamesAreKeptForATTL(t *testing.T) {
 	reads := 0
 	s := &slurmNodeNames{ttl: time.Hour, list: func(context.Context, time.Time) (*slurmrest.NodeList, error) {
@@ -156,15 +157,27 @@ func TestSlurmNodeNamesAreKeptForATTL(t *testing.T) {
 		return &slurmrest.NodeList{Nodes: []slurmrest.Node{{Name: "gpu-0"}}}, nil
 	}}
 	for range 3 {
-		names, err := s.get(context.Background())
+		names, err := s.get(context.Background(), []string{"gpu-0"})
 		require.NoError(t, err)
 		assert.Equal(t, map[string]bool{"gpu-0": true}, names)
 	}
 	assert.Equal(t, 1, reads)
-	s.at = time.Now().Add(-2 * time.Hour)
-	_, err := s.get(context.Background())
+	// A node Slurm did not have a moment ago: not read again at once...
+	_, err := s.get(context.Background(), []string{"gpu-1"})
+	require.NoError(t, err)
+	assert.Equal(t, 1, reads)
+	// ...but after slurmNodeNamesMiss.
+	s.at = time.Now().Add(-2 * slurmNodeNamesMiss)
+	_, err = s.get(context.Background(), []string{"gpu-1"})
 	require.NoError(t, err)
 	assert.Equal(t, 2, reads)
+	_, err = s.get(context.Background(), []string{"gpu-0"})
+	require.NoError(t, err)
+	assert.Equal(t, 2, reads)
+	s.at = time.Now().Add(-2 * time.Hour)
+	_, err = s.get(context.Background(), nil)
+	require.NoError(t, err)
+	assert.Equal(t, 3, reads)
 }
 
 // A pod that says nothing about nodes costs no read of Slurm's nodes and
@@ -174,7 +187,7 @@ func TestCoreUnconstrainedPodReadsNoSlurmNodes(t *testing.T) {
 	fit, err := NewNodeFit(context.Background())
 	require.NoError(t, err)
 	f.core.fit = fit
-	f.core.slurmNodes = func(context.Context) (map[string]bool, error) {
+	f.core.slurmNodes = func(context.Context, []string) (map[string]bool, error) {
 		t.Error("Slurm's nodes were read for a pod without node constraints")
 		return nil, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -52,6 +53,7 @@ type fakeSlurmrestd struct {
 	cancels []uint32
 	grants  map[string][]string // partition → the nodes an immediate allocation gets
 	badQOS  map[string]bool     // QOS Slurm does not know (submissions refused)
+	nodes   map[string]bool     // the Slurm nodes GET /nodes/ lists
 	changed time.Time           // the last change of any job (update_time)
 	strange []string            // requests this Slurm does not serve
 }
@@ -104,6 +106,7 @@ type jobAsk struct {
 	Environment   []string `json:"environment"`
 	TimeLimit     noVal    `json:"time_limit"`
 	MemoryPerNode noVal    `json:"memory_per_node"`
+	ExcludedNodes []string `json:"excluded_nodes"`
 }
 
 type noVal struct {
@@ -117,7 +120,7 @@ func newFakeSlurmrestd(t *testing.T, version string) *fakeSlurmrestd {
 	t.Helper()
 	f := &fakeSlurmrestd{
 		t: t, version: version, dir: filepath.Join("..", "slurmrest", "internal", "rest", "testdata", version),
-		nextID: 1000, jobs: map[uint32]*slurmJob{}, grants: map[string][]string{}, badQOS: map[string]bool{}, changed: time.Now(),
+		nextID: 1000, jobs: map[uint32]*slurmJob{}, grants: map[string][]string{}, badQOS: map[string]bool{}, nodes: map[string]bool{}, changed: time.Now(),
 	}
 	claims := base64.RawURLEncoding.EncodeToString([]byte(`{"sun":"` + tokenUser + `","exp":4102444800}`))
 	f.token = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9." + claims + ".c2lnbmF0dXJl"
@@ -132,7 +135,7 @@ func newFakeSlurmrestd(t *testing.T, version string) *fakeSlurmrestd {
 		require.NoError(t, err)
 		f.recordings[strings.Join(parts[:len(parts)-2], ".")] = recording{status, body}
 	}
-	for _, what := range []string{"jobs", "jobs_unchanged", "jobs_state", "job_1", "job_unknown", "submit", "allocate", "allocate_busy", "cancel", "cancel_unknown"} {
+	for _, what := range []string{"jobs", "jobs_unchanged", "jobs_state", "job_1", "job_unknown", "submit", "allocate", "allocate_busy", "cancel", "cancel_unknown", "nodes"} {
 		require.Contains(t, f.recordings, what, "%s has no recording of %s", f.dir, what)
 	}
 	var listing map[string]any
@@ -341,15 +344,39 @@ func (f *fakeSlurmrestd) serve(w http.ResponseWriter, r *http.Request) {
 		ask.ID = j.ID
 		f.asks = append(f.asks, ask)
 		answer(f.edited(strings.TrimPrefix(path, "/job/"), func(m map[string]any) { m["job_id"] = j.ID }))
+	case r.Method == http.MethodGet && path == "/nodes/":
+		// Every node the test's Nodes name, from the recorded listing's
+		// first node.
+		answer(f.edited("nodes", func(m map[string]any) {
+			tmpl := m["nodes"].([]any)[0].(map[string]any)
+			var nodes []any
+			for _, n := range slices.Sorted(maps.Keys(f.nodes)) {
+				c := maps.Clone(tmpl)
+				c["name"], c["hostname"] = n, n
+				nodes = append(nodes, c)
+			}
+			m["nodes"] = nodes
+		}))
 	default:
-		f.refuse(w, r, "no such endpoint here")
+		f.refuseLocked(w, r, "no such endpoint here")
 	}
+}
+
+// addNode makes Slurm know a node (GET /nodes/ lists it).
+func (f *fakeSlurmrestd) addNode(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nodes[name] = true
 }
 
 func (f *fakeSlurmrestd) refuse(w http.ResponseWriter, r *http.Request, why string) {
 	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.refuseLocked(w, r, why)
+}
+
+func (f *fakeSlurmrestd) refuseLocked(w http.ResponseWriter, r *http.Request, why string) {
 	f.strange = append(f.strange, r.Method+" "+r.URL.String()+": "+why)
-	f.mu.Unlock()
 	http.Error(w, why, http.StatusTeapot)
 }
 

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/slurmnode"
 	"github.com/onepool/onepool/slurmrest"
 )
 
@@ -301,7 +302,13 @@ func (c *Core) nodeConstraints(ctx context.Context, members []*corev1.Pod, avoid
 			return avoid, "", nil // a pod of the job may use any node
 		}
 	}
-	names, err := c.slurmNodes(ctx)
+	var want []string
+	for _, n := range nodes {
+		if slices.ContainsFunc(unfit, func(u map[string][]string) bool { _, ok := u[n.Name]; return ok }) {
+			want = append(want, slurmnode.Of(n))
+		}
+	}
+	names, err := c.slurmNodes(ctx, want)
 	if err != nil {
 		return nil, "", fmt.Errorf("reading Slurm's node names (to leave out the nodes the pod cannot use): %w", err)
 	}
