@@ -241,6 +241,9 @@ func TestIntegrationScheduler(t *testing.T) {
 		patch := fmt.Sprintf(`{"metadata":{"labels":{"zone":%q}}}`, e.ns)
 		_, err := e.kc.CoreV1().Nodes().Patch(context.Background(), e.node(1), types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 		require.NoError(t, err)
+		// Slurm's node names, read for another test a moment ago, are
+		// read again for a node they lack after slurmNodeNamesMiss.
+		time.Sleep(slurmNodeNamesMiss + 100*time.Millisecond)
 		pod := podWith(nil, 1, "", "")
 		pod.Name, pod.Namespace, pod.UID = "picky", e.ns, ""
 		pod.Spec.SchedulerName = keys.SchedulerName

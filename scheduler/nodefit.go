@@ -218,8 +218,10 @@ func histogram(reasons map[string]int) string {
 const slurmNodeNamesTTL = 30 * time.Second
 
 // slurmNodeNamesMiss: a Node whose Slurm node is not among the names kept
-// (a node that joined since) has them read again, at most this often.
-const slurmNodeNamesMiss = time.Second
+// (a node that joined since) has them read again, at most this often (a
+// Node that is no Slurm node at all, such as a control plane's, is missed
+// every time).
+const slurmNodeNamesMiss = 5 * time.Second
 
 // slurmNodeNames reads Slurm's node names when a pod's constraints leave
 // nodes out, and keeps them for a while (most pods need none), unless a
