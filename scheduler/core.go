@@ -11,11 +11,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -253,13 +256,40 @@ func (c *Core) Gate(pod *corev1.Pod) (string, bool) {
 	return d.Message, p != nil && p.jobID == 0 && p.submitting && p.err == nil && p.waiting == ""
 }
 
-// Unfit says whether no Slurm node met the pod's node constraints when
-// its job was last to be asked: a Node that changes may fit it now.
-func (c *Core) Unfit(pod *corev1.Pod) bool {
+// NodeEventHandler: a Node added, or whose labels, taints or cordon
+// changed, and a ResourceSlice added or changed, may let a pod that no Slurm
+// node fitted, or whose constrained job Slurm refused, run now: they are
+// placed again.
+func (c *Core) NodeEventHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { c.wakeConstrained() },
+		UpdateFunc: func(old, o any) {
+			a, ok1 := old.(*corev1.Node)
+			b, ok2 := o.(*corev1.Node)
+			if !ok1 || !ok2 || !labels.Equals(a.Labels, b.Labels) || a.Spec.Unschedulable != b.Spec.Unschedulable ||
+				!equality.Semantic.DeepEqual(a.Spec.Taints, b.Spec.Taints) {
+				c.wakeConstrained()
+			}
+		},
+	}
+}
+
+// wakeConstrained places again the pods no Slurm node fitted and those
+// whose job, which left nodes out, Slurm refused.
+func (c *Core) wakeConstrained() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	p := c.places[ownerOf(pod).key()]
-	return p != nil && p.jobID == 0 && p.unfit != ""
+	var wake []*corev1.Pod
+	for _, p := range c.places {
+		if p.jobID != 0 || (p.unfit == "" && !(p.rejected && p.constrained)) {
+			continue
+		}
+		if p.rejected && p.constrained {
+			p.err, p.rejected, p.constrained = nil, false, false
+		}
+		wake = append(wake, c.membersLocked(p.owner)...)
+	}
+	c.mu.Unlock()
+	c.activate(wake)
 }
 
 // misfit says why the pod cannot use node, as kube-scheduler's filters

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -124,7 +125,7 @@ func TestCoreSubmitsNodeConstraints(t *testing.T) {
 	f.core.podChanged(nil, f.pod)
 	submitOnce()
 	assert.Empty(t, f.slurm.submitted, "a job was asked though no Slurm node fits")
-	assert.True(t, f.core.Unfit(f.pod))
+	assert.NotEmpty(t, f.core.places[ownerOf(f.pod).key()].unfit)
 	d := f.core.Place(f.pod)
 	assert.Equal(t, "no Slurm node fits the pod: 2 node(s) didn't match Pod's node affinity/selector", d.Message)
 	require.Len(t, rec.Events, 1)
@@ -145,7 +146,7 @@ func TestCoreSubmitsNodeConstraints(t *testing.T) {
 	submitOnce()
 	require.Len(t, f.slurm.submitted, 1)
 	assert.Equal(t, []string{"gpu-1", "gpu-2"}, f.slurm.submitted[0].ExcludedNodes)
-	assert.False(t, f.core.Unfit(f.pod))
+	assert.Empty(t, f.core.places[ownerOf(f.pod).key()].unfit)
 }
 
 // Slurm's node names are read once per TTL and again after it, or sooner
@@ -271,4 +272,33 @@ func TestCoreGPUClaimPodLeavesOutNodesWithoutDevices(t *testing.T) {
 	submit()
 	require.Len(t, f.slurm.submitted, 1)
 	assert.Equal(t, []string{"gpu-1"}, f.slurm.submitted[0].ExcludedNodes)
+}
+
+// A Node that changes wakes the pods no Slurm node fitted, and those whose
+// constrained job Slurm refused (asked again at once, not after
+// rejectRetry); a refusal of a job that left nothing out stays.
+func TestCoreNodeChangeWakesConstrainedPods(t *testing.T) {
+	f := newCoreFixture(t)
+	key := ownerOf(f.pod).key()
+	f.core.Place(f.pod)
+	p := f.core.places[key]
+	p.err, p.rejected, p.constrained, p.submitting, p.errAt = errors.New("refused"), true, true, false, time.Now()
+	f.woken = nil
+	a := node("gpu-1", nil)
+	b := a.DeepCopy()
+	b.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady}}
+	f.core.NodeEventHandler().OnUpdate(a, b) // a heartbeat: nothing
+	assert.Empty(t, f.woken)
+	b.Labels = map[string]string{"zone": "1"}
+	f.core.NodeEventHandler().OnUpdate(a, b)
+	assert.Equal(t, []string{"p"}, f.woken)
+	assert.False(t, p.rejected)
+	f.core.Place(f.pod)
+	assert.True(t, p.submitting, "asked again at once")
+
+	p.err, p.rejected, p.constrained, p.submitting = errors.New("refused"), true, false, false
+	f.woken = nil
+	f.core.NodeEventHandler().OnAdd(node("gpu-9", nil), false)
+	assert.Empty(t, f.woken)
+	assert.True(t, p.rejected)
 }

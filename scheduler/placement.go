@@ -38,6 +38,9 @@ type placement struct {
 	// unfit: no Slurm node meets the pods' node constraints (the message
 	// last told in an event); placed again when a Node changes.
 	unfit string
+	// constrained: Slurm refused a job that left nodes out; a Node that
+	// changes may let it run (asked again then, not after rejectRetry).
+	constrained bool
 
 	nodes    []string             // the allocation, in Slurm's order
 	assigned map[types.UID]string // pod → Slurm node

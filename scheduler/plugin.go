@@ -117,6 +117,14 @@ func newPlugin(ctx context.Context, obj runtime.Object, h fwk.Handle, leader Lea
 		l.Close()
 		return nil, fmt.Errorf("onepool: %w", err)
 	}
+	if _, err := h.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(core.NodeEventHandler()); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("onepool: %w", err)
+	}
+	if _, err := dra.ResourceSlices().Informer().AddEventHandler(core.NodeEventHandler()); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("onepool: %w", err)
+	}
 	if _, err := namespaces.Informer().AddEventHandler(core.NamespaceEventHandler()); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("onepool: %w", err)
@@ -180,27 +188,18 @@ func (pl *Plugin) PreBind(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod
 // EventsToRegister: pods this plugin rejected come back through
 // Handle.Activate when their Slurm job changes. Among cluster events only
 // these can help: the pod itself asks something else now, a gang gains a
-// member, a Node appears (for a Slurm node that had none), or a Node changes
-// what a pod no Slurm node fitted may fit now.
+// member, or a Node appears (for a Slurm node that had none). Node and
+// ResourceSlice changes that may let a pod's node constraints be met wake
+// it through Core.NodeEventHandler.
 func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Update}, QueueingHintFn: askChangedHint},
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: gangGrewHint},
-		// A Node appears (for a Slurm node that had none), or one whose
-		// labels, taints or cordon changed may now fit a pod no Slurm node
-		// fitted (nothing was submitted for it).
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}, QueueingHintFn: pl.nodeHint},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add}},
 		// A node agent that publishes its GPUs late: pods whose GPU claim
 		// could not be allocated try again.
 		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update}},
 	}, nil
-}
-
-func (pl *Plugin) nodeHint(_ klog.Logger, pod *corev1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
-	if oldObj == nil || pl.core.Unfit(pod) {
-		return fwk.Queue, nil
-	}
-	return fwk.QueueSkip, nil
 }
 
 func askChangedHint(_ klog.Logger, pod *corev1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {

@@ -234,7 +234,7 @@ func TestExplainRejection(t *testing.T) {
 		{"never runnable, nothing known", apiErr(2014), plain, offer{}, []string{"Slurm can never run it", "for one pod: slurmrest"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := explainRejection(tc.err, tc.pod, req, tc.offer)
+			got := explainRejection(tc.err, tc.pod, req, tc.offer, nil)
 			if !errors.Is(got, slurmrest.ErrSlurm) {
 				t.Errorf("the Slurm error is no longer wrapped: %v", got)
 			}
@@ -246,10 +246,10 @@ func TestExplainRejection(t *testing.T) {
 		})
 	}
 	plainErr := errors.New("connection refused")
-	if got := explainRejection(plainErr, plain, req, offer{}); got != plainErr {
+	if got := explainRejection(plainErr, plain, req, offer{}, nil); got != plainErr {
 		t.Errorf("an error without Slurm numbers changed: %v", got)
 	}
-	if got := explainRejection(apiErr(2999), plain, req, offer{}); got.Error() != apiErr(2999).Error() {
+	if got := explainRejection(apiErr(2999), plain, req, offer{}, nil); got.Error() != apiErr(2999).Error() {
 		t.Errorf("an unknown Slurm number gained words: %v", got)
 	}
 }

@@ -45,7 +45,7 @@ func largestOffer(nodes corelisters.NodeLister) offer {
 // request at fault, where it came from, and, when no node can ever run it,
 // what would fit. The Slurm error stays wrapped. An error it cannot explain
 // comes back as it is.
-func explainRejection(err error, pod *corev1.Pod, req request, largest offer) error {
+func explainRejection(err error, pod *corev1.Pod, req request, largest offer, excluded []string) error {
 	var ae *slurmrest.APIError
 	if !errors.As(err, &ae) {
 		return err
@@ -71,6 +71,12 @@ func explainRejection(err error, pod *corev1.Pod, req request, largest offer) er
 	case slurmrest.ErrnoAccountingPolicy:
 		why = "a limit of the account's association or of the QOS forbids this job"
 	case slurmrest.ErrnoNodeConfigUnavailable, slurmrest.ErrnoTooManyCPUs, slurmrest.ErrnoPartConfigUnavailable, slurmrest.ErrnoInvalidGRES:
+		if len(excluded) > 0 {
+			// The nodes left out may be the only ones that could.
+			why = "Slurm can never run it: no node" + inPartition(req.Partition) + " but the " + fmt.Sprint(len(excluded)) +
+				" its node constraints leave out (" + strings.Join(excluded, ",") + ") has " + asks(req) + " for one pod"
+			break
+		}
 		why = "Slurm can never run it: no node" + inPartition(req.Partition) + " has " + asks(req) + " for one pod" + fits(req, largest)
 	default:
 		return err

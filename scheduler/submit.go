@@ -155,7 +155,10 @@ func (c *Core) submit(ctx context.Context, key string) error {
 	id, now, err := c.place(slurmrest.AsUser(ctx, req.User), o, job)
 	if err != nil {
 		if rejected(err) {
-			err = explainRejection(err, members[0], req, largestOffer(c.nodes))
+			err = explainRejection(err, members[0], req, largestOffer(c.nodes), excluded)
+			c.mu.Lock()
+			p.constrained = len(excluded) > 0
+			c.mu.Unlock()
 			for _, m := range members {
 				c.recorder.Eventf(m, nil, corev1.EventTypeWarning, keys.EventJobRejected, keys.ActionSubmit, "Slurm rejected the placeholder job: %v", err)
 			}
