@@ -244,21 +244,23 @@ soak-short: ## the short soak make test runs (3 minutes, seed 1 unless SOAK_SEED
 # own (the tools hard-linked from $(BIN), its own rootfs and state) and its
 # own network namespace (both labs use the same ports). The suites mostly
 # wait (the CPUs were 10-16 % busy during make e2e), so the lanes share this
-# machine. Its rootfs is built first, outside the namespace (apt needs the
-# mirror). Inside, nothing is reached but loopback and one more address
-# (slurmdbd needs an address besides loopback: getaddrinfo with
-# AI_ADDRCONFIG). The 24.11 short soak stays in the first lab: a lab that
-# changes release keeps its Kubernetes state (etcd), and onepool's drain
-# records on the Nodes from one release's soak are wrong for the other's
-# Slurm (a make ci-fresh found the 24.11 soak rewriting an admin drain
-# that a stale record called onepool's).
+# machine. Its rootfs are built first, outside the namespace (apt needs the
+# mirror): 26.05 for its suites, 24.11 for the short soak on 24.11, which
+# runs there too to even out the lanes. Inside, nothing is reached but
+# loopback and one more address (slurmdbd needs an address besides
+# loopback: getaddrinfo with AI_ADDRCONFIG). A lab that changes release
+# keeps its Kubernetes state (etcd): lab.StartClean removes onepool's drain
+# records from the Nodes, so the 24.11 soak does not start with the 26.05
+# soak's (a make ci-fresh of a3fe544 failed on one: an admin's drain in
+# onepool's words taken for onepool's).
 LAB_2605_DIR ?= $(LAB_DIR)-26.05
 LAB_2605_NETNS ?= onepool-lab-26.05
-lab-26.05-beside: tools ## prepare the second lab make test runs the 26.05 suites in, beside the first (LAB_2605_DIR, LAB_2605_NETNS)
+lab-26.05-beside: tools ## prepare the second lab make test runs the 26.05 suites (and the 24.11 short soak) in, beside the first (LAB_2605_DIR, LAB_2605_NETNS)
 	mkdir -p $(LAB_2605_DIR)/bin
 	for f in $(BIN)/*; do ln -f "$$f" $(LAB_2605_DIR)/bin/; done
 	cp -p $(LAB_DIR)/kwok-stages.yaml $(LAB_DIR)/podgroup-crd.yaml $(LAB_2605_DIR)/
 	ONEPOOL_LAB_DIR=$(LAB_2605_DIR) ONEPOOL_LAB_SLURM=26.05 $(BIN)/lab rootfs
+	ONEPOOL_LAB_DIR=$(LAB_2605_DIR) ONEPOOL_LAB_SLURM=24.11 $(BIN)/lab rootfs
 	ip netns list | grep -qw $(LAB_2605_NETNS) || ip netns add $(LAB_2605_NETNS)
 	ip -n $(LAB_2605_NETNS) link set lo up
 	ip -n $(LAB_2605_NETNS) addr replace 10.99.0.1/32 dev lo
@@ -268,11 +270,12 @@ lab-26.05-beside: tools ## prepare the second lab make test runs the 26.05 suite
 # (lab.StartClean). On a fresh machine most of the time is compiling
 # (kube-apiserver alone ~4.5 min on 2 cores), so it is done once, first
 # (`tools`), and the rest overlaps what only waits:
-#   lane 1 (first lab):  e2e, soak-short, images, e2e-node; the real node's
-#                        binaries (node-tools) compile while e2e waits
+#   lane 1 (first lab):  e2e, images, e2e-node; the real node's binaries
+#                        (node-tools) compile meanwhile, while e2e waits
 #   lane 2 (second lab): vet, unit, fuzz, then e2e-26.05, soak-short-26.05
+#                        and soak-short (24.11)
 # Lane 2's output comes after lane 1's.
-TEST_LANE_1 := e2e soak-short images e2e-node
+TEST_LANE_1 := e2e images e2e-node
 test: ## everything CI runs: vet, unit, fuzz, the suites and a 3-minute fault soak on Slurm 24.11 and 26.05, in two lanes; a timed line per stage
 	@stage() { local s=$$1 start=$$(date +%s); shift; \
 	  if "$$@"; then echo "STAGE $$s $$(( $$(date +%s) - start )) s"; else echo "STAGE $$s FAILED after $$(( $$(date +%s) - start )) s"; return 1; fi; }; \
@@ -283,14 +286,15 @@ test: ## everything CI runs: vet, unit, fuzz, the suites and a 3-minute fault so
 	( stage vet $(MAKE) --no-print-directory vet && stage unit $(MAKE) --no-print-directory unit && \
 	  stage fuzz $(MAKE) --no-print-directory fuzz && \
 	  stage lab-26.05-beside $(MAKE) --no-print-directory lab-26.05-beside && \
-	  stage e2e-26.05 in2 e2e-26.05 SLURM=26.05 && stage soak-short-26.05 in2 soak-short SLURM=26.05 ) > $$log 2>&1 & bg=$$!; \
+	  stage e2e-26.05 in2 e2e-26.05 SLURM=26.05 && stage soak-short-26.05 in2 soak-short SLURM=26.05 && \
+	  in2 down SLURM=26.05 && stage soak-short in2 soak-short ) > $$log 2>&1 & bg=$$!; \
 	$(MAKE) --no-print-directory node-tools > $$ntlog 2>&1 & nt=$$!; \
 	rc=0; for s in $(TEST_LANE_1); do \
 	  if [ $$s = e2e-node ]; then wait $$nt || { echo "node-tools failed ($$ntlog):"; tail -30 $$ntlog; rc=1; break; }; fi; \
 	  stage $$s $(MAKE) --no-print-directory $$s || { rc=1; break; }; done; \
 	wait $$nt 2>/dev/null || true; \
 	bgrc=0; wait $$bg || bgrc=$$?; \
-	echo "--- lane 2: vet, unit, fuzz, and the 26.05 suites in the second lab, beside the stages above ($$log):"; cat $$log; \
+	echo "--- lane 2: vet, unit, fuzz, and the suites in the second lab (26.05, and the 24.11 short soak), beside the stages above ($$log):"; cat $$log; \
 	[ $$rc = 0 ] && [ $$bgrc = 0 ]
 
 bench: bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-gpu bench-placeholders bench-workloads bench-install bench-slurm-chart ## every benchmark; BENCH lines

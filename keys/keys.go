@@ -170,6 +170,20 @@ const (
 	AnnotationSlurmState  = "slurm.onepool.dev/state" // e.g. "IDLE+DRAIN"
 )
 
+// NodeDrainAnnotations are the annotations onepool keeps on a Node about
+// drains: the operator's cordon words, the syncer's and the NodeSet's
+// drain records, and Slurm's view mirrored there. With no drain in Slurm
+// and the Node uncordoned they describe nothing; a test lab starting a
+// stage clean removes them.
+func NodeDrainAnnotations() []string {
+	return []string{
+		AnnotationCordonReason,
+		AnnotationDrainApplied, AnnotationDrainAppliedAt, AnnotationDrainReplaced, AnnotationDrainResumed,
+		AnnotationNodeSetDrain, AnnotationNodeSetDrainAt,
+		AnnotationSlurmReason, AnnotationSlurmSince, AnnotationSlurmBy, AnnotationSlurmState,
+	}
+}
+
 // Finalizers.
 const (
 	// FinalizerSlurmdPod holds a slurmd pod's deletion until its Slurm node

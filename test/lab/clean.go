@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,6 +10,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/onepool/onepool/keys"
 )
 
 // Every test stage (each test binary: make e2e, the soak, the real-node
@@ -21,6 +24,44 @@ import (
 
 // startCleanBound bounds the wait for the lab to settle clean.
 const startCleanBound = 90 * time.Second
+
+// nodeCleanPatch is the merge patch that uncordons a Node and removes
+// onepool's drain annotations from it (every drain in Slurm is resumed
+// too, so they describe nothing), and what it undoes; nil when the Node is
+// clean. A record left on a Node by another stage, or by the other release
+// a lab ran before (a lab keeps its etcd across releases), would otherwise
+// make the syncer take an admin's drain with the same words for its own.
+func nodeCleanPatch(cordoned bool, annotations map[string]string) ([]byte, string) {
+	spec := map[string]any{}
+	meta := map[string]any{}
+	var what []string
+	if cordoned {
+		spec["unschedulable"] = nil
+		what = append(what, "cordoned")
+	}
+	var stale []string
+	for _, k := range keys.NodeDrainAnnotations() {
+		if _, ok := annotations[k]; ok {
+			meta[k] = nil
+			stale = append(stale, k)
+		}
+	}
+	if len(stale) > 0 {
+		what = append(what, "with "+strings.Join(stale, ", "))
+	}
+	if len(what) == 0 {
+		return nil, ""
+	}
+	p := map[string]any{}
+	if len(spec) > 0 {
+		p["spec"] = spec
+	}
+	if len(meta) > 0 {
+		p["metadata"] = map[string]any{"annotations": meta}
+	}
+	b, _ := json.Marshal(p)
+	return b, strings.Join(what, " ")
+}
 
 // DrainedNode is a Slurm node with the DRAIN flag, and why.
 type DrainedNode struct{ Name, State, Reason string }
@@ -94,14 +135,14 @@ func (l *Lab) StartClean(ctx context.Context, slurmOnly bool) error {
 		if err != nil {
 			return fmt.Errorf("stage start: list Nodes: %w", err)
 		}
-		patch := []byte(`{"spec":{"unschedulable":null}}`)
 		for _, n := range nodes.Items {
-			if !n.Spec.Unschedulable {
+			patch, what := nodeCleanPatch(n.Spec.Unschedulable, n.Annotations)
+			if patch == nil {
 				continue
 			}
-			found = append(found, "Node "+n.Name+" cordoned")
+			found = append(found, "Node "+n.Name+" "+what)
 			if _, err := kc.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-				return fmt.Errorf("stage start: uncordon %s: %w", n.Name, err)
+				return fmt.Errorf("stage start: clear Node %s: %w", n.Name, err)
 			}
 		}
 	}
