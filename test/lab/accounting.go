@@ -124,12 +124,12 @@ func (l *Lab) mariadb() (daemon, error) {
 	if err != nil {
 		return daemon{}, err
 	}
-	return daemon{name: "mariadbd", argv: []string{"/usr/sbin/mariadbd", "--defaults-file=" + mariadbConfPath},
-		chroot: l.RootFS(), port: MariaDBPort, uid: uid, gid: gid, env: chrootEnv}, nil
+	return daemon{Name: "mariadbd", Argv: []string{"/usr/sbin/mariadbd", "--defaults-file=" + mariadbConfPath},
+		Chroot: l.RootFS(), Port: MariaDBPort, UID: uid, GID: gid, Env: chrootEnv}, nil
 }
 
 func (l *Lab) slurmdbd() daemon {
-	return daemon{name: "slurmdbd", argv: []string{"/usr/sbin/slurmdbd", "-D"}, chroot: l.RootFS(), port: SlurmdbdPort, env: chrootEnv}
+	return daemon{Name: "slurmdbd", Argv: []string{"/usr/sbin/slurmdbd", "-D"}, Chroot: l.RootFS(), Port: SlurmdbdPort, Env: chrootEnv}
 }
 
 // configureAccounting writes MariaDB's and slurmdbd's config and makes the

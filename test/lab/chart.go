@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/onepool/onepool/test/lab/pki"
+	"github.com/onepool/onepool/test/lab/proc"
 )
 
 // The lab runs onepool's components as the ServiceAccounts, with the RBAC,
@@ -169,8 +170,8 @@ func (l *Lab) SAClient(sa string) (kubernetes.Interface, error) {
 // DaemonCmdline is the command line of a running lab daemon, by its name
 // (e.g. "onepool-controller-manager").
 func (l *Lab) DaemonCmdline(name string) ([]string, error) {
-	pid, prog := l.readPid(name)
-	if pid == 0 || !alive(pid, prog) {
+	pid, prog := l.procs.ReadPid(name)
+	if pid == 0 || !proc.Alive(pid, prog) {
 		return nil, fmt.Errorf("%s is not running", name)
 	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))

@@ -44,7 +44,7 @@ func (l *Lab) InstallChart(ctx context.Context, extra ...string) ([]byte, error)
 	if !RealKubeletEnabled() {
 		return nil, fmt.Errorf("the chart's pods need the real node: set %s=1", EnvRealKubelet)
 	}
-	if err := errors.Join(l.StopSchedulerReplica(1), l.StopSchedulerReplica(0), l.stopDaemon("onepool-controller-manager")); err != nil {
+	if err := errors.Join(l.StopSchedulerReplica(1), l.StopSchedulerReplica(0), l.procs.Stop("onepool-controller-manager")); err != nil {
 		return nil, err
 	}
 	// The stopped controller manager served the process mode's GPU webhook:

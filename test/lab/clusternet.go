@@ -49,10 +49,10 @@ func (l *Lab) clusterNetDaemons() []struct {
 		d    daemon
 		addr string
 	}{
-		{daemon{name: "kube-proxy", argv: []string{lab, "kube-proxy"}, env: env}, ""},
-		{daemon{name: "cluster-dns", argv: []string{lab, "cluster-dns", net.JoinHostPort(kubenet.ClusterDNSIP, "53")}, env: env}, kubenet.ClusterDNSIP},
-		{daemon{name: "slurmrestd-service", argv: []string{lab, "service-proxy",
-			net.JoinHostPort(SlurmRESTServiceIP, fmt.Sprint(SlurmRESTServicePort)), fmt.Sprintf("127.0.0.1:%d", SlurmrestdPort)}, env: env}, SlurmRESTServiceIP},
+		{daemon{Name: "kube-proxy", Argv: []string{lab, "kube-proxy"}, Env: env}, ""},
+		{daemon{Name: "cluster-dns", Argv: []string{lab, "cluster-dns", net.JoinHostPort(kubenet.ClusterDNSIP, "53")}, Env: env}, kubenet.ClusterDNSIP},
+		{daemon{Name: "slurmrestd-service", Argv: []string{lab, "service-proxy",
+			net.JoinHostPort(SlurmRESTServiceIP, fmt.Sprint(SlurmRESTServicePort)), fmt.Sprintf("127.0.0.1:%d", SlurmrestdPort)}, Env: env}, SlurmRESTServiceIP},
 	}
 }
 
@@ -63,7 +63,7 @@ func (l *Lab) startClusterNet(ctx context.Context) error {
 				return err
 			}
 		}
-		if _, err := l.start(c.d); err != nil {
+		if _, err := l.procs.Start(c.d); err != nil {
 			return err
 		}
 	}
@@ -125,7 +125,7 @@ func (l *Lab) clusterNetStatus() []daemon {
 func (l *Lab) stopClusterNet(ctx context.Context) error {
 	var errs []error
 	for _, c := range l.clusterNetDaemons() {
-		errs = append(errs, l.stopDaemon(c.d.name))
+		errs = append(errs, l.procs.Stop(c.d.Name))
 	}
 	return errors.Join(append(errs, kubenet.RemoveServiceAddrs(ctx))...)
 }

@@ -87,7 +87,7 @@ func (l *Lab) prepareDynNodes(ctx context.Context) error {
 		return err
 	}
 	// A running kubelet owns the dynamic nodes that are registered now.
-	if l.running(l.kubeletDaemon()) != 0 {
+	if l.procs.Running(l.kubeletDaemon()) != 0 {
 		return nil
 	}
 	// A kubelet killed hard leaves its slurmd running; they would register again.

@@ -35,8 +35,8 @@ var LabControllers = "namespace,serviceaccount,root-ca-cert-publisher,deployment
 func (l *Lab) kubeControllerManager() daemon {
 	p := l.pki()
 	return daemon{
-		name: "kube-controller-manager",
-		argv: []string{filepath.Join(l.BinDir(), "kube-controller-manager"),
+		Name: "kube-controller-manager",
+		Argv: []string{filepath.Join(l.BinDir(), "kube-controller-manager"),
 			"--kubeconfig", l.Kubeconfig(),
 			"--authentication-kubeconfig", l.Kubeconfig(), "--authorization-kubeconfig", l.Kubeconfig(),
 			"--bind-address", "127.0.0.1", "--secure-port", fmt.Sprint(KubeControllerManagerPort),
@@ -46,8 +46,8 @@ func (l *Lab) kubeControllerManager() daemon {
 			"--kube-api-qps", "100", "--kube-api-burst", "200",
 			"--cert-dir", l.path("run", "kcm-certs"),
 		},
-		port: KubeControllerManagerPort,
-		env:  []string{"PATH=/usr/bin:/bin", "HOME=" + l.path("run")},
+		Port: KubeControllerManagerPort,
+		Env:  []string{"PATH=/usr/bin:/bin", "HOME=" + l.path("run")},
 	}
 }
 
@@ -56,16 +56,16 @@ func (l *Lab) kubeControllerManager() daemon {
 // the real node, since kwok Nodes cannot run them.
 func (l *Lab) kubeScheduler() daemon {
 	return daemon{
-		name: "kube-scheduler",
-		argv: []string{filepath.Join(l.BinDir(), "kube-scheduler"),
+		Name: "kube-scheduler",
+		Argv: []string{filepath.Join(l.BinDir(), "kube-scheduler"),
 			"--kubeconfig", l.Kubeconfig(),
 			"--authentication-kubeconfig", l.Kubeconfig(), "--authorization-kubeconfig", l.Kubeconfig(),
 			"--bind-address", "127.0.0.1", "--secure-port", fmt.Sprint(KubeSchedulerPort),
 			"--leader-elect=false",
 			"--cert-dir", l.path("run", "kube-scheduler-certs"),
 		},
-		port: KubeSchedulerPort,
-		env:  []string{"PATH=/usr/bin:/bin", "HOME=" + l.path("run")},
+		Port: KubeSchedulerPort,
+		Env:  []string{"PATH=/usr/bin:/bin", "HOME=" + l.path("run")},
 	}
 }
 
@@ -82,18 +82,18 @@ func (l *Lab) startKubeScheduler(ctx context.Context) error {
 func (l *Lab) startKubeComponent(ctx context.Context, d daemon, port int) error {
 	// One started with other flags (a lab from before a change to
 	// LabControllers) is restarted with these.
-	if l.running(d) != 0 && !l.runsArgv(d) {
-		if err := l.stopDaemon(d.name); err != nil {
+	if l.procs.Running(d) != 0 && !l.procs.RunsArgv(d) {
+		if err := l.procs.Stop(d.Name); err != nil {
 			return err
 		}
 	}
-	if _, err := l.start(d); err != nil {
+	if _, err := l.procs.Start(d); err != nil {
 		return err
 	}
 	insecure := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}, //nolint:gosec // the lab's own self-signed healthz
 	}}
-	return l.awaitDaemon(ctx, d, 60*time.Second, filepath.Join(l.LogDir(), d.name+".out"), func(ctx context.Context) error {
+	return l.procs.Await(ctx, d, 60*time.Second, l.procs.OutFile(d.Name), func(ctx context.Context) error {
 		return httpOK(ctx, insecure, fmt.Sprintf("https://127.0.0.1:%d/healthz", port))
 	})
 }

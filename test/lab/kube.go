@@ -60,20 +60,20 @@ func (l *Lab) ensurePKI(context.Context) error {
 
 func (l *Lab) startEtcd(ctx context.Context) error {
 	d := daemon{
-		name: "etcd",
-		argv: []string{filepath.Join(l.BinDir(), "etcd"), "--name", "lab", "--data-dir", l.path("run", "etcd"),
+		Name: "etcd",
+		Argv: []string{filepath.Join(l.BinDir(), "etcd"), "--name", "lab", "--data-dir", l.path("run", "etcd"),
 			"--listen-client-urls", fmt.Sprintf("http://127.0.0.1:%d", EtcdClientPort),
 			"--advertise-client-urls", fmt.Sprintf("http://127.0.0.1:%d", EtcdClientPort),
 			"--listen-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", EtcdPeerPort),
 			"--initial-advertise-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", EtcdPeerPort),
 			"--initial-cluster", fmt.Sprintf("lab=http://127.0.0.1:%d", EtcdPeerPort),
 			"--unsafe-no-fsync", "--quota-backend-bytes", "4294967296", "--log-level", "warn"},
-		port: EtcdClientPort,
+		Port: EtcdClientPort,
 	}
-	if _, err := l.start(d); err != nil {
+	if _, err := l.procs.Start(d); err != nil {
 		return err
 	}
-	return l.awaitDaemon(ctx, d, 30*time.Second, filepath.Join(l.LogDir(), "etcd.out"), func(ctx context.Context) error {
+	return l.procs.Await(ctx, d, 30*time.Second, filepath.Join(l.LogDir(), "etcd.out"), func(ctx context.Context) error {
 		return httpOK(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/health", EtcdClientPort))
 	})
 }
@@ -81,8 +81,8 @@ func (l *Lab) startEtcd(ctx context.Context) error {
 func (l *Lab) startAPIServer(ctx context.Context) error {
 	p := l.pki()
 	d := daemon{
-		name: "kube-apiserver",
-		argv: []string{filepath.Join(l.BinDir(), "kube-apiserver"),
+		Name: "kube-apiserver",
+		Argv: []string{filepath.Join(l.BinDir(), "kube-apiserver"),
 			"--etcd-servers", fmt.Sprintf("http://127.0.0.1:%d", EtcdClientPort),
 			"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
 			"--secure-port", fmt.Sprint(APIServerPort),
@@ -102,16 +102,16 @@ func (l *Lab) startAPIServer(ctx context.Context) error {
 			"--disable-admission-plugins", "TaintNodesByCondition",
 			"--cert-dir", l.path("run", "apiserver-certs"),
 		},
-		port: APIServerPort,
+		Port: APIServerPort,
 	}
-	if _, err := l.start(d); err != nil {
+	if _, err := l.procs.Start(d); err != nil {
 		return err
 	}
 	client, err := l.adminHTTPClient()
 	if err != nil {
 		return err
 	}
-	return l.awaitDaemon(ctx, d, 90*time.Second, filepath.Join(l.LogDir(), "kube-apiserver.out"), func(ctx context.Context) error {
+	return l.procs.Await(ctx, d, 90*time.Second, filepath.Join(l.LogDir(), "kube-apiserver.out"), func(ctx context.Context) error {
 		return httpOK(ctx, client, l.APIServerURL()+"/readyz")
 	})
 }
@@ -152,19 +152,19 @@ func httpOK(ctx context.Context, c *http.Client, url string) error {
 
 func (l *Lab) startKwok(ctx context.Context) error {
 	d := daemon{
-		name: "kwok",
-		argv: []string{filepath.Join(l.BinDir(), "kwok"), "--kubeconfig", l.Kubeconfig(),
+		Name: "kwok",
+		Argv: []string{filepath.Join(l.BinDir(), "kwok"), "--kubeconfig", l.Kubeconfig(),
 			"--config", l.path("kwok-stages.yaml"),
 			"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
 			"--cidr=10.244.0.0/16", "--node-ip=127.0.0.1",
 			"--server-address", fmt.Sprintf("127.0.0.1:%d", KwokMetricsPort)},
-		port: KwokMetricsPort,
-		env:  []string{"HOME=" + l.path("run"), "PATH=/usr/bin:/bin"},
+		Port: KwokMetricsPort,
+		Env:  []string{"HOME=" + l.path("run"), "PATH=/usr/bin:/bin"},
 	}
-	if _, err := l.start(d); err != nil {
+	if _, err := l.procs.Start(d); err != nil {
 		return err
 	}
-	return l.awaitDaemon(ctx, d, 30*time.Second, filepath.Join(l.LogDir(), "kwok.out"), func(ctx context.Context) error {
+	return l.procs.Await(ctx, d, 30*time.Second, filepath.Join(l.LogDir(), "kwok.out"), func(ctx context.Context) error {
 		return httpOK(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/healthz", KwokMetricsPort))
 	})
 }

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/test/lab/proc"
 )
 
 // The lab kubelet runs the slurmd pods of the Nodes that carry
@@ -36,9 +37,9 @@ const (
 
 func (l *Lab) kubeletDaemon() daemon {
 	return daemon{
-		name: kubeletName,
-		argv: []string{filepath.Join(l.BinDir(), "lab"), "kubelet"},
-		env:  []string{"PATH=/usr/bin:/bin", "HOME=" + l.path("run"), "ONEPOOL_LAB_DIR=" + l.cfg.Dir, EnvSlurm + "=" + l.Release().Name},
+		Name: kubeletName,
+		Argv: []string{filepath.Join(l.BinDir(), "lab"), "kubelet"},
+		Env:  []string{"PATH=/usr/bin:/bin", "HOME=" + l.path("run"), "ONEPOOL_LAB_DIR=" + l.cfg.Dir, EnvSlurm + "=" + l.Release().Name},
 	}
 }
 
@@ -56,8 +57,8 @@ func (l *Lab) StartKubelet(ctx context.Context) error {
 	if err := l.startOwn(d, false, l.StopKubelet); err != nil {
 		return err
 	}
-	return l.awaitDaemon(ctx, d, 60*time.Second, filepath.Join(l.LogDir(), kubeletName+".out"), func(context.Context) error {
-		pid := l.running(d)
+	return l.procs.Await(ctx, d, 60*time.Second, l.procs.OutFile(kubeletName), func(context.Context) error {
+		pid := l.procs.Running(d)
 		if pid == 0 {
 			return errors.New("not running")
 		}
@@ -71,12 +72,12 @@ func (l *Lab) StartKubelet(ctx context.Context) error {
 // StopKubelet stops the lab kubelet, which stops its pods' processes first
 // (20 s each, in parallel): it gets longer than other daemons.
 func (l *Lab) StopKubelet() error {
-	if pid, prog := l.readPid(kubeletName); pid != 0 && alive(pid, prog) {
-		if err := terminate(pid, prog, 40*time.Second); err != nil {
+	if pid, prog := l.procs.ReadPid(kubeletName); pid != 0 && proc.Alive(pid, prog) {
+		if err := proc.Terminate(pid, prog, 40*time.Second); err != nil {
 			return fmt.Errorf("stop %s: %w", kubeletName, err)
 		}
 	}
-	if err := os.Remove(l.pidFile(kubeletName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(l.procs.PidFile(kubeletName)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/onepool/onepool/test/lab/proc"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -99,7 +100,7 @@ func fieldValue(pod *corev1.Pod, path string) *string {
 // killed): they carry podMarkerEnv in their environment.
 func killPodProcs(root string) error {
 	marker := []byte(podMarkerEnv + "=")
-	return killChrootedIf(root, func(pid int) bool {
+	return proc.KillChrootedIf(root, func(pid int) bool {
 		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 		return err == nil && (bytes.HasPrefix(env, marker) || bytes.Contains(env, append([]byte{0}, marker...)))
 	})

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/onepool/onepool/test/lab/mount"
+	"github.com/onepool/onepool/test/lab/proc"
 )
 
 // Names shared by Slurm and Kubernetes in the lab.
@@ -140,6 +141,8 @@ type Lab struct {
 	// componentREST, when set, is the slurmrestd URL onepool's components
 	// are started with instead of RESTURL() (a test's fault proxy).
 	componentREST string
+	// procs starts and stops the lab's daemons (pid files in run/pids).
+	procs proc.Supervisor
 }
 
 // New checks the configuration; it starts nothing.
@@ -153,7 +156,9 @@ func New(cfg Config) (*Lab, error) {
 	if cfg.Slurm.Name == "" {
 		cfg.Slurm = slurmReleases[0]
 	}
-	return &Lab{cfg: cfg}, nil
+	l := &Lab{cfg: cfg}
+	l.procs = proc.Supervisor{PidDir: l.path("run", "pids"), LogDir: l.LogDir()}
+	return l, nil
 }
 
 // Config returns the lab's configuration.
@@ -251,11 +256,11 @@ func (l *Lab) EnsureRootFS(ctx context.Context) error {
 		return err
 	}
 	// apt mounts proc in the chroot; a running lab keeps its mounts.
-	proc := filepath.Join(l.RootFS(), "proc")
-	wasMounted := mount.IsMounted(proc)
+	procfs := filepath.Join(l.RootFS(), "proc")
+	wasMounted := mount.IsMounted(procfs)
 	err := l.runSteps(ctx, []step{{"slurm rootfs", l.ensureRootFS}})
-	if !wasMounted && mount.IsMounted(proc) {
-		err = errors.Join(err, mount.UnmountUnder(proc))
+	if !wasMounted && mount.IsMounted(procfs) {
+		err = errors.Join(err, mount.UnmountUnder(procfs))
 	}
 	return err
 }
@@ -272,17 +277,17 @@ func (l *Lab) Down(ctx context.Context) error {
 	// The kubelet first: its slurmd stop quickly while slurmctld still answers.
 	errs = append(errs, l.StopKubelet())
 	for _, name := range []string{schedulerName(1), schedulerName(0), "scheduler-service", "onepool-controller-manager", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd", "slurmrestd"} {
-		errs = append(errs, l.stopDaemon(name))
+		errs = append(errs, l.procs.Stop(name))
 	}
 	for _, n := range l.NodeNames() {
-		errs = append(errs, l.stopDaemon("slurmd-"+n))
+		errs = append(errs, l.procs.Stop("slurmd-"+n))
 	}
-	errs = append(errs, l.stopDaemon("slurmctld"), l.stopDaemon("slurmdbd"), l.stopDaemon("mariadbd"), l.stopDaemon("munged"))
+	errs = append(errs, l.procs.Stop("slurmctld"), l.procs.Stop("slurmdbd"), l.procs.Stop("mariadbd"), l.procs.Stop("munged"))
 	// Job steps, stray slurmd of an old config, anything else left inside
 	// the chroot: of every release's rootfs, whichever ran.
 	for _, r := range slurmReleases {
 		root := l.path(r.dir())
-		errs = append(errs, killChrooted(root), mount.UnmountUnder(root))
+		errs = append(errs, proc.KillChrooted(root), mount.UnmountUnder(root))
 	}
 	_ = os.Remove(l.releaseMarker())
 	if err := errors.Join(errs...); err != nil {

@@ -298,8 +298,8 @@ shutdownGracePeriod: 0s
 
 func (l *Lab) realKubeletDaemon(nodeIP string) daemon {
 	return daemon{
-		name: realKubeletDaemon,
-		argv: []string{filepath.Join(l.BinDir(), "kubelet"),
+		Name: realKubeletDaemon,
+		Argv: []string{filepath.Join(l.BinDir(), "kubelet"),
 			"--config", l.nodePath("kubelet.yaml"),
 			"--kubeconfig", l.nodePath("kubelet.kubeconfig"),
 			"--root-dir", l.nodePath("kubelet"),
@@ -308,7 +308,7 @@ func (l *Lab) realKubeletDaemon(nodeIP string) daemon {
 			"--node-ip", nodeIP,
 			"--node-labels", RealNodeLabel + "=true",
 			"--v", "1"},
-		env: []string{"PATH=" + nodePATH, "HOME=" + l.nodePath("run"), "TMPDIR=" + l.nodePath("tmp")},
+		Env: []string{"PATH=" + nodePATH, "HOME=" + l.nodePath("run"), "TMPDIR=" + l.nodePath("tmp")},
 	}
 }
 
@@ -338,7 +338,7 @@ func (l *Lab) startRealKubelet(ctx context.Context) error {
 	if err := l.startOwn(d, kcChanged || cfgChanged, l.stopRealKubelet); err != nil {
 		return err
 	}
-	return l.awaitDaemon(ctx, d, 90*time.Second, filepath.Join(l.LogDir(), d.name+".out"), func(ctx context.Context) error {
+	return l.procs.Await(ctx, d, 90*time.Second, l.procs.OutFile(d.Name), func(ctx context.Context) error {
 		return httpOK(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/healthz", RealKubeletHealthzPort))
 	})
 }
@@ -439,12 +439,12 @@ func (l *Lab) awaitNodeReady(ctx context.Context) error {
 	d := l.realKubeletDaemon("")
 	// Nothing marks a stopped node NotReady (no kube-controller-manager):
 	// only a heartbeat from the kubelet that runs now counts.
-	st, err := os.Stat(l.pidFile(d.name))
+	st, err := os.Stat(l.procs.PidFile(d.Name))
 	if err != nil {
 		return err
 	}
 	started := st.ModTime().Add(-2 * time.Second).Truncate(time.Second)
-	return l.awaitDaemon(ctx, d, 120*time.Second, filepath.Join(l.LogDir(), d.name+".out"), func(ctx context.Context) error {
+	return l.procs.Await(ctx, d, 120*time.Second, l.procs.OutFile(d.Name), func(ctx context.Context) error {
 		n, err := cs.CoreV1().Nodes().Get(ctx, RealNodeName, metav1.GetOptions{})
 		if err != nil {
 			return err

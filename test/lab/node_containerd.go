@@ -89,10 +89,10 @@ func (l *Lab) cniConfig() string {
 
 func (l *Lab) containerdDaemon() daemon {
 	return daemon{
-		name: containerdDaemon,
-		argv: []string{l.nodePath("bin", "containerd"), "--config", l.nodePath("containerd.toml"), "--log-level", "info"},
+		Name: containerdDaemon,
+		Argv: []string{l.nodePath("bin", "containerd"), "--config", l.nodePath("containerd.toml"), "--log-level", "info"},
 		// The shim is found in PATH: the 1.7 one first.
-		env: []string{"PATH=" + l.nodePath("bin") + ":" + nodePATH, "HOME=" + l.nodePath("run"), "TMPDIR=" + l.nodePath("tmp")},
+		Env: []string{"PATH=" + l.nodePath("bin") + ":" + nodePATH, "HOME=" + l.nodePath("run"), "TMPDIR=" + l.nodePath("tmp")},
 	}
 }
 
@@ -114,10 +114,10 @@ func (l *Lab) startContainerd(ctx context.Context) error {
 		return err
 	}
 	d := l.containerdDaemon()
-	if err := l.startOwn(d, changed || cniChanged, func() error { return l.stopDaemon(d.name) }); err != nil {
+	if err := l.startOwn(d, changed || cniChanged, func() error { return l.procs.Stop(d.Name) }); err != nil {
 		return err
 	}
-	return l.awaitDaemon(ctx, d, 30*time.Second, filepath.Join(l.LogDir(), d.name+".out"), func(ctx context.Context) error {
+	return l.procs.Await(ctx, d, 30*time.Second, l.procs.OutFile(d.Name), func(ctx context.Context) error {
 		_, err := l.ctr(ctx, "version")
 		return err
 	})

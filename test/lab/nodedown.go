@@ -33,18 +33,18 @@ func (l *Lab) StopNode(ctx context.Context) error {
 		return nil
 	}
 	var errs []error
-	if l.running(l.realKubeletDaemon("")) != 0 {
+	if l.procs.Running(l.realKubeletDaemon("")) != 0 {
 		if err := l.deleteNodePods(ctx); err != nil {
 			// Not fatal: what is left is killed below.
 			fmt.Fprintf(l.cfg.Log, "lab: node pods not deleted through the apiserver: %v\n", err)
 		}
 	}
-	errs = append(errs, l.stopRealKubelet(), l.stopDaemon("kube-scheduler"), l.stopClusterNet(ctx))
+	errs = append(errs, l.stopRealKubelet(), l.procs.Stop("kube-scheduler"), l.stopClusterNet(ctx))
 	l.markNodeUnknown(ctx)
-	if l.running(l.containerdDaemon()) != 0 {
+	if l.procs.Running(l.containerdDaemon()) != 0 {
 		l.stopNodeTasks(ctx)
 	}
-	errs = append(errs, l.stopDaemon(containerdDaemon))
+	errs = append(errs, l.procs.Stop(containerdDaemon))
 	errs = append(errs, l.killNodeLeftovers())
 	l.removeShimSockets()
 	errs = append(errs, mount.UnmountUnder(l.nodePath()))
@@ -58,7 +58,7 @@ func (l *Lab) StopNode(ctx context.Context) error {
 	return os.RemoveAll(l.nodePath("cni", "ipam"))
 }
 
-func (l *Lab) stopRealKubelet() error { return l.stopDaemon(realKubeletDaemon) }
+func (l *Lab) stopRealKubelet() error { return l.procs.Stop(realKubeletDaemon) }
 
 // deleteNodePods deletes every pod bound to the node (grace 5 s) and waits,
 // at most 60 s, until the kubelet has stopped them and they are gone.

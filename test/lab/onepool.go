@@ -56,8 +56,8 @@ func (l *Lab) ensureSystemNamespace(ctx context.Context) error {
 
 func (l *Lab) controllerManager() daemon {
 	return daemon{
-		name: "onepool-controller-manager",
-		argv: []string{filepath.Join(l.BinDir(), "onepool-controller-manager"),
+		Name: "onepool-controller-manager",
+		Argv: []string{filepath.Join(l.BinDir(), "onepool-controller-manager"),
 			// As the chart's ServiceAccount, with the chart's RBAC.
 			"--kubeconfig", l.SAKubeconfig(ControllerManagerSA),
 			"--slurmrest-url", l.ComponentRESTURL(), "--slurmrest-token-file", l.TokenFile(),
@@ -76,8 +76,8 @@ func (l *Lab) controllerManager() daemon {
 			"--webhook-port", fmt.Sprint(ManagerWebhookPort), "--webhook-host", "127.0.0.1", "--webhook-cert-dir", l.webhookCertDir(),
 			"--default-tenant-policy", DefaultTenantPolicy,
 		},
-		port: ManagerMetricsPort,
-		env:  []string{"PATH=/usr/bin:/bin", "HOME=" + l.path("run")},
+		Port: ManagerMetricsPort,
+		Env:  []string{"PATH=/usr/bin:/bin", "HOME=" + l.path("run")},
 	}
 }
 
@@ -100,10 +100,10 @@ func (l *Lab) StartControllerManagerLive(ctx context.Context) error {
 
 func (l *Lab) startControllerManager(ctx context.Context, probe string) error {
 	d := l.controllerManager()
-	if err := l.startOwn(d, false, func() error { return l.stopDaemon(d.name) }); err != nil {
+	if err := l.startOwn(d, false, func() error { return l.procs.Stop(d.Name) }); err != nil {
 		return err
 	}
-	return l.awaitDaemon(ctx, d, 60*time.Second, filepath.Join(l.LogDir(), "onepool-controller-manager.out"), func(ctx context.Context) error {
+	return l.procs.Await(ctx, d, 60*time.Second, filepath.Join(l.LogDir(), "onepool-controller-manager.out"), func(ctx context.Context) error {
 		return httpOK(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/%s", ManagerProbePort, probe))
 	})
 }
@@ -154,19 +154,19 @@ func (l *Lab) SetComponentRESTURL(ctx context.Context, url string) error {
 // unless its binary was rebuilt after it started, its command line differs
 // or configChanged; then stop ends it first.
 func (l *Lab) startOwn(d daemon, configChanged bool, stop func() error) error {
-	bin, err := os.Stat(d.argv[0])
+	bin, err := os.Stat(d.Argv[0])
 	if err != nil {
-		return fmt.Errorf("%s is not built: run `make tools`", d.argv[0])
+		return fmt.Errorf("%s is not built: run `make tools`", d.Argv[0])
 	}
-	if l.running(d) != 0 {
-		pf, err := os.Stat(l.pidFile(d.name))
-		if configChanged || !l.runsArgv(d) || (err == nil && bin.ModTime().After(pf.ModTime())) {
+	if l.procs.Running(d) != 0 {
+		pf, err := os.Stat(l.procs.PidFile(d.Name))
+		if configChanged || !l.procs.RunsArgv(d) || (err == nil && bin.ModTime().After(pf.ModTime())) {
 			if err := stop(); err != nil {
 				return err
 			}
 		}
 	}
-	_, err = l.start(d)
+	_, err = l.procs.Start(d)
 	return err
 }
 
@@ -176,7 +176,7 @@ func (l *Lab) StopControllerManager() error {
 	if ChartMode() {
 		return l.scaleChart(context.Background(), ChartDeployments[0], 0)
 	}
-	return l.stopDaemon("onepool-controller-manager")
+	return l.procs.Stop("onepool-controller-manager")
 }
 
 // KillControllerManager kills it with SIGKILL, as a crash would.
@@ -185,7 +185,7 @@ func (l *Lab) KillControllerManager() error {
 	if ChartMode() {
 		return l.killChartPods(context.Background(), ChartDeployments[0])
 	}
-	return l.KillDaemon(l.controllerManager().name)
+	return l.KillDaemon(l.controllerManager().Name)
 }
 
 // ControllerManagerMetricsURL is where its Prometheus metrics are.

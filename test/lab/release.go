@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"github.com/onepool/onepool/test/lab/proc"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,7 +97,7 @@ func (l *Lab) checkRelease(context.Context) error {
 		return err
 	}
 	running := strings.TrimSpace(string(b))
-	if pid, prog := l.readPid("slurmctld"); running == l.Release().Name || pid == 0 || !alive(pid, prog) {
+	if pid, prog := l.procs.ReadPid("slurmctld"); running == l.Release().Name || pid == 0 || !proc.Alive(pid, prog) {
 		return nil
 	}
 	return fmt.Errorf("the lab runs Slurm %s; `make down` before `make up %s=%s`", running, "SLURM", l.Release().Name)

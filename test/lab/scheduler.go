@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/onepool/onepool/test/lab/proc"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -97,16 +98,16 @@ func (l *Lab) schedulerConfigPath(i int) string {
 
 func (l *Lab) scheduler(i int) daemon {
 	return daemon{
-		name: schedulerName(i),
-		argv: []string{filepath.Join(l.BinDir(), "onepool-scheduler"),
+		Name: schedulerName(i),
+		Argv: []string{filepath.Join(l.BinDir(), "onepool-scheduler"),
 			"--config", l.schedulerConfigPath(i),
 			"--bind-address", "127.0.0.1", "--secure-port", fmt.Sprint(SchedulerPort + i),
 			"--cert-dir", l.path("run", schedulerName(i)+"-certs"), "--v", "2",
 			// Benchmarks read the plugin's metrics; the port listens on
 			// 127.0.0.1 only.
 			"--authorization-always-allow-paths", "/healthz,/readyz,/livez,/metrics"},
-		port: SchedulerPort + i,
-		env:  []string{"PATH=/usr/bin:/bin", "HOME=" + l.path("run")},
+		Port: SchedulerPort + i,
+		Env:  []string{"PATH=/usr/bin:/bin", "HOME=" + l.path("run")},
 	}
 }
 
@@ -119,13 +120,13 @@ func (l *Lab) schedulerService() daemon {
 	// The chart's release Service, when the chart's scheduler runs as pods.
 	to = append(to, fmt.Sprintf("endpoints:%s/%s-scheduler-release/release", SystemNamespace, ChartRelease))
 	return daemon{
-		name: "scheduler-service",
-		argv: []string{filepath.Join(l.BinDir(), "lab"), "service-proxy",
+		Name: "scheduler-service",
+		Argv: []string{filepath.Join(l.BinDir(), "lab"), "service-proxy",
 			fmt.Sprintf("127.0.0.1:%d", ReleasePort), strings.Join(to, ",")},
-		port: ReleasePort,
+		Port: ReleasePort,
 		// It reads EndpointSlices with the lab's kubeconfig: the lab's own dir,
 		// whatever the working directory.
-		env: []string{"PATH=/usr/bin:/bin", "ONEPOOL_LAB_DIR=" + l.cfg.Dir, EnvSlurm + "=" + l.Release().Name},
+		Env: []string{"PATH=/usr/bin:/bin", "ONEPOOL_LAB_DIR=" + l.cfg.Dir, EnvSlurm + "=" + l.Release().Name},
 	}
 }
 
@@ -146,10 +147,10 @@ func (l *Lab) StartScheduler(ctx context.Context) error {
 // startSchedulerService starts the release Service stand-in.
 func (l *Lab) startSchedulerService() error {
 	svc := l.schedulerService()
-	if l.running(svc) != 0 {
+	if l.procs.Running(svc) != 0 {
 		return nil
 	}
-	_, err := l.start(svc)
+	_, err := l.procs.Start(svc)
 	return err
 }
 
@@ -165,7 +166,7 @@ func (l *Lab) StartSchedulerReplica(ctx context.Context, i int) error {
 	}
 	// Its serving certificate is self-signed; only liveness is read here.
 	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // lab health probe
-	return l.awaitDaemon(ctx, l.scheduler(i), 60*time.Second, filepath.Join(l.LogDir(), schedulerName(i)+".out"), func(ctx context.Context) error {
+	return l.procs.Await(ctx, l.scheduler(i), 60*time.Second, filepath.Join(l.LogDir(), schedulerName(i)+".out"), func(ctx context.Context) error {
 		return httpOK(ctx, c, fmt.Sprintf("https://127.0.0.1:%d/healthz", SchedulerPort+i))
 	})
 }
@@ -182,11 +183,11 @@ func (l *Lab) StopScheduler() error {
 
 // StopSchedulerReplica stops replica i and waits until its ports are free.
 func (l *Lab) StopSchedulerReplica(i int) error {
-	if err := l.stopDaemon(schedulerName(i)); err != nil {
+	if err := l.procs.Stop(schedulerName(i)); err != nil {
 		return err
 	}
 	for range 100 {
-		if portFree(SchedulerPort+i) == nil && portFree(ReleasePort+1+i) == nil {
+		if proc.PortFree(SchedulerPort+i) == nil && proc.PortFree(ReleasePort+1+i) == nil {
 			return nil
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -217,7 +218,7 @@ func (l *Lab) SchedulerLeader(ctx context.Context) (int, string, error) {
 	}
 	id := *lease.Spec.HolderIdentity
 	for i := range SchedulerReplicas {
-		if l.running(l.scheduler(i)) != 0 && lastIdentity(filepath.Join(l.LogDir(), schedulerName(i)+".out")) == id {
+		if l.procs.Running(l.scheduler(i)) != 0 && lastIdentity(filepath.Join(l.LogDir(), schedulerName(i)+".out")) == id {
 			return i, id, nil
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/onepool/onepool/test/lab/mount"
+	"github.com/onepool/onepool/test/lab/proc"
 )
 
 func (l *Lab) slurmSteps() []step {
@@ -174,7 +175,7 @@ func (l *Lab) configureSlurm(ctx context.Context) error {
 		return err
 	}
 	if acctChanged {
-		if err := errors.Join(l.stopDaemon("slurmdbd"), l.stopDaemon("mariadbd")); err != nil {
+		if err := errors.Join(l.procs.Stop("slurmdbd"), l.procs.Stop("mariadbd")); err != nil {
 			return err
 		}
 	}
@@ -240,29 +241,29 @@ func (l *Lab) slurmDaemons() ([]daemon, error) {
 		return nil, err
 	}
 	ds := []daemon{
-		{name: "munged", argv: []string{"/usr/sbin/munged", "-F", "--num-threads=4"}, chroot: root, uid: mungeUID, gid: mungeGID, env: chrootEnv},
+		{Name: "munged", Argv: []string{"/usr/sbin/munged", "-F", "--num-threads=4"}, Chroot: root, UID: mungeUID, GID: mungeGID, Env: chrootEnv},
 	}
 	db, err := l.mariadb()
 	if err != nil {
 		return nil, err
 	}
 	ds = append(ds, db, l.slurmdbd(),
-		daemon{name: "slurmctld", argv: l.slurmctldArgv(), chroot: root, port: SlurmctldPort, env: chrootEnv})
+		daemon{Name: "slurmctld", Argv: l.slurmctldArgv(), Chroot: root, Port: SlurmctldPort, Env: chrootEnv})
 	for i, n := range l.NodeNames() {
-		ds = append(ds, daemon{name: "slurmd-" + n, argv: []string{"/usr/sbin/slurmd", "-D", "-N", n}, chroot: root, port: SlurmdPortBase + i, env: chrootEnv})
+		ds = append(ds, daemon{Name: "slurmd-" + n, Argv: []string{"/usr/sbin/slurmd", "-D", "-N", n}, Chroot: root, Port: SlurmdPortBase + i, Env: chrootEnv})
 	}
 	return ds, nil
 }
 
 func (l *Lab) slurmrestd() daemon {
 	return daemon{
-		name: "slurmrestd",
-		argv: []string{"/usr/sbin/slurmrestd", "-u", "slurmrest", "-g", "slurmrest", "-a", "rest_auth/jwt", "-s", "openapi/slurmctld",
+		Name: "slurmrestd",
+		Argv: []string{"/usr/sbin/slurmrestd", "-u", "slurmrest", "-g", "slurmrest", "-a", "rest_auth/jwt", "-s", "openapi/slurmctld",
 			fmt.Sprintf("127.0.0.1:%d", SlurmrestdPort)},
-		chroot: l.RootFS(), port: SlurmrestdPort,
+		Chroot: l.RootFS(), Port: SlurmrestdPort,
 		// Compact JSON: a job's record is 9.8 KB instead of 27 KB pretty
 		// (Slurm 24.11), and the scheduler reads many.
-		env: append([]string{"SLURM_JWT=daemon", "SLURMRESTD_JSON=compact"}, chrootEnv...),
+		Env: append([]string{"SLURM_JWT=daemon", "SLURMRESTD_JSON=compact"}, chrootEnv...),
 	}
 }
 
@@ -273,34 +274,34 @@ func (l *Lab) startSlurm(ctx context.Context) error {
 	}
 	logs := filepath.Join(l.LogDir(), "slurm")
 	for _, d := range ds {
-		if d.name == "slurmdbd" && l.running(d) == 0 {
+		if d.Name == "slurmdbd" && l.procs.Running(d) == 0 {
 			// Its database user, before the first start (and again on any, cheaply).
 			if err := l.ensureDBUser(ctx); err != nil {
 				return err
 			}
 		}
-		wasRunning := l.running(d) != 0
+		wasRunning := l.procs.Running(d) != 0
 		started := time.Now()
-		if _, err := l.start(d); err != nil {
+		if _, err := l.procs.Start(d); err != nil {
 			return err
 		}
-		switch d.name {
+		switch d.Name {
 		case "mariadbd":
-			err = l.awaitDaemon(ctx, d, 60*time.Second, filepath.Join(logs, "mariadb.log"), l.mariadbReady)
+			err = l.procs.Await(ctx, d, 60*time.Second, filepath.Join(logs, "mariadb.log"), l.mariadbReady)
 		case "slurmdbd":
 			// slurmctld must find slurmdbd with the cluster, users and QOS in it.
-			err = l.awaitDaemon(ctx, d, 60*time.Second, filepath.Join(logs, "slurmdbd.log"), l.slurmdbdReady)
+			err = l.procs.Await(ctx, d, 60*time.Second, filepath.Join(logs, "slurmdbd.log"), l.slurmdbdReady)
 			if err == nil {
 				err = l.ensureAccounting(ctx)
 			}
 		case "munged":
 			sock := filepath.Join(l.RootFS(), "run/munge/munge.socket.2")
-			err = l.awaitDaemon(ctx, d, 20*time.Second, filepath.Join(l.LogDir(), "munged.out"), func(context.Context) error {
+			err = l.procs.Await(ctx, d, 20*time.Second, filepath.Join(l.LogDir(), "munged.out"), func(context.Context) error {
 				_, err := os.Stat(sock)
 				return err
 			})
 		case "slurmctld":
-			err = l.awaitDaemon(ctx, d, 60*time.Second, filepath.Join(logs, "slurmctld.log"), func(ctx context.Context) error {
+			err = l.procs.Await(ctx, d, 60*time.Second, filepath.Join(logs, "slurmctld.log"), func(ctx context.Context) error {
 				out, err := l.Slurm(ctx, "scontrol", "ping")
 				if err == nil && !bytes.Contains(out, []byte("UP")) {
 					err = fmt.Errorf("scontrol ping: %s", bytes.TrimSpace(out))
@@ -311,18 +312,18 @@ func (l *Lab) startSlurm(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if !wasRunning && (d.name == "mariadbd" || d.name == "slurmdbd") {
-			fmt.Fprintf(l.cfg.Log, "lab:   %-16s ready in %s\n", d.name, time.Since(started).Round(10*time.Millisecond))
+		if !wasRunning && (d.Name == "mariadbd" || d.Name == "slurmdbd") {
+			fmt.Fprintf(l.cfg.Log, "lab:   %-16s ready in %s\n", d.Name, time.Since(started).Round(10*time.Millisecond))
 		}
 	}
-	if err := waitFor(ctx, "slurmd on every GPU node", 90*time.Second, logs, l.nodesResponding); err != nil {
+	if err := proc.WaitFor(ctx, "slurmd on every GPU node", 90*time.Second, logs, l.nodesResponding); err != nil {
 		return err
 	}
 	rest := l.slurmrestd()
-	if _, err := l.start(rest); err != nil {
+	if _, err := l.procs.Start(rest); err != nil {
 		return err
 	}
-	return l.awaitDaemon(ctx, rest, 30*time.Second, filepath.Join(l.LogDir(), "slurmrestd.out"), func(ctx context.Context) error {
+	return l.procs.Await(ctx, rest, 30*time.Second, filepath.Join(l.LogDir(), "slurmrestd.out"), func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.RESTURL()+"/slurm/"+l.cfg.Slurm.restAPI()+"/ping/", nil)
 		if err != nil {
 			return err
@@ -366,28 +367,28 @@ func (l *Lab) nodesResponding(ctx context.Context) error {
 
 func (l *Lab) stopSlurm() error {
 	var errs []error
-	errs = append(errs, l.stopDaemon("slurmrestd"))
+	errs = append(errs, l.procs.Stop("slurmrestd"))
 	for _, n := range l.NodeNames() {
-		errs = append(errs, l.stopDaemon("slurmd-"+n))
+		errs = append(errs, l.procs.Stop("slurmd-"+n))
 	}
-	errs = append(errs, l.stopDaemon("slurmctld"))
+	errs = append(errs, l.procs.Stop("slurmctld"))
 	// slurmd of nodes a previous config had (more nodes than now).
-	matches, _ := filepath.Glob(l.pidFile("slurmd-*"))
+	matches, _ := filepath.Glob(l.procs.PidFile("slurmd-*"))
 	for _, m := range matches {
-		errs = append(errs, l.stopDaemon(strings.TrimSuffix(filepath.Base(m), ".pid")))
+		errs = append(errs, l.procs.Stop(strings.TrimSuffix(filepath.Base(m), ".pid")))
 	}
 	return errors.Join(errs...)
 }
 
 // StopSlurmrestd stops slurmrestd (for tests of a daemon that is down).
-func (l *Lab) StopSlurmrestd() error { return l.stopDaemon("slurmrestd") }
+func (l *Lab) StopSlurmrestd() error { return l.procs.Stop("slurmrestd") }
 
 // StartSlurmrestd starts slurmrestd again and waits until it answers.
 func (l *Lab) StartSlurmrestd(ctx context.Context) error { return l.startSlurm(ctx) }
 
 // RestartSlurmctld stops slurmctld and starts it again from its saved state.
 func (l *Lab) RestartSlurmctld(ctx context.Context) error {
-	if err := l.stopDaemon("slurmctld"); err != nil {
+	if err := l.procs.Stop("slurmctld"); err != nil {
 		return err
 	}
 	return l.startSlurm(ctx)
@@ -401,16 +402,16 @@ func (l *Lab) Reconfigure(ctx context.Context) error {
 		return fmt.Errorf("scontrol reconfigure: %w: %s", err, bytes.TrimSpace(out))
 	}
 	logPath := filepath.Join(l.LogDir(), "slurm", "slurmctld.log")
-	return waitFor(ctx, "slurmctld after reconfigure", 10*time.Minute, logPath, func(ctx context.Context) error {
+	return proc.WaitFor(ctx, "slurmctld after reconfigure", 10*time.Minute, logPath, func(ctx context.Context) error {
 		out, err := l.Slurm(ctx, "scontrol", "ping")
 		if err != nil || !bytes.Contains(out, []byte("UP")) {
 			return fmt.Errorf("scontrol ping: %v %s", err, bytes.TrimSpace(out))
 		}
-		pids := chrootedPids(l.RootFS(), "slurmctld")
+		pids := proc.ChrootedPids(l.RootFS(), "slurmctld")
 		if len(pids) != 1 {
 			return fmt.Errorf("%d slurmctld processes in the rootfs", len(pids))
 		}
-		return os.WriteFile(l.pidFile("slurmctld"), []byte(fmt.Sprintf("%d slurmctld\n", pids[0])), 0o644)
+		return os.WriteFile(l.procs.PidFile("slurmctld"), []byte(fmt.Sprintf("%d slurmctld\n", pids[0])), 0o644)
 	})
 }
 

@@ -15,10 +15,10 @@ func (l *Lab) Status(w io.Writer) int { return l.statusLines(w, l.daemons(w)) }
 func (l *Lab) statusLines(w io.Writer, ds []daemon) int {
 	down := 0
 	for _, d := range ds {
-		if pid := l.running(d); pid != 0 {
-			fmt.Fprintf(w, "%-16s running  pid %d\n", d.name, pid)
+		if pid := l.procs.Running(d); pid != 0 {
+			fmt.Fprintf(w, "%-16s running  pid %d\n", d.Name, pid)
 		} else {
-			fmt.Fprintf(w, "%-16s stopped\n", d.name)
+			fmt.Fprintf(w, "%-16s stopped\n", d.Name)
 			down++
 		}
 	}
@@ -29,8 +29,8 @@ func (l *Lab) statusLines(w io.Writer, ds []daemon) int {
 func (l *Lab) StoppedDaemons() []string {
 	var out []string
 	for _, d := range l.daemons(io.Discard) {
-		if l.running(d) == 0 {
-			out = append(out, d.name)
+		if l.procs.Running(d) == 0 {
+			out = append(out, d.Name)
 		}
 	}
 	return out
@@ -44,10 +44,10 @@ func (l *Lab) daemons(w io.Writer) []daemon {
 		ds = nil
 	}
 	ds = append(ds, l.slurmrestd(),
-		daemon{name: "etcd", argv: []string{"etcd"}},
-		daemon{name: "kube-apiserver", argv: []string{"kube-apiserver"}},
+		daemon{Name: "etcd", Argv: []string{"etcd"}},
+		daemon{Name: "kube-apiserver", Argv: []string{"kube-apiserver"}},
 		l.kubeControllerManager(),
-		daemon{name: "kwok", argv: []string{"kwok"}},
+		daemon{Name: "kwok", Argv: []string{"kwok"}},
 		l.kubeletDaemon(), l.schedulerService())
 	if !ChartMode() { // the chart's pods otherwise
 		ds = append(ds, l.controllerManager(), l.scheduler(0))
