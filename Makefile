@@ -48,7 +48,7 @@ down: ## stop everything `make up` started and unmount the lab (and the 26.05 la
 lab-status: ## which lab daemons run; the rootfs's packages against the last proven manifest
 	@$(BIN)/lab status
 
-lab-manifest: $(BIN)/lab ## record the rootfs's packages as proven (test/lab/rootfs-trixie.manifest), after a passing make test
+lab-manifest: $(BIN)/lab ## record the rootfs's packages as proven (test/lab/rootfs/rootfs-trixie.manifest), after a passing make test
 	$(BIN)/lab manifest --accept
 
 ci-fresh: ## what CI does, on a fresh clone of HEAD with no .lab/ (own network namespace; a running lab is left alone)

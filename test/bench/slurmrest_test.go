@@ -16,6 +16,7 @@ import (
 
 	"github.com/onepool/onepool/slurmrest"
 	"github.com/onepool/onepool/test/lab"
+	"github.com/onepool/onepool/test/lab/rootfs"
 )
 
 const (
@@ -48,8 +49,8 @@ func reportN(name string, value float64, unit string, n int) {
 }
 
 func benchRelease() string {
-	release := os.Getenv(lab.EnvSlurm)
-	if r, err := lab.ReleaseNamed(release); err == nil {
+	release := os.Getenv(rootfs.EnvSlurm)
+	if r, err := rootfs.Named(release); err == nil {
 		release = r.Name
 	}
 	return release

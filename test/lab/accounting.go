@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/onepool/onepool/test/lab/rootfs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -125,11 +126,11 @@ func (l *Lab) mariadb() (daemon, error) {
 		return daemon{}, err
 	}
 	return daemon{Name: "mariadbd", Argv: []string{"/usr/sbin/mariadbd", "--defaults-file=" + mariadbConfPath},
-		Chroot: l.RootFS(), Port: MariaDBPort, UID: uid, GID: gid, Env: chrootEnv}, nil
+		Chroot: l.RootFS(), Port: MariaDBPort, UID: uid, GID: gid, Env: rootfs.Env()}, nil
 }
 
 func (l *Lab) slurmdbd() daemon {
-	return daemon{Name: "slurmdbd", Argv: []string{"/usr/sbin/slurmdbd", "-D"}, Chroot: l.RootFS(), Port: SlurmdbdPort, Env: chrootEnv}
+	return daemon{Name: "slurmdbd", Argv: []string{"/usr/sbin/slurmdbd", "-D"}, Chroot: l.RootFS(), Port: SlurmdbdPort, Env: rootfs.Env()}
 }
 
 // configureAccounting writes MariaDB's and slurmdbd's config and makes the
@@ -184,7 +185,7 @@ func (l *Lab) initMariaDB(ctx context.Context) error {
 		return err
 	}
 	start := time.Now()
-	err := runLoggedIn(ctx, 2*time.Minute, filepath.Join(l.LogDir(), "mariadb-install-db.log"), root,
+	err := rootfs.RunLoggedIn(ctx, 2*time.Minute, filepath.Join(l.LogDir(), "mariadb-install-db.log"), root,
 		"mariadb-install-db", "--defaults-file="+mariadbConfPath, "--user=mysql", "--datadir="+tmp,
 		"--auth-root-authentication-method=socket", "--skip-test-db")
 	if err != nil {
@@ -202,7 +203,7 @@ func (l *Lab) initMariaDB(ctx context.Context) error {
 
 // mariadbReady is nil once MariaDB answers on its socket.
 func (l *Lab) mariadbReady(ctx context.Context) error {
-	_, err := chrootOutput(ctx, 5*time.Second, l.RootFS(), nil, "mariadb-admin", "--defaults-file="+mariadbConfPath, "ping")
+	_, err := rootfs.Output(ctx, 5*time.Second, l.RootFS(), nil, "mariadb-admin", "--defaults-file="+mariadbConfPath, "ping")
 	return err
 }
 
@@ -227,7 +228,7 @@ func (l *Lab) ensureDBUser(ctx context.Context) error {
 		"CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '%[1]s';\n"+
 		"ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY '%[1]s';\n"+
 		"GRANT ALL ON %[2]s.* TO 'slurm'@'127.0.0.1';\n", p, slurmAcctDB)
-	_, err = chrootOutputStdin(ctx, 30*time.Second, l.RootFS(), nil, sql, "mariadb", "--defaults-file="+mariadbConfPath, "--batch")
+	_, err = rootfs.OutputStdin(ctx, 30*time.Second, l.RootFS(), nil, sql, "mariadb", "--defaults-file="+mariadbConfPath, "--batch")
 	if err != nil {
 		// mariadb may quote the statement that failed: never the password.
 		return fmt.Errorf("create the slurmdbd database and user: %s", strings.ReplaceAll(err.Error(), p, "<password>"))
@@ -242,7 +243,7 @@ func (l *Lab) slurmdbdReady(ctx context.Context) error {
 }
 
 func (l *Lab) sacctmgr(ctx context.Context, args ...string) (string, error) {
-	out, err := chrootOutput(ctx, 30*time.Second, l.RootFS(), nil, append([]string{"sacctmgr", "-i"}, args...)...)
+	out, err := rootfs.Output(ctx, 30*time.Second, l.RootFS(), nil, append([]string{"sacctmgr", "-i"}, args...)...)
 	return strings.TrimSpace(string(out)), err
 }
 

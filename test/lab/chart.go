@@ -17,6 +17,7 @@ import (
 
 	"github.com/onepool/onepool/test/lab/pki"
 	"github.com/onepool/onepool/test/lab/proc"
+	"github.com/onepool/onepool/test/lab/rootfs"
 )
 
 // The lab runs onepool's components as the ServiceAccounts, with the RBAC,
@@ -93,13 +94,13 @@ func (l *Lab) ensureChartRBAC(ctx context.Context) error {
 	if err := os.WriteFile(f, rbac, 0o644); err != nil {
 		return err
 	}
-	if err := runLogged(ctx, time.Minute, filepath.Join(l.LogDir(), "kubectl.log"),
+	if err := rootfs.RunLogged(ctx, time.Minute, filepath.Join(l.LogDir(), "kubectl.log"),
 		l.Kubectl(), "--kubeconfig", l.Kubeconfig(), "apply", "--server-side", "--force-conflicts", "-f", f); err != nil {
 		return err
 	}
 	// Helm's ownership marks (the templates carry its label already): a
 	// `helm install` of the chart (InstallChart) adopts these objects.
-	if err := runLogged(ctx, time.Minute, filepath.Join(l.LogDir(), "kubectl.log"),
+	if err := rootfs.RunLogged(ctx, time.Minute, filepath.Join(l.LogDir(), "kubectl.log"),
 		l.Kubectl(), "--kubeconfig", l.Kubeconfig(), "annotate", "--overwrite", "-f", f,
 		"meta.helm.sh/release-name="+ChartRelease, "meta.helm.sh/release-namespace="+SystemNamespace); err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/onepool/onepool/test/lab/kubenet"
+	"github.com/onepool/onepool/test/lab/rootfs"
 )
 
 // The lab has no kube-proxy and no CoreDNS. For pods on the real node it
@@ -44,7 +45,7 @@ func (l *Lab) clusterNetDaemons() []struct {
 } {
 	lab := filepath.Join(l.BinDir(), "lab")
 	// They read the lab's kubeconfig: its dir, whatever the working directory.
-	env := []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "ONEPOOL_LAB_DIR=" + l.cfg.Dir, EnvSlurm + "=" + l.Release().Name}
+	env := []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "ONEPOOL_LAB_DIR=" + l.cfg.Dir, rootfs.EnvSlurm + "=" + l.Release().Name}
 	return []struct {
 		d    daemon
 		addr string

@@ -11,6 +11,7 @@ import (
 
 	"github.com/onepool/onepool/gpuwebhook"
 	"github.com/onepool/onepool/tenancy"
+	"github.com/onepool/onepool/test/lab/rootfs"
 )
 
 // The GPU webhook in process mode: the controller manager serves it on
@@ -119,13 +120,13 @@ func (l *Lab) registerGPUWebhook(ctx context.Context) error {
 	if err := os.WriteFile(f, []byte(cfg), 0o644); err != nil {
 		return err
 	}
-	return runLogged(ctx, time.Minute, filepath.Join(l.LogDir(), "kubectl.log"),
+	return rootfs.RunLogged(ctx, time.Minute, filepath.Join(l.LogDir(), "kubectl.log"),
 		l.Kubectl(), "--kubeconfig", l.Kubeconfig(), "apply", "--server-side", "--force-conflicts", "-f", f)
 }
 
 // unregisterGPUWebhook removes the process mode's registration (chart
 // mode has the chart's).
 func (l *Lab) unregisterGPUWebhook(ctx context.Context) error {
-	return runLogged(ctx, time.Minute, filepath.Join(l.LogDir(), "kubectl.log"),
+	return rootfs.RunLogged(ctx, time.Minute, filepath.Join(l.LogDir(), "kubectl.log"),
 		l.Kubectl(), "--kubeconfig", l.Kubeconfig(), "delete", "--ignore-not-found", "mutatingwebhookconfiguration/"+LabGPUWebhook, "validatingwebhookconfiguration/"+LabTenancyWebhook)
 }

@@ -1,11 +1,8 @@
 package lab
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +10,7 @@ import (
 	"time"
 
 	"github.com/onepool/onepool/test/lab/oci"
+	"github.com/onepool/onepool/test/lab/rootfs"
 )
 
 // `make images` assembles the Dockerfile's targets as OCI archives from
@@ -24,115 +22,12 @@ import (
 // TestImagesMatchTheDockerfile keeps the two in step (targets, packages,
 // files, users, entrypoints).
 
-// baseLayerSuffix names the base layer beside its rootfs (.lab/rootfs.layer.tar).
-const baseLayerSuffix = ".layer.tar"
-
-// imageUsers are made in a new rootfs before Debian's packages, with the
-// ids the Dockerfile gives them: slurmctld, slurmdbd and every slurmd must
-// agree on slurm's uid; slurmrestd refuses to run as root or SlurmUser.
-var imageUsers = [][]string{
-	{"groupadd", "-g", "64030", "slurm"},
-	{"useradd", "-r", "-u", "64030", "-g", "slurm", "-d", "/var/lib/slurm", "-s", "/usr/sbin/nologin", "slurm"},
-	{"groupadd", "-g", "6820", "slurmrestd"},
-	{"useradd", "-r", "-u", "6820", "-g", "slurmrestd", "-s", "/usr/sbin/nologin", "slurmrestd"},
-}
-
-// baseLayerSkips are left out of the base layer, with what is under them:
-// what the runtime provides (/dev, /proc, ...), apt's caches and docs, and
-// the munge key Debian's package generates (each cluster brings its own).
-var baseLayerSkips = []string{
-	"dev/", "proc/", "sys/", "run/", "tmp/", "var/tmp/",
-	"var/lib/apt/lists/", "var/cache/apt/", "var/log/",
-	// mariadb's postinst database: onepool-mariadb makes its own on first start.
-	"var/lib/mysql/",
-	"usr/share/doc/", "usr/share/man/", "usr/share/info/",
-	"etc/munge/munge.key", "etc/resolv.conf",
-}
-
-// baseLayerPackages: the lab's own tools in the rootfs, which no image
-// needs (Debian's files of the packages these globs name are left out):
-// the real node's runtime, the jail's shell, the compiler the jail plugin
-// is built with (gcc-14 in trixie, gcc-15 in sid).
-var baseLayerPackages = []string{"containerd", "runc", "busybox-static",
-	"gcc-[0-9]*-x86-64-linux-gnu", "cpp-[0-9]*-x86-64-linux-gnu", "libgcc-[0-9]*-dev", "libasan[0-9]*", "libtsan[0-9]*",
-	"liblsan[0-9]*", "libubsan[0-9]*", "libhwasan[0-9]*", "binutils-x86-64-linux-gnu", "linux-libc-dev"}
-
-// writeBaseLayer writes root (a rootfs just built) as a layer tar at path,
-// and its digest beside it.
-func writeBaseLayer(root, path string) (oci.Layer, error) {
-	pkgFiles, err := dpkgFiles(root, baseLayerPackages)
-	if err != nil {
-		return oci.Layer{}, err
-	}
-	layer, err := oci.LayerFromDir(path, root, func(rel string) bool {
-		for _, p := range baseLayerSkips {
-			if strings.HasSuffix(p, "/") && strings.HasPrefix(rel+"/", p) && rel+"/" != p {
-				return true // the folder stays, its content goes
-			}
-			if rel == p {
-				return true
-			}
-		}
-		return pkgFiles[rel] || rel == rootfsMarker
-	})
-	if err != nil {
-		return oci.Layer{}, err
-	}
-	return layer, oci.SaveLayer(layer)
-}
-
-func removeBaseLayer(path string) error {
-	return errors.Join(ignoreNotExist(os.Remove(path)), ignoreNotExist(os.Remove(path+".digest")))
-}
-
-func ignoreNotExist(err error) error {
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	return err
-}
-
-// dpkgFiles lists the regular files and links dpkg installed for the
-// packages the globs name (paths relative to root); a glob that names no
-// installed package lists nothing.
-func dpkgFiles(root string, globs []string) (map[string]bool, error) {
-	out := map[string]bool{}
-	for _, g := range globs {
-		var lists []string
-		for _, suffix := range []string{".list", ":amd64.list"} {
-			m, err := filepath.Glob(filepath.Join(root, "var/lib/dpkg/info", g+suffix))
-			if err != nil {
-				return nil, err
-			}
-			lists = append(lists, m...)
-		}
-		for _, list := range lists {
-			f, err := os.Open(list)
-			if err != nil {
-				return nil, err
-			}
-			sc := bufio.NewScanner(f)
-			for sc.Scan() {
-				rel := strings.TrimPrefix(sc.Text(), "/")
-				if fi, err := os.Lstat(filepath.Join(root, rel)); err == nil && !fi.IsDir() {
-					out[rel] = true
-				}
-			}
-			f.Close()
-			if err := sc.Err(); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return out, nil
-}
-
 // imageSpec is one of the Dockerfile's targets: what it adds over the
 // base rootfs and how it starts.
 type imageSpec struct {
 	Name string
 	// Packages the Dockerfile installs for it (all are in the lab rootfs:
-	// rootfsPackages), its own and its parent stage's.
+	// rootfs.Packages()), its own and its parent stage's.
 	Packages []string
 	// Common: it is built on the slurm-common stage (build/slurm's scripts,
 	// the jail plugin).
@@ -185,7 +80,7 @@ const debianPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin
 // the binaries in .lab/bin and, from the source tree src, build/slurm's
 // scripts and the jail plugin (spank/onepool_jail.so, `make spank`).
 func (l *Lab) BuildImages(ctx context.Context, src, version string, targets []string) error {
-	base, err := oci.LoadLayer(l.RootFS() + baseLayerSuffix)
+	base, err := oci.LoadLayer(l.RootFS() + rootfs.BaseLayerSuffix)
 	if err != nil {
 		return fmt.Errorf("the base image layer (written when the rootfs is built) is missing or broken: %w; "+
 			"a rootfs built before it existed needs building again: `make down && rm -rf %s && make images`", err, l.RootFS())

@@ -1,11 +1,8 @@
 package lab
 
 import (
-	"archive/tar"
 	"encoding/json"
-	"io"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -14,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/onepool/onepool/test/lab/oci"
+	"github.com/onepool/onepool/test/lab/rootfs"
 )
 
 // dockerStage is what one stage of the Dockerfile installs and sets.
@@ -96,7 +93,7 @@ func TestImagesMatchTheDockerfile(t *testing.T) {
 			slices.Sort(want)
 			assert.Equal(t, pkgs, want, "packages")
 			for _, p := range want {
-				assert.Contains(t, rootfsPackages, p, "the lab rootfs (the images' base) installs it")
+				assert.Contains(t, rootfs.Packages(), p, "the lab rootfs (the images' base) installs it")
 			}
 			assert.Equal(t, common, spec.Common, "built on slurm-common")
 			if spec.Binary != "" {
@@ -127,56 +124,11 @@ func TestImageUsersMatchTheDockerfile(t *testing.T) {
 	b, err := os.ReadFile("../../Dockerfile")
 	require.NoError(t, err)
 	df := string(b)
-	for _, argv := range imageUsers {
+	for _, argv := range rootfs.ImageUsers() {
 		if argv[0] != "useradd" {
 			continue
 		}
 		uid, name := argv[slices.Index(argv, "-u")+1], argv[len(argv)-1]
 		assert.Regexp(t, `useradd -r -u `+uid+` -g `+name+` `, df, "the Dockerfile makes %s with uid %s", name, uid)
-	}
-}
-
-// The base layer is the rootfs less what must not be in an image: the
-// munge key Debian generated, the lab's own tools, the runtime's folders'
-// content, apt's lists.
-func TestBaseLayerLeavesOutKeysToolsAndRuntimeFolders(t *testing.T) {
-	root := t.TempDir()
-	for name, content := range map[string]string{
-		"etc/munge/munge.key":                "secret",
-		"usr/sbin/slurmd":                    "ELF",
-		"usr/bin/containerd":                 "ELF",
-		"var/lib/dpkg/info/containerd.list":  "/.\n/usr\n/usr/bin\n/usr/bin/containerd\n",
-		"var/lib/apt/lists/deb.debian.org_x": "list",
-		"dev/null":                           "",
-		"etc/resolv.conf":                    "nameserver 10.0.0.1",
-		"usr/share/doc/slurmd/copyright":     "text",
-		rootfsMarker:                         "pkgs",
-	} {
-		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(root, name)), 0o755))
-		require.NoError(t, os.WriteFile(filepath.Join(root, name), []byte(content), 0o644))
-	}
-	layer, err := writeBaseLayer(root, filepath.Join(t.TempDir(), "base.tar"))
-	require.NoError(t, err)
-	loaded, err := oci.LoadLayer(layer.Path)
-	require.NoError(t, err)
-	assert.Equal(t, layer, loaded, "the digest is kept beside the layer")
-	f, err := os.Open(layer.Path)
-	require.NoError(t, err)
-	defer f.Close()
-	var names []string
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		require.NoError(t, err)
-		names = append(names, h.Name)
-	}
-	assert.Contains(t, names, "usr/sbin/slurmd")
-	assert.Contains(t, names, "dev/", "the folder stays")
-	assert.Contains(t, names, "etc/munge/")
-	for _, gone := range []string{"etc/munge/munge.key", "usr/bin/containerd", "usr/libexec/gcc/cc1", "var/lib/apt/lists/deb.debian.org_x", "dev/null", "etc/resolv.conf", "usr/share/doc/slurmd/copyright", rootfsMarker} {
-		assert.NotContains(t, names, gone)
 	}
 }

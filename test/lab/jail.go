@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/onepool/onepool/test/lab/mount"
+	"github.com/onepool/onepool/test/lab/rootfs"
 )
 
 // JailRoot is the lab's shared jail, as slurmd (in the Slurm chroot) sees it.
@@ -116,7 +117,7 @@ func (l *Lab) ensureJailUser(ctx context.Context) error {
 	if _, _, err := l.chrootUser(JailUser); err == nil {
 		return nil
 	}
-	return runLoggedIn(ctx, time.Minute, filepath.Join(l.LogDir(), "setup.log"), l.RootFS(),
+	return rootfs.RunLoggedIn(ctx, time.Minute, filepath.Join(l.LogDir(), "setup.log"), l.RootFS(),
 		"useradd", "--uid", fmt.Sprint(jailUID), "--user-group", "--no-create-home",
 		"--home-dir", "/home/"+JailUser, "--shell", "/bin/sh", JailUser)
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/test/lab/proc"
+	"github.com/onepool/onepool/test/lab/rootfs"
 )
 
 // The lab kubelet runs the slurmd pods of the Nodes that carry
@@ -39,7 +40,7 @@ func (l *Lab) kubeletDaemon() daemon {
 	return daemon{
 		Name: kubeletName,
 		Argv: []string{filepath.Join(l.BinDir(), "lab"), "kubelet"},
-		Env:  []string{"PATH=/usr/bin:/bin", "HOME=" + l.path("run"), "ONEPOOL_LAB_DIR=" + l.cfg.Dir, EnvSlurm + "=" + l.Release().Name},
+		Env:  []string{"PATH=/usr/bin:/bin", "HOME=" + l.path("run"), "ONEPOOL_LAB_DIR=" + l.cfg.Dir, rootfs.EnvSlurm + "=" + l.Release().Name},
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/onepool/onepool/test/lab/proc"
+	"github.com/onepool/onepool/test/lab/rootfs"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -65,7 +66,7 @@ func (k *kubelet) podCommand(pod *corev1.Pod, logf func(string, ...any)) (func()
 		podMarkerEnv+"="+string(pod.UID))
 	argv := append(append([]string{}, c.Command...), c.Args...)
 	return func() (*exec.Cmd, error) {
-		prog, err := chrootLookPath(root, c.Command[0])
+		prog, err := rootfs.LookPath(root, c.Command[0])
 		if err != nil {
 			return nil, err
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/onepool/onepool/test/lab/mount"
 	"github.com/onepool/onepool/test/lab/proc"
+	"github.com/onepool/onepool/test/lab/rootfs"
 )
 
 // Names shared by Slurm and Kubernetes in the lab.
@@ -103,7 +104,7 @@ func ConfigFromEnv() (Config, error) {
 		}
 		*v.dst = n
 	}
-	rel, err := ReleaseNamed(os.Getenv(EnvSlurm))
+	rel, err := rootfs.Named(os.Getenv(rootfs.EnvSlurm))
 	if err != nil {
 		return c, err
 	}
@@ -154,7 +155,7 @@ func New(cfg Config) (*Lab, error) {
 		cfg.Log = io.Discard
 	}
 	if cfg.Slurm.Name == "" {
-		cfg.Slurm = slurmReleases[0]
+		cfg.Slurm = rootfs.Default()
 	}
 	l := &Lab{cfg: cfg}
 	l.procs = proc.Supervisor{PidDir: l.path("run", "pids"), LogDir: l.LogDir()}
@@ -169,7 +170,7 @@ func (l *Lab) path(elem ...string) string {
 }
 
 // Paths other code and tests use.
-func (l *Lab) RootFS() string     { return l.path(l.cfg.Slurm.dir()) }
+func (l *Lab) RootFS() string     { return l.path(l.cfg.Slurm.Folder()) }
 func (l *Lab) BinDir() string     { return l.path("bin") }
 func (l *Lab) LogDir() string     { return l.path("logs") }
 func (l *Lab) Kubeconfig() string { return l.path("run", "kubeconfig") }
@@ -285,8 +286,8 @@ func (l *Lab) Down(ctx context.Context) error {
 	errs = append(errs, l.procs.Stop("slurmctld"), l.procs.Stop("slurmdbd"), l.procs.Stop("mariadbd"), l.procs.Stop("munged"))
 	// Job steps, stray slurmd of an old config, anything else left inside
 	// the chroot: of every release's rootfs, whichever ran.
-	for _, r := range slurmReleases {
-		root := l.path(r.dir())
+	for _, r := range rootfs.Releases() {
+		root := l.path(r.Folder())
 		errs = append(errs, proc.KillChrooted(root), mount.UnmountUnder(root))
 	}
 	_ = os.Remove(l.releaseMarker())

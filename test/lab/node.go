@@ -35,6 +35,7 @@ import (
 
 	"github.com/onepool/onepool/test/lab/kubenet"
 	"github.com/onepool/onepool/test/lab/mount"
+	"github.com/onepool/onepool/test/lab/rootfs"
 )
 
 const (
@@ -124,7 +125,7 @@ func ensureNodeFakeGPUs(context.Context) error {
 		return err
 	}
 	for i := range NodeFakeGPUs {
-		if err := mknodChar(filepath.Join(NodeFakeGPUDir, "nvidia"+strconv.Itoa(i)), 195, uint32(i), 0o666); err != nil {
+		if err := rootfs.MknodChar(filepath.Join(NodeFakeGPUDir, "nvidia"+strconv.Itoa(i)), 195, uint32(i), 0o666); err != nil {
 			return err
 		}
 	}
@@ -182,13 +183,13 @@ func (l *Lab) ensureNodePackages(ctx context.Context) error {
 	logPath := filepath.Join(l.LogDir(), "host-apt.log")
 	fmt.Fprintf(l.cfg.Log, "lab: installing %s from Debian (log %s)\n", strings.Join(missing, " "), logPath)
 	install := append([]string{"apt-get", "install", "-y"}, missing...)
-	if err := runLogged(ctx, 10*time.Minute, logPath, install...); err == nil {
+	if err := rootfs.RunLogged(ctx, 10*time.Minute, logPath, install...); err == nil {
 		return nil
 	}
 	// A fresh machine may have no package lists yet (apt-get update exits 0
 	// even when it reaches no mirror: the second install tells).
-	_ = runLogged(ctx, 10*time.Minute, logPath, "apt-get", "update")
-	if err := runLogged(ctx, 10*time.Minute, logPath, install...); err != nil {
+	_ = rootfs.RunLogged(ctx, 10*time.Minute, logPath, "apt-get", "update")
+	if err := rootfs.RunLogged(ctx, 10*time.Minute, logPath, install...); err != nil {
 		return fmt.Errorf("%w; no network? Inside a network namespace run `lab node packages` outside it first", err)
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/onepool/onepool/test/lab/proc"
+	"github.com/onepool/onepool/test/lab/rootfs"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -126,7 +127,7 @@ func (l *Lab) schedulerService() daemon {
 		Port: ReleasePort,
 		// It reads EndpointSlices with the lab's kubeconfig: the lab's own dir,
 		// whatever the working directory.
-		Env: []string{"PATH=/usr/bin:/bin", "ONEPOOL_LAB_DIR=" + l.cfg.Dir, EnvSlurm + "=" + l.Release().Name},
+		Env: []string{"PATH=/usr/bin:/bin", "ONEPOOL_LAB_DIR=" + l.cfg.Dir, rootfs.EnvSlurm + "=" + l.Release().Name},
 	}
 }
 
@@ -246,7 +247,7 @@ func (l *Lab) ensureCRDs(ctx context.Context) error {
 		fileArgs = append(fileArgs, "-f", f)
 	}
 	kubectl := func(args ...string) error {
-		return runLogged(ctx, time.Minute, filepath.Join(l.LogDir(), "kubectl.log"),
+		return rootfs.RunLogged(ctx, time.Minute, filepath.Join(l.LogDir(), "kubectl.log"),
 			append([]string{l.Kubectl(), "--kubeconfig", l.Kubeconfig()}, args...)...)
 	}
 	// --force-conflicts: a CRD regenerated since the last `up` replaces the old one.

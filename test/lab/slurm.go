@@ -18,6 +18,7 @@ import (
 
 	"github.com/onepool/onepool/test/lab/mount"
 	"github.com/onepool/onepool/test/lab/proc"
+	"github.com/onepool/onepool/test/lab/rootfs"
 )
 
 func (l *Lab) slurmSteps() []step {
@@ -72,11 +73,11 @@ func (l *Lab) configureSlurm(ctx context.Context) error {
 	if err := mount.Chroot(root); err != nil {
 		return err
 	}
-	if err := makeDevices(root); err != nil {
+	if err := rootfs.MakeDevices(root); err != nil {
 		return err
 	}
 	if _, _, err := l.chrootUser("slurmrest"); err != nil {
-		if err := runLoggedIn(ctx, time.Minute, filepath.Join(l.LogDir(), "setup.log"), root,
+		if err := rootfs.RunLoggedIn(ctx, time.Minute, filepath.Join(l.LogDir(), "setup.log"), root,
 			"useradd", "--system", "--user-group", "--no-create-home", "--shell", "/usr/sbin/nologin", "slurmrest"); err != nil {
 			return err
 		}
@@ -132,7 +133,7 @@ func (l *Lab) configureSlurm(ctx context.Context) error {
 		}
 	}
 	for i := 0; i < GPUsPerNode; i++ {
-		if err := mknodChar(filepath.Join(root, "var/lib/fakegpu", "nvidia"+strconv.Itoa(i)), 195, uint32(i), 0o666); err != nil {
+		if err := rootfs.MknodChar(filepath.Join(root, "var/lib/fakegpu", "nvidia"+strconv.Itoa(i)), 195, uint32(i), 0o666); err != nil {
 			return err
 		}
 	}
@@ -241,16 +242,16 @@ func (l *Lab) slurmDaemons() ([]daemon, error) {
 		return nil, err
 	}
 	ds := []daemon{
-		{Name: "munged", Argv: []string{"/usr/sbin/munged", "-F", "--num-threads=4"}, Chroot: root, UID: mungeUID, GID: mungeGID, Env: chrootEnv},
+		{Name: "munged", Argv: []string{"/usr/sbin/munged", "-F", "--num-threads=4"}, Chroot: root, UID: mungeUID, GID: mungeGID, Env: rootfs.Env()},
 	}
 	db, err := l.mariadb()
 	if err != nil {
 		return nil, err
 	}
 	ds = append(ds, db, l.slurmdbd(),
-		daemon{Name: "slurmctld", Argv: l.slurmctldArgv(), Chroot: root, Port: SlurmctldPort, Env: chrootEnv})
+		daemon{Name: "slurmctld", Argv: l.slurmctldArgv(), Chroot: root, Port: SlurmctldPort, Env: rootfs.Env()})
 	for i, n := range l.NodeNames() {
-		ds = append(ds, daemon{Name: "slurmd-" + n, Argv: []string{"/usr/sbin/slurmd", "-D", "-N", n}, Chroot: root, Port: SlurmdPortBase + i, Env: chrootEnv})
+		ds = append(ds, daemon{Name: "slurmd-" + n, Argv: []string{"/usr/sbin/slurmd", "-D", "-N", n}, Chroot: root, Port: SlurmdPortBase + i, Env: rootfs.Env()})
 	}
 	return ds, nil
 }
@@ -263,7 +264,7 @@ func (l *Lab) slurmrestd() daemon {
 		Chroot: l.RootFS(), Port: SlurmrestdPort,
 		// Compact JSON: a job's record is 9.8 KB instead of 27 KB pretty
 		// (Slurm 24.11), and the scheduler reads many.
-		Env: append([]string{"SLURM_JWT=daemon", "SLURMRESTD_JSON=compact"}, chrootEnv...),
+		Env: append([]string{"SLURM_JWT=daemon", "SLURMRESTD_JSON=compact"}, rootfs.Env()...),
 	}
 }
 
@@ -324,7 +325,7 @@ func (l *Lab) startSlurm(ctx context.Context) error {
 		return err
 	}
 	return l.procs.Await(ctx, rest, 30*time.Second, filepath.Join(l.LogDir(), "slurmrestd.out"), func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.RESTURL()+"/slurm/"+l.cfg.Slurm.restAPI()+"/ping/", nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.RESTURL()+"/slurm/"+l.cfg.Slurm.API()+"/ping/", nil)
 		if err != nil {
 			return err
 		}
@@ -418,7 +419,7 @@ func (l *Lab) Reconfigure(ctx context.Context) error {
 // Slurm runs a Slurm command (scontrol, sinfo, sbatch, ...) inside the chroot
 // as root, bounded by 30 s since a dead slurmctld makes them hang.
 func (l *Lab) Slurm(ctx context.Context, argv ...string) ([]byte, error) {
-	return chrootOutput(ctx, 30*time.Second, l.RootFS(), nil, argv...)
+	return rootfs.Output(ctx, 30*time.Second, l.RootFS(), nil, argv...)
 }
 
 // MintToken returns a new JWT for user that lives for lifespan.
@@ -448,7 +449,7 @@ func (l *Lab) tokenRefused(ctx context.Context) bool {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.RESTURL()+"/slurm/"+l.cfg.Slurm.restAPI()+"/jobs/state/", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.RESTURL()+"/slurm/"+l.cfg.Slurm.API()+"/jobs/state/", nil)
 	if err != nil {
 		return false
 	}

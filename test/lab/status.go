@@ -73,5 +73,5 @@ The onepool lab is up. Slurm and Kubernetes show the same GPU nodes:
   curl -H "X-SLURM-USER-TOKEN: $(cat %[3]s)" %[4]s/slurm/%[5]s/nodes/
 
 Logs: %[6]s    Stop: make down
-`, lab, l.Kubectl(), l.TokenFile(), l.RESTURL(), l.cfg.Slurm.restAPI(), l.LogDir())
+`, lab, l.Kubectl(), l.TokenFile(), l.RESTURL(), l.cfg.Slurm.API(), l.LogDir())
 }

@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"github.com/onepool/onepool/test/lab/rootfs"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -35,7 +36,7 @@ func (l *Lab) ensureTeamUsers(ctx context.Context) error {
 		if _, _, err := l.chrootUser(t.user); err == nil {
 			continue
 		}
-		if err := runLoggedIn(ctx, time.Minute, filepath.Join(l.LogDir(), "setup.log"), l.RootFS(),
+		if err := rootfs.RunLoggedIn(ctx, time.Minute, filepath.Join(l.LogDir(), "setup.log"), l.RootFS(),
 			"useradd", "--uid", fmt.Sprint(t.uid), "--user-group", "--no-create-home",
 			"--home-dir", "/tmp", "--shell", "/bin/sh", t.user); err != nil {
 			return err

@@ -21,7 +21,7 @@ const usage = `usage: lab COMMAND
   images SRC VERSION [T..] onepool's images as OCI archives in .lab/images (make images): the rootfs's
                            base layer, .lab/bin's binaries, SRC's build/slurm and spank/onepool_jail.so
   status                   which lab daemons run, and the rootfs's packages against the proven manifest
-  manifest [--accept]      how the rootfs's packages differ from test/lab/rootfs-trixie.manifest;
+  manifest [--accept]      how the rootfs's packages differ from test/lab/rootfs/rootfs-trixie.manifest;
                            --accept records them there as proven (after a passing make test)
   env                      shell exports for KUBECONFIG, slurmrestd URL and token, PATH
   slurm-exec -- CMD ARGS   run a Slurm command inside the chroot (sinfo, scontrol, sbatch...)

@@ -1,4 +1,4 @@
-package lab
+package rootfs
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 // stayed green). Pinning is impossible; noticing is not. The lab records
 // every package of the rootfs it built (.lab/rootfs.manifest) and compares
 // it with the manifest last proven by a passing `make test`
-// (test/lab/rootfs-trixie.manifest, compiled into the lab binary).
+// (test/lab/rootfs/rootfs-<suite>.manifest, compiled into the lab binary).
 
 // keyPackages are the packages `lab status` names.
 var keyPackages = []string{"slurmctld", "slurmrestd", "slurmdbd", "munge", "mariadb-server", "libmariadb3", "libc6"}
@@ -93,12 +93,9 @@ func diffManifest(proven, built manifest) []manifestChange {
 	return out
 }
 
-// ManifestFile is the list of packages the lab's rootfs was built from.
-func (l *Lab) ManifestFile() string { return l.path(l.cfg.Slurm.dir() + ".manifest") }
-
 // readRootFSPackages asks dpkg in the rootfs what is installed.
-func (l *Lab) readRootFSPackages(ctx context.Context) (manifest, error) {
-	out, err := chrootOutput(ctx, time.Minute, l.RootFS(), nil,
+func (b Builder) readRootFSPackages(ctx context.Context) (manifest, error) {
+	out, err := Output(ctx, time.Minute, b.Root, nil,
 		"dpkg-query", "-W", "-f", "${db:Status-Abbrev} ${binary:Package} ${Version}\n")
 	if err != nil {
 		return nil, fmt.Errorf("list the rootfs's packages: %w", err)
@@ -118,50 +115,50 @@ func (l *Lab) readRootFSPackages(ctx context.Context) (manifest, error) {
 }
 
 // writeManifest records what the rootfs holds now.
-func (l *Lab) writeManifest(ctx context.Context) error {
-	m, err := l.readRootFSPackages(ctx)
+func (b Builder) writeManifest(ctx context.Context) error {
+	m, err := b.readRootFSPackages(ctx)
 	if err != nil {
 		return err
 	}
 	header := fmt.Sprintf("Debian %s packages of the lab's Slurm rootfs (%s), built %s.\n"+
-		"Written by the lab; compared on every `lab up` with test/lab/%s.",
-		l.cfg.Slurm.Suite, l.RootFS(), time.Now().UTC().Format(time.RFC3339), l.cfg.Slurm.ProvenManifestFile())
-	tmp := l.ManifestFile() + ".tmp"
+		"Written by the lab; compared on every `lab up` with test/lab/rootfs/%s.",
+		b.Release.Suite, b.Root, time.Now().UTC().Format(time.RFC3339), b.Release.ProvenManifestFile())
+	tmp := b.ManifestFile() + ".tmp"
 	if err := os.WriteFile(tmp, []byte(m.format(header)), 0o644); err != nil {
 		return err
 	}
-	return os.Rename(tmp, l.ManifestFile())
+	return os.Rename(tmp, b.ManifestFile())
 }
 
 // builtManifest reads .lab/rootfs.manifest, writing it first for a rootfs
 // made before the lab kept one.
-func (l *Lab) builtManifest(ctx context.Context) (manifest, error) {
-	b, err := os.ReadFile(l.ManifestFile())
+func (b Builder) builtManifest(ctx context.Context) (manifest, error) {
+	text, err := os.ReadFile(b.ManifestFile())
 	if errors.Is(err, os.ErrNotExist) {
-		if err := l.writeManifest(ctx); err != nil {
+		if err := b.writeManifest(ctx); err != nil {
 			return nil, err
 		}
-		b, err = os.ReadFile(l.ManifestFile())
+		text, err = os.ReadFile(b.ManifestFile())
 	}
 	if err != nil {
 		return nil, err
 	}
-	m, err := parseManifest(string(b))
+	m, err := parseManifest(string(text))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", l.ManifestFile(), err)
+		return nil, fmt.Errorf("%s: %w", b.ManifestFile(), err)
 	}
 	return m, nil
 }
 
 // manifestDrift compares the rootfs's manifest with the proven one.
-func (l *Lab) manifestDrift(ctx context.Context) ([]manifestChange, error) {
-	built, err := l.builtManifest(ctx)
+func (b Builder) manifestDrift(ctx context.Context) ([]manifestChange, error) {
+	built, err := b.builtManifest(ctx)
 	if err != nil {
 		return nil, err
 	}
-	proven, err := parseManifest(l.cfg.Slurm.proven)
+	proven, err := parseManifest(b.Release.proven)
 	if err != nil {
-		return nil, fmt.Errorf("test/lab/%s: %w", l.cfg.Slurm.ProvenManifestFile(), err)
+		return nil, fmt.Errorf("test/lab/rootfs/%s: %w", b.Release.ProvenManifestFile(), err)
 	}
 	return diffManifest(proven, built), nil
 }
@@ -169,31 +166,31 @@ func (l *Lab) manifestDrift(ctx context.Context) ([]manifestChange, error) {
 // reportDrift says on the lab's log which packages differ from what the
 // project last proved. It never fails `up`: the mirror has nothing older to
 // give, and the tests will tell whether the new versions work.
-func (l *Lab) reportDrift(ctx context.Context) error {
-	changes, err := l.manifestDrift(ctx)
+func (b Builder) reportDrift(ctx context.Context) error {
+	changes, err := b.manifestDrift(ctx)
 	if err != nil {
 		return err
 	}
 	if len(changes) == 0 {
 		return nil
 	}
-	fmt.Fprintf(l.cfg.Log, "lab: the Slurm rootfs differs from the packages last proven (test/lab/%s) in %d:\n", l.cfg.Slurm.ProvenManifestFile(), len(changes))
+	fmt.Fprintf(b.Log, "lab: the Slurm rootfs differs from the packages last proven (test/lab/rootfs/%s) in %d:\n", b.Release.ProvenManifestFile(), len(changes))
 	const show = 40
 	for i, c := range changes {
 		if i == show {
-			fmt.Fprintf(l.cfg.Log, "lab:   ... and %d more (diff %s against it)\n", len(changes)-show, l.ManifestFile())
+			fmt.Fprintf(b.Log, "lab:   ... and %d more (diff %s against it)\n", len(changes)-show, b.ManifestFile())
 			break
 		}
-		fmt.Fprintf(l.cfg.Log, "lab:   %s\n", c)
+		fmt.Fprintf(b.Log, "lab:   %s\n", c)
 	}
-	fmt.Fprintln(l.cfg.Log, "lab: once `make test` passes on this rootfs, `lab manifest --accept` records it as proven")
+	fmt.Fprintln(b.Log, "lab: once `make test` passes on this rootfs, `lab manifest --accept` records it as proven")
 	return nil
 }
 
-// ManifestStatus writes the rootfs's key package versions and whether the
+// Status writes the rootfs's key package versions and whether the
 // rootfs matches the proven manifest.
-func (l *Lab) ManifestStatus(ctx context.Context, w io.Writer) error {
-	built, err := l.builtManifest(ctx)
+func (b Builder) Status(ctx context.Context, w io.Writer) error {
+	built, err := b.builtManifest(ctx)
 	if err != nil {
 		return err
 	}
@@ -206,38 +203,34 @@ func (l *Lab) ManifestStatus(ctx context.Context, w io.Writer) error {
 			}
 		}
 	}
-	fmt.Fprintf(w, "slurm rootfs     Slurm %s, debian %s, %d packages (%s)\n", l.cfg.Slurm.Name, l.cfg.Slurm.Suite, len(built), l.ManifestFile())
+	fmt.Fprintf(w, "slurm rootfs     Slurm %s, debian %s, %d packages (%s)\n", b.Release.Name, b.Release.Suite, len(built), b.ManifestFile())
 	fmt.Fprintf(w, "                 %s\n", strings.Join(key, ", "))
-	changes, err := l.manifestDrift(ctx)
+	changes, err := b.manifestDrift(ctx)
 	if err != nil {
 		return err
 	}
 	if len(changes) == 0 {
-		fmt.Fprintf(w, "                 matches test/lab/%s (last proven)\n", l.cfg.Slurm.ProvenManifestFile())
+		fmt.Fprintf(w, "                 matches test/lab/rootfs/%s (last proven)\n", b.Release.ProvenManifestFile())
 		return nil
 	}
-	fmt.Fprintf(w, "                 differs from test/lab/%s (last proven) in %d packages:\n", l.cfg.Slurm.ProvenManifestFile(), len(changes))
+	fmt.Fprintf(w, "                 differs from test/lab/rootfs/%s (last proven) in %d packages:\n", b.Release.ProvenManifestFile(), len(changes))
 	for _, c := range changes {
 		fmt.Fprintf(w, "                   %s\n", c)
 	}
 	return nil
 }
 
-// AcceptManifest records the rootfs's packages as proven: it writes
-// test/lab/rootfs-<suite>.manifest in the checkout the lab runs from (the
-// lab binary embeds it when next built).
-func (l *Lab) AcceptManifest(ctx context.Context) (string, error) {
-	built, err := l.builtManifest(ctx)
+// Accept records the rootfs's packages as proven: it writes
+// test/lab/rootfs/rootfs-<suite>.manifest in the checkout at top (the lab
+// binary embeds it when next built).
+func (b Builder) Accept(ctx context.Context, top string) (string, error) {
+	built, err := b.builtManifest(ctx)
 	if err != nil {
 		return "", err
 	}
-	top, err := repoRoot()
-	if err != nil {
-		return "", err
-	}
-	dst := filepath.Join(top, "test", "lab", l.cfg.Slurm.ProvenManifestFile())
+	dst := filepath.Join(top, "test", "lab", "rootfs", b.Release.ProvenManifestFile())
 	header := fmt.Sprintf("Debian %s packages of the lab's Slurm rootfs last proven by `make test`.\n"+
 		"`lab up` prints how a newly built rootfs differs from this list; after a passing\n"+
-		"`make test` on a new rootfs, `lab manifest --accept` rewrites it.", l.cfg.Slurm.Suite)
+		"`make test` on a new rootfs, `lab manifest --accept` rewrites it.", b.Release.Suite)
 	return dst, os.WriteFile(dst, []byte(built.format(header)), 0o644)
 }

@@ -1,4 +1,4 @@
-package lab
+package rootfs
 
 import (
 	"bytes"
@@ -66,7 +66,7 @@ func TestManifestRoundTrip(t *testing.T) {
 // The committed manifest must parse and name what the lab depends on: the
 // lab binary embeds it and compares every rootfs with it.
 func TestProvenManifest(t *testing.T) {
-	for i, r := range slurmReleases {
+	for i, r := range Releases() {
 		m, err := parseManifest(r.proven)
 		require.NoError(t, err, r.ProvenManifestFile())
 		if i > 0 && len(m) == 0 {
@@ -81,7 +81,7 @@ func TestProvenManifest(t *testing.T) {
 // A hand-edited version in the lab's manifest shows in `lab status` and in
 // what `lab up` prints, by package and both versions.
 func TestReportDriftNamesChangedPackage(t *testing.T) {
-	proven, err := parseManifest(slurmReleases[0].proven)
+	proven, err := parseManifest(Default().proven)
 	require.NoError(t, err)
 	edited := manifest{}
 	for k, v := range proven {
@@ -90,16 +90,16 @@ func TestReportDriftNamesChangedPackage(t *testing.T) {
 	edited["slurmdbd"] = "24.11.0-0"
 	dir := t.TempDir()
 	var log bytes.Buffer
-	l := &Lab{cfg: Config{Dir: dir, Log: &log, Slurm: slurmReleases[0]}}
+	b := Builder{Root: filepath.Join(dir, "rootfs"), Release: Default(), LogDir: dir, Log: &log}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "rootfs.manifest"), []byte(edited.format("test")), 0o644))
 
-	require.NoError(t, l.reportDrift(context.Background()))
+	require.NoError(t, b.reportDrift(context.Background()))
 	assert.Contains(t, log.String(), "differs from the packages last proven")
 	assert.Contains(t, log.String(), "~ slurmdbd "+proven["slurmdbd"]+" -> 24.11.0-0")
 	// Only the edited package.
 	assert.Equal(t, 1, strings.Count(log.String(), "lab:   "))
 
 	var status bytes.Buffer
-	require.NoError(t, l.ManifestStatus(context.Background(), &status))
-	assert.Contains(t, status.String(), "differs from test/lab/rootfs-trixie.manifest (last proven) in 1 packages")
+	require.NoError(t, b.Status(context.Background(), &status))
+	assert.Contains(t, status.String(), "differs from test/lab/rootfs/rootfs-trixie.manifest (last proven) in 1 packages")
 }
