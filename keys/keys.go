@@ -115,6 +115,11 @@ const (
 	// AnnotationSlurmNode on a slurmd pod records the Slurm node it runs.
 	AnnotationSlurmNode = "onepool.dev/slurm-node"
 
+	// AnnotationSlurmFeatures on a slurmd pod a NodeSet made: the Slurm
+	// features its node registers with (comma-separated), the NodeSet's
+	// own and its Node's FeatureLabels' values at the pod's creation.
+	AnnotationSlurmFeatures = "onepool.dev/slurm-features"
+
 	// AnnotationSlurmShare on a slurmd pod is Slurm's share of its Node as
 	// the NodeSet counted it when it made the pod, "cpus=<n>,memory-mb=<n>":
 	// the Node's allocatable less what its pods that onepool did not place
@@ -247,6 +252,7 @@ const (
 	EventPolicyRefused  = "RefusedByTenantPolicy" // the namespace's TenantPolicy does not allow what the pod asks (or none covers it)
 	EventNoNodeFits     = "NoSlurmNodeFits"       // every Slurm node fails the pod's node constraints (selector, affinity, taints, cordon): nothing is submitted
 	EventJobMisplaced   = "SlurmJobMisplaced"     // Slurm started the job on a node the pod cannot use; it is given back and asked again without that node
+	EventTimeLimit      = "SlurmTimeLimit"        // a replica (Deployment, StatefulSet, LeaderWorkerSet) was bound under a job time limit it did not ask for
 	EventJobEnded       = "SlurmJobEnded"         // the job ended in Slurm; the pod is evicted
 	EventJobMissing     = "SlurmJobMissing"       // Slurm no longer knows the job; the pod is evicted
 	EventJobPreempted   = "SlurmJobPreempted"     // Slurm began preempting the job; the pod is evicted before its deadline

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -44,10 +45,17 @@ var defaultTolerations = []corev1.Toleration{
 func templateHash(ns *v1alpha1.NodeSet) string {
 	h := fnv.New64a()
 	// json.Marshal of API structs does not fail; the hash only needs to be stable.
+	// FeatureLabels only when set: the hash of a NodeSet without them is
+	// what it was before they existed (no rolling update on an upgrade).
+	var labels any
+	if len(ns.Spec.Slurm.FeatureLabels) > 0 {
+		labels = ns.Spec.Slurm.FeatureLabels
+	}
 	b, _ := json.Marshal(struct {
 		T corev1.PodTemplateSpec
 		F []string
-	}{ns.Spec.Template, ns.Spec.Slurm.Features})
+		L any `json:",omitempty"`
+	}{ns.Spec.Template, ns.Spec.Slurm.Features, labels})
 	h.Write(b)
 	return rand.SafeEncodeString(fmt.Sprintf("%016x", h.Sum64()))[:10]
 }
@@ -109,12 +117,16 @@ func buildPod(ns *v1alpha1.NodeSet, tmpl *corev1.Pod, node *corev1.Node) *corev1
 	pod := tmpl.DeepCopy()
 	slurmName := slurmnode.Of(node)
 	pod.Name = podName(ns.Name, node.Name)
+	features := strings.Join(nodeFeatures(ns.Spec.Slurm, node), ",")
 	pod.Annotations = merge(pod.Annotations, map[string]string{keys.AnnotationSlurmNode: slurmName})
+	if len(ns.Spec.Slurm.FeatureLabels) > 0 {
+		pod.Annotations[keys.AnnotationSlurmFeatures] = features
+	}
 	pod.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(ns, v1alpha1.GroupVersion.WithKind(v1alpha1.NodeSetKind))}
 	pod.Spec.NodeName = node.Name
 	env := []corev1.EnvVar{
 		{Name: keys.EnvSlurmNodeName, Value: slurmName},
-		{Name: keys.EnvSlurmFeatures, Value: strings.Join(ns.Spec.Slurm.Features, ",")},
+		{Name: keys.EnvSlurmFeatures, Value: features},
 		{Name: keys.EnvKubeNodeName, Value: node.Name},
 	}
 	for _, i := range agentContainers(pod.Spec.Containers) {
@@ -124,6 +136,27 @@ func buildPod(ns *v1alpha1.NodeSet, tmpl *corev1.Pod, node *corev1.Node) *corev1
 		}
 	}
 	return pod
+}
+
+// nodeFeatures are the Slurm features node registers with: the NodeSet's
+// Features, then the values of its FeatureLabels the Node has, each once.
+func nodeFeatures(spec v1alpha1.SlurmNodeSpec, node *corev1.Node) []string {
+	out := slices.Clone(spec.Features)
+	for _, key := range spec.FeatureLabels {
+		if v := node.Labels[key]; v != "" && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// featuresOutdated says the slurmd pod of a NodeSet with FeatureLabels
+// registered other features than its Node's labels now give.
+func featuresOutdated(spec v1alpha1.SlurmNodeSpec, node *corev1.Node, pod *corev1.Pod) bool {
+	if len(spec.FeatureLabels) == 0 || node == nil || pod == nil {
+		return false
+	}
+	return pod.Annotations[keys.AnnotationSlurmFeatures] != strings.Join(nodeFeatures(spec, node), ",")
 }
 
 // podName is <nodeset>-<node>; one name per Node makes a second create of

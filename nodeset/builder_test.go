@@ -171,3 +171,41 @@ func TestAgentContainers(t *testing.T) {
 	}
 	assert.Empty(t, p.Spec.Containers[0].Env, "the sidecar")
 }
+
+// FeatureLabels: the Node's label values become Slurm features after the
+// NodeSet's own, each once; the pod records them, and a pod whose Node's
+// labels now give others is outdated.
+func TestFeatureLabels(t *testing.T) {
+	ns := testNodeSet() // Features h100, ib
+	ns.Spec.Slurm.FeatureLabels = []string{"nvidia.com/gpu.product", "topology/rack", "absent"}
+	node := testNode("node-7", map[string]string{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "topology/rack": "ib", "gpu": "h100"})
+	p := buildPod(ns, podTemplate(ns, templateHash(ns)), node)
+	env := map[string]string{}
+	for _, e := range p.Spec.Containers[1].Env {
+		env[e.Name] = e.Value
+	}
+	assert.Equal(t, "h100,ib,NVIDIA-H100-80GB-HBM3", env[keys.EnvSlurmFeatures], "a value already among the features is not repeated; a missing label adds nothing")
+	assert.Equal(t, "h100,ib,NVIDIA-H100-80GB-HBM3", p.Annotations[keys.AnnotationSlurmFeatures])
+
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		want   bool
+	}{
+		{"same labels", map[string]string{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "topology/rack": "ib"}, false},
+		{"an unrelated label changed", map[string]string{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "topology/rack": "ib", "other": "x"}, false},
+		{"the product changed", map[string]string{"nvidia.com/gpu.product": "NVIDIA-H200", "topology/rack": "ib"}, true},
+		{"a label appeared", map[string]string{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "absent": "x"}, true},
+		{"the label went", map[string]string{}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, featuresOutdated(ns.Spec.Slurm, testNode("node-7", tc.labels), p))
+		})
+	}
+
+	without := testNodeSet()
+	plain := buildPod(without, podTemplate(without, templateHash(without)), node)
+	assert.NotContains(t, plain.Annotations, keys.AnnotationSlurmFeatures, "without FeatureLabels nothing new is written")
+	assert.False(t, featuresOutdated(without.Spec.Slurm, testNode("node-7", nil), plain), "nor compared: an upgrade replaces no pod")
+	assert.NotEqual(t, templateHash(without), templateHash(ns), "setting FeatureLabels is a template change")
+}

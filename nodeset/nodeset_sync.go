@@ -56,7 +56,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	r.remember(req.NamespacedName, names)
 
-	p := params{hash: hash, onDelete: ns.Spec.UpdateStrategy.Type == v1alpha1.OnDelete, leftReason: leftReason(ns.Name)}
+	p := params{hash: hash, onDelete: ns.Spec.UpdateStrategy.Type == v1alpha1.OnDelete, leftReason: leftReason(ns.Name), slurm: ns.Spec.Slurm}
 	chosen := planUpdates(nodes, p, maxUnavailable(&ns, countWanted(nodes)))
 	steps := make([]step, len(nodes))
 	for i, n := range nodes {

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/nodeset/api/v1alpha1"
 	"github.com/onepool/onepool/slurmrest"
 )
 
@@ -79,10 +80,14 @@ type params struct {
 	hash       string
 	onDelete   bool   // OnDelete strategy: outdated pods stay
 	leftReason string // "onepool: node left nodeset <name>"
+	slurm      v1alpha1.SlurmNodeSpec
 }
 
+// outdated says the pod is not what the NodeSet makes now: another
+// template, or other features from its Node's FeatureLabels.
 func (n nodeState) outdated(p params) bool {
-	return n.pod != nil && !p.onDelete && n.pod.Labels[keys.LabelTemplateHash] != p.hash
+	return n.pod != nil && !p.onDelete &&
+		(n.pod.Labels[keys.LabelTemplateHash] != p.hash || featuresOutdated(p.slurm, n.node, n.pod))
 }
 
 // updating says the node is drained for a rolling update by this NodeSet.

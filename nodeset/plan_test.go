@@ -7,7 +7,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/stretchr/testify/assert"
+
 	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/nodeset/api/v1alpha1"
 	"github.com/onepool/onepool/slurmrest"
 )
 
@@ -108,6 +111,26 @@ func TestPlanNode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A pod whose Node's FeatureLabels now give other features is outdated
+// like a pod of an old template: drained first when chosen.
+func TestPlanNodeFeatureLabelChanged(t *testing.T) {
+	spec := v1alpha1.SlurmNodeSpec{FeatureLabels: []string{"gpu"}}
+	p := params{hash: "new", leftReason: leftReason("h100"), slurm: spec}
+	current := pod("new", true)
+	current.Annotations = map[string]string{keys.AnnotationSlurmFeatures: "h100"}
+	node := func(v string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"gpu": v}}}
+	}
+	idle := slurmNode("", t0, "IDLE")
+	assert.Equal(t, actNone, planNode(nodeState{wanted: true, pod: current, node: node("h100"), slurm: idle}, p, false).act)
+	changed := nodeState{wanted: true, pod: current, node: node("h200"), slurm: idle}
+	assert.True(t, changed.outdated(p))
+	s := planNode(changed, p, true)
+	assert.Equal(t, actDrain, s.act)
+	assert.Equal(t, keys.ReasonNodeSetUpdate, s.reason)
+	assert.False(t, changed.outdated(params{hash: "new", onDelete: true, slurm: spec}), "OnDelete keeps it")
 }
 
 func TestPlanNodeOnDeleteKeepsOutdatedPods(t *testing.T) {

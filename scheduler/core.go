@@ -519,8 +519,12 @@ func (c *Core) podChanged(old, pod *corev1.Pod) {
 		return
 	}
 	c.trackLocked(pod)
-	if p := c.places[o.key()]; p != nil && old != nil && old.Spec.NodeName == "" && pod.Spec.NodeName != "" && !p.submitted.IsZero() {
-		c.metrics.submitToBound.Observe(time.Since(p.submitted).Seconds())
+	var warn string
+	if p := c.places[o.key()]; p != nil && old != nil && old.Spec.NodeName == "" && pod.Spec.NodeName != "" {
+		if !p.submitted.IsZero() {
+			c.metrics.submitToBound.Observe(time.Since(p.submitted).Seconds())
+		}
+		warn = timeLimitWarning(pod, p.job)
 	}
 	var wake []*corev1.Pod
 	if old != nil && askChanged(old, pod) {
@@ -535,6 +539,9 @@ func (c *Core) podChanged(old, pod *corev1.Pod) {
 		}
 	}
 	c.mu.Unlock()
+	if warn != "" {
+		c.recorder.Eventf(pod, nil, corev1.EventTypeWarning, keys.EventTimeLimit, keys.ActionSchedule, "%s", warn)
+	}
 	if len(wake) > 0 {
 		c.activate(wake)
 	}

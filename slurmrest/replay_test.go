@@ -211,6 +211,9 @@ func TestReplayJobs(t *testing.T) {
 	if j.ID != 1 || j.Name != "rec" || j.State.Base() != JobRunning || j.Nodes == "" || j.Partition != "main" || j.Comment != "recorded" || j.TresPerNode != "gres/gpu:8" {
 		t.Errorf("job: %+v", j)
 	}
+	if j.TimeLimit != 0 {
+		t.Errorf("the recorded job runs UNLIMITED (time_limit infinite); TimeLimit = %s", j.TimeLimit)
+	}
 	if j.SubmitTime.IsZero() || j.StartTime.IsZero() || !j.EndTime.After(j.StartTime) {
 		t.Errorf("job times: submit %v start %v end %v", j.SubmitTime, j.StartTime, j.EndTime)
 	}

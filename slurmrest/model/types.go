@@ -152,6 +152,9 @@ type Job struct {
 	// not). The job stays RUNNING through its GraceTime; EndTime is then
 	// the deadline.
 	PreemptTime time.Time
+	// TimeLimit is the job's time limit as Slurm set it (the job's own,
+	// else its partition's or QOS's); zero for none (UNLIMITED).
+	TimeLimit   time.Duration
 	TresPerNode string
 	ExitCode    int32
 	// GresDetail is Slurm's GRES detail per allocated node, as `scontrol
@@ -168,7 +171,7 @@ func (j *Job) Equal(o *Job) bool {
 		j.Partition == o.Partition && j.QOS == o.QOS && slices.Equal(j.State, o.State) && j.Reason == o.Reason &&
 		j.Nodes == o.Nodes && j.Comment == o.Comment && j.Priority == o.Priority &&
 		j.SubmitTime.Equal(o.SubmitTime) && j.StartTime.Equal(o.StartTime) && j.EndTime.Equal(o.EndTime) && j.PreemptTime.Equal(o.PreemptTime) &&
-		j.TresPerNode == o.TresPerNode && j.ExitCode == o.ExitCode && maps.Equal(j.GresDetail, o.GresDetail)
+		j.TimeLimit == o.TimeLimit && j.TresPerNode == o.TresPerNode && j.ExitCode == o.ExitCode && maps.Equal(j.GresDetail, o.GresDetail)
 }
 
 // JobStateEntry is one line of the light /jobs/state listing.

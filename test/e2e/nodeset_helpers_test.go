@@ -41,6 +41,8 @@ type nodeSetEnv struct {
 	// counted: no static CPUs and memory in the template; the NodeSet
 	// gives each node Slurm's share of its Node.
 	counted bool
+	// featureLabels: the NodeSet's FeatureLabels.
+	featureLabels []string
 }
 
 func newNodeSetEnv(t *testing.T, name string) *nodeSetEnv {
@@ -89,7 +91,7 @@ func (e *nodeSetEnv) nodeSet(maxUnavailable int) *v1alpha1.NodeSet {
 					Env:     append(append(static, corev1.EnvVar{Name: "ONEPOOL_EXPECTED_GPUS", Value: "8"}), e.env...),
 				}}},
 			},
-			Slurm:          v1alpha1.SlurmNodeSpec{Features: []string{dynFeature}, Partitions: []string{dynPartition}},
+			Slurm:          v1alpha1.SlurmNodeSpec{Features: []string{dynFeature}, Partitions: []string{dynPartition}, FeatureLabels: e.featureLabels},
 			UpdateStrategy: v1alpha1.UpdateStrategy{Type: v1alpha1.RollingUpdate, RollingUpdate: &v1alpha1.RollingUpdateStrategy{MaxUnavailable: &mu}},
 		},
 	}

@@ -79,6 +79,21 @@ type SlurmNodeSpec struct {
 	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9_.-]+$`
 	Features []string `json:"features,omitempty"`
 
+	// FeatureLabels are Node label keys whose values each node also
+	// registers as Slurm features, after Features: with
+	// nvidia.com/gpu.product, a node labelled NVIDIA-H100-80GB-HBM3 can be
+	// asked for with `sbatch --constraint=NVIDIA-H100-80GB-HBM3`, the same
+	// GPU a pod picks with a nodeSelector on that label. A Node without the
+	// label (or with an empty value) adds nothing. When a label's value
+	// changes (or appears, as GPU feature discovery labels a new Node a
+	// little after it joins), the node's slurmd pod is replaced the way a
+	// template change replaces it: drained first, never under running jobs.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=317
+	FeatureLabels []string `json:"featureLabels,omitempty"`
+
 	// Partitions the NodeSet's nodes are expected in. onepool does not
 	// change Slurm's partitions; a node that registers outside one of them
 	// makes the condition SlurmPartitions False.

@@ -178,6 +178,11 @@ func (in *SlurmNodeSpec) DeepCopyInto(out *SlurmNodeSpec) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.FeatureLabels != nil {
+		in, out := &in.FeatureLabels, &out.FeatureLabels
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Partitions != nil {
 		in, out := &in.Partitions, &out.Partitions
 		*out = make([]string, len(*in))

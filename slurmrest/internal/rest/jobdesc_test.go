@@ -54,3 +54,21 @@ func descField(t *testing.T, j model.JobSubmit, field string) string {
 	require.NoError(t, json.Unmarshal(b, &fields))
 	return string(fields[field])
 }
+
+// A job's time_limit as slurmrestd writes it: minutes, or infinite.
+func TestFromMinutes(t *testing.T) {
+	yes, no := true, false
+	n := func(v int64) *int64 { return &v }
+	for _, tc := range []struct {
+		name string
+		v    *noVal32
+		want time.Duration
+	}{
+		{"four hours", &noVal32{Set: &yes, Infinite: &no, Number: n(240)}, 4 * time.Hour},
+		{"UNLIMITED (as recorded)", &noVal32{Set: &no, Infinite: &yes, Number: n(0)}, 0},
+		{"infinite and set", &noVal32{Set: &yes, Infinite: &yes, Number: n(0)}, 0},
+		{"absent", nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) { assert.Equal(t, tc.want, fromMinutes(tc.v)) })
+	}
+}

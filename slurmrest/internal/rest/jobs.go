@@ -341,6 +341,7 @@ func DecodeJobs(body []byte) ([]model.Job, time.Time, error) {
 			StartTime:   unixTime(j.StartTime),
 			EndTime:     unixTime(j.EndTime),
 			PreemptTime: unixTime(j.PreemptTime),
+			TimeLimit:   fromMinutes(j.TimeLimit),
 			TresPerNode: deref(j.TresPerNode),
 		}
 		if j.ExitCode != nil {

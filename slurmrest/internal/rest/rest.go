@@ -228,4 +228,12 @@ func u32(v *noVal32) uint32 {
 	return uint32(*v.Number)
 }
 
+// fromMinutes reads a limit in minutes; infinite and unset are zero.
+func fromMinutes(v *noVal32) time.Duration {
+	if v == nil || deref(v.Infinite) {
+		return 0
+	}
+	return time.Duration(u32(v)) * time.Minute
+}
+
 func number(n int64) *noVal32 { return &noVal32{Set: ptr(true), Number: &n} }

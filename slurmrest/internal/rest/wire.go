@@ -100,6 +100,7 @@ type wireJob struct {
 	StartTime   *noVal64  `json:"start_time,omitempty"`
 	EndTime     *noVal64  `json:"end_time,omitempty"`
 	PreemptTime *noVal64  `json:"preempt_time,omitempty"`
+	TimeLimit   *noVal32  `json:"time_limit,omitempty"` // minutes; infinite for UNLIMITED
 	TresPerNode *string   `json:"tres_per_node,omitempty"`
 	GresDetail  *[]string `json:"gres_detail,omitempty"`
 	ExitCode    *struct {
