@@ -115,11 +115,6 @@ const (
 	// AnnotationSlurmNode on a slurmd pod records the Slurm node it runs.
 	AnnotationSlurmNode = "onepool.dev/slurm-node"
 
-	// AnnotationSlurmFeatures on a slurmd pod a NodeSet made: the Slurm
-	// features its node registers with (comma-separated), the NodeSet's
-	// own and its Node's FeatureLabels' values at the pod's creation.
-	AnnotationSlurmFeatures = "onepool.dev/slurm-features"
-
 	// AnnotationSlurmShare on a slurmd pod is Slurm's share of its Node as
 	// the NodeSet counted it when it made the pod, "cpus=<n>,memory-mb=<n>":
 	// the Node's allocatable less what its pods that onepool did not place
@@ -273,7 +268,8 @@ const (
 	EventNodeBusy         = "WaitingForJobs"
 	EventDrainTimeout     = "DrainTimeout"
 	EventSlurmNodeRemoved = "SlurmNodeRemoved"
-	EventSlurmNodeKept    = "SlurmNodeKept" // drained by someone else: the record stays
+	EventFeaturesSet      = "SlurmNodeFeaturesSet" // a node's features set in Slurm from its Node's FeatureLabels
+	EventSlurmNodeKept    = "SlurmNodeKept"        // drained by someone else: the record stays
 	EventSlurmActFailed   = "SlurmActionFailed"
 	// EventNoRoomForSlurm: the Node's other pods leave Slurm no whole CPU or
 	// no memory; no slurmd pod is made there until they do.
@@ -298,6 +294,7 @@ const (
 	ActionDeletePod       = "DeletePod"
 	ActionReplacePod      = "ReplacePod"
 	ActionRemoveSlurmNode = "RemoveSlurmNode"
+	ActionSetFeatures     = "SetSlurmNodeFeatures"
 	ActionSync            = "Sync"
 	ActionSchedule        = "Schedule"
 	ActionSubmit          = "Submit"

@@ -119,9 +119,6 @@ func buildPod(ns *v1alpha1.NodeSet, tmpl *corev1.Pod, node *corev1.Node) *corev1
 	pod.Name = podName(ns.Name, node.Name)
 	features := strings.Join(nodeFeatures(ns.Spec.Slurm, node), ",")
 	pod.Annotations = merge(pod.Annotations, map[string]string{keys.AnnotationSlurmNode: slurmName})
-	if len(ns.Spec.Slurm.FeatureLabels) > 0 {
-		pod.Annotations[keys.AnnotationSlurmFeatures] = features
-	}
 	pod.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(ns, v1alpha1.GroupVersion.WithKind(v1alpha1.NodeSetKind))}
 	pod.Spec.NodeName = node.Name
 	env := []corev1.EnvVar{
@@ -150,13 +147,22 @@ func nodeFeatures(spec v1alpha1.SlurmNodeSpec, node *corev1.Node) []string {
 	return out
 }
 
-// featuresOutdated says the slurmd pod of a NodeSet with FeatureLabels
-// registered other features than its Node's labels now give.
-func featuresOutdated(spec v1alpha1.SlurmNodeSpec, node *corev1.Node, pod *corev1.Pod) bool {
-	if len(spec.FeatureLabels) == 0 || node == nil || pod == nil {
-		return false
+// featuresToSet are the features a registered node of a NodeSet with
+// FeatureLabels should have and does not (its Node's labels changed after
+// its slurmd registered: Slurm keeps a dynamic node's features when slurmd
+// registers again), or nil when Slurm has them (in any order).
+func featuresToSet(spec v1alpha1.SlurmNodeSpec, node *corev1.Node, slurm []string) []string {
+	if len(spec.FeatureLabels) == 0 || node == nil {
+		return nil
 	}
-	return pod.Annotations[keys.AnnotationSlurmFeatures] != strings.Join(nodeFeatures(spec, node), ",")
+	want := nodeFeatures(spec, node)
+	a, b := slices.Clone(want), slices.Clone(slurm)
+	slices.Sort(a)
+	slices.Sort(b)
+	if slices.Equal(a, b) {
+		return nil
+	}
+	return want
 }
 
 // podName is <nodeset>-<node>; one name per Node makes a second create of

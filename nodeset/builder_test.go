@@ -173,8 +173,7 @@ func TestAgentContainers(t *testing.T) {
 }
 
 // FeatureLabels: the Node's label values become Slurm features after the
-// NodeSet's own, each once; the pod records them, and a pod whose Node's
-// labels now give others is outdated.
+// NodeSet's own, each once; Slurm is told again when they change.
 func TestFeatureLabels(t *testing.T) {
 	ns := testNodeSet() // Features h100, ib
 	ns.Spec.Slurm.FeatureLabels = []string{"nvidia.com/gpu.product", "topology/rack", "absent"}
@@ -185,27 +184,26 @@ func TestFeatureLabels(t *testing.T) {
 		env[e.Name] = e.Value
 	}
 	assert.Equal(t, "h100,ib,NVIDIA-H100-80GB-HBM3", env[keys.EnvSlurmFeatures], "a value already among the features is not repeated; a missing label adds nothing")
-	assert.Equal(t, "h100,ib,NVIDIA-H100-80GB-HBM3", p.Annotations[keys.AnnotationSlurmFeatures])
 
+	registered := []string{"ib", "NVIDIA-H100-80GB-HBM3", "h100"} // as Slurm lists them, in its order
 	for _, tc := range []struct {
 		name   string
 		labels map[string]string
-		want   bool
+		want   []string
 	}{
-		{"same labels", map[string]string{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "topology/rack": "ib"}, false},
-		{"an unrelated label changed", map[string]string{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "topology/rack": "ib", "other": "x"}, false},
-		{"the product changed", map[string]string{"nvidia.com/gpu.product": "NVIDIA-H200", "topology/rack": "ib"}, true},
-		{"a label appeared", map[string]string{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "absent": "x"}, true},
-		{"the label went", map[string]string{}, true},
+		{"same labels", map[string]string{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "topology/rack": "ib"}, nil},
+		{"an unrelated label changed", map[string]string{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "other": "x"}, nil},
+		{"the product changed", map[string]string{"nvidia.com/gpu.product": "NVIDIA-H200"}, []string{"h100", "ib", "NVIDIA-H200"}},
+		{"a label appeared", map[string]string{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "absent": "x"}, []string{"h100", "ib", "NVIDIA-H100-80GB-HBM3", "x"}},
+		{"the label went", map[string]string{}, []string{"h100", "ib"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, featuresOutdated(ns.Spec.Slurm, testNode("node-7", tc.labels), p))
+			assert.Equal(t, tc.want, featuresToSet(ns.Spec.Slurm, testNode("node-7", tc.labels), registered))
 		})
 	}
 
 	without := testNodeSet()
-	plain := buildPod(without, podTemplate(without, templateHash(without)), node)
-	assert.NotContains(t, plain.Annotations, keys.AnnotationSlurmFeatures, "without FeatureLabels nothing new is written")
-	assert.False(t, featuresOutdated(without.Spec.Slurm, testNode("node-7", nil), plain), "nor compared: an upgrade replaces no pod")
+	assert.Nil(t, featuresToSet(without.Spec.Slurm, testNode("node-7", nil), []string{"something", "else"}),
+		"without FeatureLabels Slurm's features are left as they are")
 	assert.NotEqual(t, templateHash(without), templateHash(ns), "setting FeatureLabels is a template change")
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -344,6 +345,14 @@ func (r *Reconciler) do(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *corev1.
 		r.recorder.Eventf(ns, nil, corev1.EventTypeWarning, keys.EventPodFailed, keys.ActionReplacePod, "slurmd pod %s on %s failed (%s); replacing it",
 			n.pod.Name, n.nodeName, cmp.Or(n.pod.Status.Reason, n.pod.Status.Message, "no reason given"))
 		r.deletePod(ctx, ns, n.pod, "it failed", fail)
+	case actSetFeatures:
+		if err := r.slurm.SetFeatures(ctx, n.slurmName, s.features); err != nil {
+			r.recorder.Eventf(ns, nil, corev1.EventTypeWarning, keys.EventSlurmActFailed, keys.ActionSetFeatures, "set Slurm node %s's features to %s: %v", n.slurmName, strings.Join(s.features, ","), err)
+			fail(fmt.Errorf("set features of %s: %w", n.slurmName, err))
+			return
+		}
+		r.recorder.Eventf(ns, nil, corev1.EventTypeNormal, keys.EventFeaturesSet, keys.ActionSetFeatures, "set Slurm node %s's features to %s, from Node %s's labels %s",
+			n.slurmName, strings.Join(s.features, ","), n.nodeName, strings.Join(ns.Spec.Slurm.FeatureLabels, ", "))
 	case actDeleteSlurmNode:
 		if !r.confirmFree(ctx, ns, n, fail) || r.claimed(ctx, n.slurmName, fail) {
 			return

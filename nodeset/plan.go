@@ -59,10 +59,11 @@ const (
 	actWait
 	actForceDelete // the orphans: their Node is gone
 	actReplaceFailed
+	actSetFeatures
 )
 
 func (a action) String() string {
-	return [...]string{"none", "create", "drain", "delete-pod", "resume", "delete-slurm-node", "wait", "force-delete", "replace-failed"}[a]
+	return [...]string{"none", "create", "drain", "delete-pod", "resume", "delete-slurm-node", "wait", "force-delete", "replace-failed", "set-features"}[a]
 }
 
 // step is what to do next for one node; one step per reconcile, the rest
@@ -73,6 +74,8 @@ type step struct {
 	why    string    // for wait: what it waits for
 	busy   bool      // waiting for jobs to end
 	since  time.Time // for busy: when the drain began
+	// features to set in Slurm (actSetFeatures)
+	features []string
 }
 
 // params are the NodeSet-wide inputs of a decision.
@@ -83,11 +86,9 @@ type params struct {
 	slurm      v1alpha1.SlurmNodeSpec
 }
 
-// outdated says the pod is not what the NodeSet makes now: another
-// template, or other features from its Node's FeatureLabels.
+// outdated says the pod is not of the NodeSet's template now.
 func (n nodeState) outdated(p params) bool {
-	return n.pod != nil && !p.onDelete &&
-		(n.pod.Labels[keys.LabelTemplateHash] != p.hash || featuresOutdated(p.slurm, n.node, n.pod))
+	return n.pod != nil && !p.onDelete && n.pod.Labels[keys.LabelTemplateHash] != p.hash
 }
 
 // updating says the node is drained for a rolling update by this NodeSet.
@@ -150,6 +151,14 @@ func planNode(n nodeState, p params, update bool) step {
 			return step{act: actWait, why: "slurmd has not registered with Slurm since its pod started"}
 		}
 		return step{act: actResume}
+	}
+	// Its Node's FeatureLabels changed after slurmd registered: Slurm
+	// keeps a dynamic node's features when slurmd registers again, so they
+	// are set in Slurm (no drain, no new pod: nothing of a job changes).
+	if s.known && s.found && registeredSince(s.node, n.pod) {
+		if f := featuresToSet(p.slurm, n.node, s.node.Features); f != nil {
+			return step{act: actSetFeatures, features: f}
+		}
 	}
 	return step{}
 }

@@ -113,24 +113,29 @@ func TestPlanNode(t *testing.T) {
 	}
 }
 
-// A pod whose Node's FeatureLabels now give other features is outdated
-// like a pod of an old template: drained first when chosen.
+// A registered node whose Node's FeatureLabels now give other features
+// has them set in Slurm: no drain, no new pod.
 func TestPlanNodeFeatureLabelChanged(t *testing.T) {
-	spec := v1alpha1.SlurmNodeSpec{FeatureLabels: []string{"gpu"}}
+	spec := v1alpha1.SlurmNodeSpec{Features: []string{"h100"}, FeatureLabels: []string{"gpu"}}
 	p := params{hash: "new", leftReason: leftReason("h100"), slurm: spec}
-	current := pod("new", true)
-	current.Annotations = map[string]string{keys.AnnotationSlurmFeatures: "h100"}
 	node := func(v string) *corev1.Node {
 		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"gpu": v}}}
 	}
 	idle := slurmNode("", t0, "IDLE")
-	assert.Equal(t, actNone, planNode(nodeState{wanted: true, pod: current, node: node("h100"), slurm: idle}, p, false).act)
-	changed := nodeState{wanted: true, pod: current, node: node("h200"), slurm: idle}
-	assert.True(t, changed.outdated(p))
-	s := planNode(changed, p, true)
-	assert.Equal(t, actDrain, s.act)
-	assert.Equal(t, keys.ReasonNodeSetUpdate, s.reason)
-	assert.False(t, changed.outdated(params{hash: "new", onDelete: true, slurm: spec}), "OnDelete keeps it")
+	idle.node.Features = []string{"h100", "H100-SXM"}
+	current := pod("new", true)
+	assert.Equal(t, actNone, planNode(nodeState{wanted: true, pod: current, node: node("H100-SXM"), slurm: idle}, p, false).act)
+	changed := nodeState{wanted: true, pod: current, node: node("H200"), slurm: idle}
+	assert.False(t, changed.outdated(p), "no new pod for a label")
+	s := planNode(changed, p, false)
+	assert.Equal(t, actSetFeatures, s.act)
+	assert.Equal(t, []string{"h100", "H200"}, s.features)
+	before := idle
+	before.node.SlurmdStarted = t0.Add(-time.Minute) // slurmd of an older pod
+	assert.Equal(t, actNone, planNode(nodeState{wanted: true, pod: current, node: node("H200"), slurm: before}, p, false).act,
+		"not before the pod's slurmd registered: it registers with the features of its creation")
+	assert.Equal(t, actNone, planNode(nodeState{wanted: true, pod: current, node: node("H200"), slurm: slurmView{}}, p, false).act,
+		"nothing while Slurm's state is unknown")
 }
 
 func TestPlanNodeOnDeleteKeepsOutdatedPods(t *testing.T) {

@@ -19,4 +19,6 @@ type Slurm interface {
 	Drain(ctx context.Context, name, reason string) error
 	Resume(ctx context.Context, name string) error
 	DeleteNode(ctx context.Context, name string) error
+	// SetFeatures makes features the node's available and active ones.
+	SetFeatures(ctx context.Context, name string, features []string) error
 }

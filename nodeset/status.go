@@ -30,7 +30,7 @@ func (r *Reconciler) status(ns *v1alpha1.NodeSet, nodes []nodeState, steps []ste
 			if podReady(n.pod) {
 				st.ReadyPods++
 			}
-			if n.pod.Labels[keys.LabelTemplateHash] == hash && !featuresOutdated(ns.Spec.Slurm, n.node, n.pod) {
+			if n.pod.Labels[keys.LabelTemplateHash] == hash {
 				st.UpdatedPods++
 			}
 		}

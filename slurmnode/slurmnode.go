@@ -89,3 +89,7 @@ func (s Cached) Resume(ctx context.Context, name string) error {
 func (s Cached) DeleteNode(ctx context.Context, name string) error {
 	return s.Client.DeleteNode(ctx, name)
 }
+
+func (s Cached) SetFeatures(ctx context.Context, name string, features []string) error {
+	return s.Client.SetFeatures(ctx, name, features)
+}

@@ -309,6 +309,14 @@ func (c *Client) Resume(ctx context.Context, name string) error {
 	return nil
 }
 
+// SetFeatures makes features a node's available and active features (as
+// `scontrol update nodename=... availablefeatures=... activefeatures=...`).
+func (c *Client) SetFeatures(ctx context.Context, name string, features []string) error {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	return c.backend.UpdateNode(ctx, name, NodeUpdate{Features: &features})
+}
+
 // UpdateNodes applies one update to many nodes in one request.
 func (c *Client) UpdateNodes(ctx context.Context, names []string, u NodeUpdate) error {
 	ctx, cancel := c.ctx(ctx)

@@ -185,6 +185,23 @@ func (f *Slurm) RefuseDrains(v bool) {
 
 func (f *Slurm) Resume(_ context.Context, name string) error { return f.Set(name, false, "", "slurm") }
 
+// SetFeatures sets a node's features, as scontrol update does.
+func (f *Slurm) SetFeatures(_ context.Context, name string, features []string) error {
+	defer f.notify(name)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stale {
+		return slurmrest.ErrUnreachable
+	}
+	n, ok := f.nodes[name]
+	if !ok {
+		return slurmrest.ErrNotFound
+	}
+	n.Features = slices.Clone(features)
+	f.nodes[name] = n
+	return nil
+}
+
 func (f *Slurm) DeleteNode(_ context.Context, name string) error {
 	defer f.notify(name)
 	f.mu.Lock()

@@ -208,6 +208,8 @@ type NodeUpdate struct {
 	State   []string
 	Reason  string
 	Comment *string
+	// Features, when set, become the node's available and active features.
+	Features *[]string
 }
 
 // JobSubmit is a batch job to submit.

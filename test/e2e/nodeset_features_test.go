@@ -12,14 +12,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/onepool/onepool/internal/testenv"
 	"github.com/onepool/onepool/keys"
 )
 
 // A NodeSet with FeatureLabels registers each node with its Node's label
 // values as Slurm features, so a Slurm user asks for a GPU product with
 // --constraint, as a pod does with a nodeSelector. When the label changes,
-// the node's slurmd pod is replaced like on a template change: not while
-// a job runs there, and the node comes back with the new feature only.
+// Slurm's features follow: no drain, no new slurmd pod, running jobs stay.
 func TestNodeSetFeatureLabelsBecomeSlurmFeatures(t *testing.T) {
 	e := newNodeSetEnv(t, "features")
 	const productLabel = "e2e.onepool.dev/gpu-product"
@@ -45,9 +45,6 @@ func TestNodeSetFeatureLabelsBecomeSlurmFeatures(t *testing.T) {
 	if got := features(); got != dynFeature+",NVIDIA-H100-80GB-HBM3" {
 		t.Fatalf("%s registered with features %q, want %q", node, got, dynFeature+",NVIDIA-H100-80GB-HBM3")
 	}
-	if got := e.pods()[node].Annotations[keys.AnnotationSlurmFeatures]; got != dynFeature+",NVIDIA-H100-80GB-HBM3" {
-		t.Errorf("the slurmd pod records features %q", got)
-	}
 
 	// A Slurm user asks for the product; the job runs there.
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
@@ -66,27 +63,49 @@ func TestNodeSetFeatureLabelsBecomeSlurmFeatures(t *testing.T) {
 	})
 	before := e.pods()[node]
 
-	// The product label changes while the job runs: the node is drained for
-	// the update, its pod stays until the job ends.
+	// The product label changes while the job runs: Slurm gets the new
+	// feature, and nothing else changes: no drain, no new pod, the job runs.
 	setProduct("NVIDIA-H200")
-	eventually(t, 60*time.Second, node+" drained for the NodeSet's update", func() (bool, string) {
-		kv := e.slurmNode(node)
-		return strings.Contains(kv["State"], "DRAIN") && kv["Reason"] == keys.ReasonNodeSetUpdate, kv["State"] + " " + kv["Reason"]
+	eventually(t, 60*time.Second, node+" lists the new product only", func() (bool, string) {
+		f := features()
+		return f == dynFeature+",NVIDIA-H200", f
 	})
-	time.Sleep(3 * time.Second) // a replacement would be under way by now
+	kv := e.slurmNode(node)
+	if strings.Contains(kv["State"], "DRAIN") {
+		t.Errorf("%s was drained for a label change: %s %s", node, kv["State"], kv["Reason"])
+	}
 	if p, ok := e.pods()[node]; !ok || p.UID != before.UID {
-		t.Fatalf("the slurmd pod on %s was replaced while job %s runs", node, job)
+		t.Errorf("the slurmd pod on %s was replaced for a label change", node)
 	}
 	if out, _ := e.l.Slurm(context.Background(), "squeue", "-h", "-j", job, "-o", "%T"); strings.TrimSpace(string(out)) != "RUNNING" {
-		t.Fatalf("job %s: %q, want RUNNING", job, out)
+		t.Errorf("job %s: %q, want RUNNING", job, out)
+	}
+	if ok, seen := nodeSetEvent(t, e, keys.EventFeaturesSet, node+"'s features to "+dynFeature+",NVIDIA-H200"); !ok {
+		t.Errorf("no %s event on the NodeSet; seen: %s", keys.EventFeaturesSet, seen)
 	}
 
+	// The new feature is what Slurm places by now.
 	e.scancel(job)
-	eventually(t, 120*time.Second, node+" back with the new product only", func() (bool, string) {
-		p, ok := e.pods()[node]
-		kv := e.slurmNode(node)
-		return ok && p.UID != before.UID && features() == dynFeature+",NVIDIA-H200" &&
-				strings.HasPrefix(kv["State"], "IDLE") && !strings.Contains(kv["State"], "DRAIN"),
-			fmt.Sprintf("pod replaced %v, State=%s AvailableFeatures=%s", ok && p.UID != before.UID, kv["State"], kv["AvailableFeatures"])
+	ctx, cancel = context.WithTimeout(context.Background(), 40*time.Second)
+	out, err = e.l.Slurm(ctx, "sbatch", "-p", dynPartition, "--constraint=NVIDIA-H200", "--gres=gpu:1",
+		"-J", "e2e-"+e.name, "-o", "/dev/null", "--wrap", "sleep 600")
+	cancel()
+	if m = jobIDRe.FindStringSubmatch(string(out)); err != nil || m == nil {
+		t.Fatalf("sbatch --constraint=NVIDIA-H200: %v %s", err, out)
+	}
+	eventually(t, 30*time.Second, "job "+m[1]+" with the new product runs on "+node, func() (bool, string) {
+		out, _ := e.l.Slurm(context.Background(), "squeue", "-h", "-j", m[1], "-o", "%T %N")
+		s := strings.TrimSpace(string(out))
+		return s == "RUNNING "+node, s
 	})
+}
+
+// nodeSetEvent says whether the NodeSet got an event with reason and text.
+func nodeSetEvent(t *testing.T, e *nodeSetEnv, reason, text string) (bool, string) {
+	t.Helper()
+	kc, err := e.l.KubeClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testenv.HasEvent(kc, nodeSetNS, e.name, reason, text)
 }

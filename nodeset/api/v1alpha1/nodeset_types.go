@@ -86,8 +86,8 @@ type SlurmNodeSpec struct {
 	// GPU a pod picks with a nodeSelector on that label. A Node without the
 	// label (or with an empty value) adds nothing. When a label's value
 	// changes (or appears, as GPU feature discovery labels a new Node a
-	// little after it joins), the node's slurmd pod is replaced the way a
-	// template change replaces it: drained first, never under running jobs.
+	// little after it joins), the node's features are set in Slurm: no
+	// drain, no new pod.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=16

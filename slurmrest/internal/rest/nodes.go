@@ -79,9 +79,12 @@ func (b *Backend) GetNode(ctx context.Context, name string) (*model.Node, error)
 		Err: fmt.Errorf("the answer holds no node %s", name)}
 }
 
-// UpdateNode changes one node (drain, resume, comment).
+// UpdateNode changes one node (drain, resume, comment, features).
 func (b *Backend) UpdateNode(ctx context.Context, name string, u model.NodeUpdate) error {
 	op := fmt.Sprintf("update node %s to %s", name, strings.Join(u.State, ","))
+	if u.Features != nil {
+		op = fmt.Sprintf("set node %s's features to %s", name, strings.Join(*u.Features, ","))
+	}
 	_, err := b.call(ctx, request{op: op, method: http.MethodPost, path: pathNode, args: []string{name}, body: updateMsg(u)})
 	return err
 }
@@ -105,7 +108,7 @@ func (b *Backend) UpdateNodes(ctx context.Context, names []string, u model.NodeU
 }
 
 func updateMsg(u model.NodeUpdate) updateNodeMsg {
-	msg := updateNodeMsg{Comment: u.Comment}
+	msg := updateNodeMsg{Comment: u.Comment, Features: u.Features, FeaturesAct: u.Features}
 	if len(u.State) > 0 {
 		msg.State = ptr(u.State)
 	}

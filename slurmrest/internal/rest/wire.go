@@ -55,10 +55,12 @@ type nodesResp struct {
 }
 
 type updateNodeMsg struct {
-	Comment *string   `json:"comment,omitempty"`
-	Name    *[]string `json:"name,omitempty"`
-	Reason  *string   `json:"reason,omitempty"`
-	State   *[]string `json:"state,omitempty"`
+	Comment     *string   `json:"comment,omitempty"`
+	Features    *[]string `json:"features,omitempty"`
+	FeaturesAct *[]string `json:"features_act,omitempty"`
+	Name        *[]string `json:"name,omitempty"`
+	Reason      *string   `json:"reason,omitempty"`
+	State       *[]string `json:"state,omitempty"`
 }
 
 type wirePartition struct {
