@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/onepool/onepool/test/lab/controlplane"
 	"github.com/onepool/onepool/test/lab/mount"
 	"github.com/onepool/onepool/test/lab/proc"
 	"github.com/onepool/onepool/test/lab/rootfs"
@@ -33,16 +34,13 @@ const (
 // Ports on 127.0.0.1. They sit away from the daemons' defaults so a real
 // Slurm or Kubernetes on the host never collides with the lab.
 const (
-	EtcdClientPort   = 23790
-	EtcdPeerPort     = 23800
-	APIServerPort    = 26443
+	APIServerPort    = controlplane.APIServerPort
 	SlurmctldPort    = 26817
 	SlurmdbdPort     = 26819
 	MariaDBPort      = 26306
 	SlurmrestdPort   = 26820
 	SlurmdPortBase   = 26900
 	DynSlurmdPort0   = 26950 // dyn-i's slurmd listens on DynSlurmdPort0+i
-	KwokMetricsPort  = 26247
 	defaultNodes     = 4
 	maxLabNodes      = 64
 	maxExtraNodes    = 20000

@@ -33,6 +33,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/onepool/onepool/test/lab/controlplane"
 	"github.com/onepool/onepool/test/lab/kubenet"
 	"github.com/onepool/onepool/test/lab/mount"
 	"github.com/onepool/onepool/test/lab/rootfs"
@@ -102,7 +103,7 @@ func (l *Lab) nodeSteps() []step {
 		{"node ready", l.awaitNodeReady},
 		// What the chart's pods need there: a scheduler for them, and
 		// the apiserver and slurmrestd as Services.
-		{"kube-scheduler", l.startKubeScheduler},
+		{"kube-scheduler", l.controlPlane().StartScheduler},
 		{"cluster network", l.startClusterNet},
 		{"node volumes", l.ensureNodePVs},
 	}
@@ -141,9 +142,9 @@ func (l *Lab) UpNode(ctx context.Context) error {
 	start := time.Now()
 	steps := append([]step{
 		{"kubernetes pki", l.ensurePKI},
-		{"etcd", l.startEtcd},
-		{"kube-apiserver", l.startAPIServer},
-		{"kube-controller-manager", l.startKubeControllerManager},
+		{"etcd", l.controlPlane().StartEtcd},
+		{"kube-apiserver", l.controlPlane().StartAPIServer},
+		{"kube-controller-manager", l.controlPlane().StartControllerManager},
 	}, l.nodeSteps()...)
 	if err := l.runSteps(ctx, steps); err != nil {
 		return err
@@ -340,7 +341,7 @@ func (l *Lab) startRealKubelet(ctx context.Context) error {
 		return err
 	}
 	return l.procs.Await(ctx, d, 90*time.Second, l.procs.OutFile(d.Name), func(ctx context.Context) error {
-		return httpOK(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/healthz", RealKubeletHealthzPort))
+		return controlplane.HTTPOK(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/healthz", RealKubeletHealthzPort))
 	})
 }
 
@@ -470,7 +471,7 @@ func (l *Lab) nodeDaemons() []daemon {
 	if !RealKubeletEnabled() {
 		return nil
 	}
-	return append([]daemon{l.containerdDaemon(), l.realKubeletDaemon(""), l.kubeScheduler()}, l.clusterNetStatus()...)
+	return append([]daemon{l.containerdDaemon(), l.realKubeletDaemon(""), l.controlPlane().Scheduler()}, l.clusterNetStatus()...)
 }
 
 // NodeStatus writes a line per node daemon and returns how many are down.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/onepool/onepool/test/lab/controlplane"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -104,7 +105,7 @@ func (l *Lab) startControllerManager(ctx context.Context, probe string) error {
 		return err
 	}
 	return l.procs.Await(ctx, d, 60*time.Second, filepath.Join(l.LogDir(), "onepool-controller-manager.out"), func(ctx context.Context) error {
-		return httpOK(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/%s", ManagerProbePort, probe))
+		return controlplane.HTTPOK(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/%s", ManagerProbePort, probe))
 	})
 }
 

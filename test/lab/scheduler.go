@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/onepool/onepool/test/lab/controlplane"
 	"github.com/onepool/onepool/test/lab/proc"
 	"github.com/onepool/onepool/test/lab/rootfs"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -168,7 +169,7 @@ func (l *Lab) StartSchedulerReplica(ctx context.Context, i int) error {
 	// Its serving certificate is self-signed; only liveness is read here.
 	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // lab health probe
 	return l.procs.Await(ctx, l.scheduler(i), 60*time.Second, filepath.Join(l.LogDir(), schedulerName(i)+".out"), func(ctx context.Context) error {
-		return httpOK(ctx, c, fmt.Sprintf("https://127.0.0.1:%d/healthz", SchedulerPort+i))
+		return controlplane.HTTPOK(ctx, c, fmt.Sprintf("https://127.0.0.1:%d/healthz", SchedulerPort+i))
 	})
 }
 

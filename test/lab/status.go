@@ -46,7 +46,7 @@ func (l *Lab) daemons(w io.Writer) []daemon {
 	ds = append(ds, l.slurmrestd(),
 		daemon{Name: "etcd", Argv: []string{"etcd"}},
 		daemon{Name: "kube-apiserver", Argv: []string{"kube-apiserver"}},
-		l.kubeControllerManager(),
+		l.controlPlane().ControllerManager(),
 		daemon{Name: "kwok", Argv: []string{"kwok"}},
 		l.kubeletDaemon(), l.schedulerService())
 	if !ChartMode() { // the chart's pods otherwise
