@@ -275,11 +275,18 @@ func (c *Core) NodeEventHandler() cache.ResourceEventHandler {
 }
 
 // wakeConstrained places again the pods no Slurm node fitted and those
-// whose job, which left nodes out, Slurm refused.
+// whose job, which left nodes out, Slurm refused; jobs waiting in Slurm's
+// queue have the nodes they leave out worked out again.
 func (c *Core) wakeConstrained() {
 	c.mu.Lock()
 	var wake []*corev1.Pod
-	for _, p := range c.places {
+	var again []string
+	for key, p := range c.places {
+		if p.jobID != 0 && (p.job == nil || p.job.State.Base() == slurmrest.JobPending) && c.fit != nil {
+			p.reexclude = true
+			again = append(again, key)
+			continue
+		}
 		if p.jobID != 0 || (p.unfit == "" && !(p.rejected && p.constrained)) {
 			continue
 		}
@@ -289,6 +296,9 @@ func (c *Core) wakeConstrained() {
 		wake = append(wake, c.membersLocked(p.owner)...)
 	}
 	c.mu.Unlock()
+	for _, key := range again {
+		c.lifeQ.Add(key)
+	}
 	c.activate(wake)
 }
 

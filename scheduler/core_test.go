@@ -30,6 +30,7 @@ type fakeSlurm struct {
 	// allocate answers AllocateNow (nil: refused, nodes busy).
 	allocate func(slurmrest.JobSubmit) (uint32, error)
 	jobs     map[uint32]*slurmrest.Job // what GetJob finds
+	updated  []jobUpdate
 }
 
 func (f *fakeSlurm) AllocateNow(_ context.Context, j slurmrest.JobSubmit) (uint32, error) {
@@ -73,6 +74,17 @@ func (f *fakeSlurm) GetJob(_ context.Context, id uint32) (*slurmrest.Job, error)
 }
 func (f *fakeSlurm) JobStates(context.Context, []uint32) ([]slurmrest.JobStateEntry, error) {
 	return nil, nil
+}
+func (f *fakeSlurm) UpdateJob(_ context.Context, id uint32, u slurmrest.JobUpdate) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.updated = append(f.updated, jobUpdate{id, u})
+	return nil
+}
+
+type jobUpdate struct {
+	id uint32
+	u  slurmrest.JobUpdate
 }
 
 type fakeJobs struct {

@@ -254,6 +254,14 @@ func TestIntegrationScheduler(t *testing.T) {
 		ask := e.submitted("picky")
 		assert.Contains(t, ask.Job.ExcludedNodes, e.node(0))
 		assert.NotContains(t, ask.Job.ExcludedNodes, e.node(1))
+		// While the job waits, the other node is labelled for the pod too:
+		// Slurm is told the job may use it now.
+		_, err = e.kc.CoreV1().Nodes().Patch(context.Background(), e.node(0), types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		require.NoError(t, err)
+		e.eventually("the waiting job no longer leaves out "+e.node(0), func() (bool, string) {
+			ex := s.slurm.excluded(ask.ID)
+			return !slices.Contains(ex, e.node(0)) && !slices.Contains(ex, e.node(1)) && len(s.slurm.updatesOf(ask.ID)) > 0, fmt.Sprint(ex)
+		})
 		s.slurm.start(ask.ID, e.node(1))
 		e.eventually("picky bound to "+e.node(1), func() (bool, string) {
 			p := e.get("picky")

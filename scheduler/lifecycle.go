@@ -3,6 +3,8 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -56,7 +58,7 @@ func (c *Core) reconcile(ctx context.Context, key string) (time.Duration, error)
 		j := *p.job
 		job = &j
 	}
-	submitted, missing := p.submitted, p.missing
+	submitted, missing, reexclude := p.submitted, p.missing, p.reexclude
 	members := c.membersLocked(o)
 	c.mu.Unlock()
 
@@ -118,6 +120,20 @@ func (c *Core) reconcile(ctx context.Context, key string) (time.Duration, error)
 		}
 		c.dropIfIdle(key, p)
 		return 0, nil
+	}
+	if reexclude {
+		// Only a job still waiting can change where it runs; the flag
+		// stays until its job is seen (a job not listed yet returned above).
+		if !missing && job.State.Base() == slurmrest.JobPending {
+			if err := c.reexclude(ctx, p, jobID, members); err != nil {
+				return 0, err
+			}
+		}
+		c.mu.Lock()
+		if p.jobID == jobID {
+			p.reexclude = false
+		}
+		c.mu.Unlock()
 	}
 	if !missing && !job.State.Finished() {
 		// A job adopted from Slurm (its submitter died before it could
@@ -224,4 +240,33 @@ func (c *Core) recordJobID(ctx context.Context, members []*corev1.Pod, id uint32
 		errs = append(errs, annotateJobID(ctx, c.kube.CoreV1().Pods(m.Namespace), m, id))
 	}
 	return errors.Join(errs...)
+}
+
+// reexclude tells Slurm the nodes a job waiting in its queue now leaves
+// out, when Nodes changed since it was asked: a node labelled for the pod
+// since is let in, one tainted or relabelled away is left out (else Slurm
+// could start the job there, and it would be given back). When no node
+// fits any more the job is left as it is: a job started where the pod
+// cannot run is given back then (Place).
+func (c *Core) reexclude(ctx context.Context, p *placement, jobID uint32, members []*corev1.Pod) error {
+	c.mu.Lock()
+	avoid, was := slices.Clone(p.avoid), slices.Clone(p.excluded)
+	c.mu.Unlock()
+	excluded, unfit, err := c.nodeConstraints(ctx, members, avoid)
+	if err != nil || unfit != "" || slices.Equal(excluded, was) {
+		return err
+	}
+	if excluded == nil {
+		excluded = []string{}
+	}
+	if err := c.slurm.UpdateJob(ctx, jobID, slurmrest.JobUpdate{ExcludedNodes: &excluded}); err != nil {
+		return fmt.Errorf("tell Slurm the nodes job %d now leaves out: %w", jobID, err)
+	}
+	c.mu.Lock()
+	if p.jobID == jobID {
+		p.excluded = excluded
+	}
+	c.mu.Unlock()
+	c.log.Info("Nodes changed while a placeholder job waited; told Slurm the nodes it leaves out now", "owner", p.owner.String(), "job", jobID, "excluded", excluded, "before", was)
+	return nil
 }

@@ -302,3 +302,60 @@ func TestCoreNodeChangeWakesConstrainedPods(t *testing.T) {
 	assert.Empty(t, f.woken)
 	assert.True(t, p.rejected)
 }
+
+// A job waiting in Slurm's queue when Nodes change is told the nodes it
+// leaves out now: a node labelled for the pod is let in, one labelled away
+// left out. Nothing is told when nothing changed.
+func TestCorePendingJobFollowsNodeChanges(t *testing.T) {
+	f := newCoreFixture(t)
+	fit, err := NewNodeFit(context.Background())
+	require.NoError(t, err)
+	kube := fake.NewSimpleClientset()
+	inf := informers.NewSharedInformerFactory(kube, 0)
+	idx := inf.Core().V1().Nodes().Informer().GetIndexer()
+	gpu1, gpu2 := node("gpu-1", map[string]string{"pool": "a"}), node("gpu-2", map[string]string{"pool": "b"})
+	require.NoError(t, idx.Add(gpu1))
+	require.NoError(t, idx.Add(gpu2))
+	f.core.nodes, f.core.fit = inf.Core().V1().Nodes().Lister(), fit
+	f.core.slurmNodes = func(context.Context, []string) (map[string]bool, error) {
+		return map[string]bool{"gpu-1": true, "gpu-2": true}, nil
+	}
+	f.pod.Spec.NodeSelector = map[string]string{"pool": "a"}
+	f.core.podChanged(nil, f.pod)
+	f.core.Place(f.pod)
+	key, _ := f.core.submitQ.Get()
+	require.NoError(t, f.core.submit(context.Background(), key))
+	f.core.submitQ.Done(key)
+	require.Len(t, f.slurm.submitted, 1)
+	require.Equal(t, []string{"gpu-2"}, f.slurm.submitted[0].ExcludedNodes)
+	p := f.core.places[key]
+	f.core.observe(slurmrest.Job{ID: p.jobID, State: slurmrest.JobState{slurmrest.JobPending}, Comment: f.slurm.submitted[0].Comment})
+
+	relabel := func(old *corev1.Node, pool string) *corev1.Node {
+		n := old.DeepCopy()
+		n.Labels = map[string]string{"pool": pool}
+		require.NoError(t, idx.Update(n))
+		f.core.NodeEventHandler().OnUpdate(old, n)
+		for f.core.lifeQ.Len() > 0 {
+			k, _ := f.core.lifeQ.Get()
+			_, err := f.core.reconcile(context.Background(), k)
+			require.NoError(t, err)
+			f.core.lifeQ.Done(k)
+		}
+		return n
+	}
+	gpu2 = relabel(gpu2, "a") // gpu-2 joins the pool: nothing left out
+	require.Len(t, f.slurm.updated, 1)
+	assert.Equal(t, p.jobID, f.slurm.updated[0].id)
+	assert.Equal(t, []string{}, *f.slurm.updated[0].u.ExcludedNodes, "an empty list, which clears Slurm's")
+	gpu1 = relabel(gpu1, "b") // gpu-1 leaves it
+	require.Len(t, f.slurm.updated, 2)
+	assert.Equal(t, []string{"gpu-1"}, *f.slurm.updated[1].u.ExcludedNodes)
+	relabel(gpu1, "c") // a change that leaves the pod's nodes as they were: nothing told
+	assert.Len(t, f.slurm.updated, 2)
+
+	// A running job is not changed.
+	f.core.observe(slurmrest.Job{ID: p.jobID, State: slurmrest.JobState{slurmrest.JobRunning}, Nodes: "gpu-2", Comment: f.slurm.submitted[0].Comment})
+	relabel(gpu2, "b")
+	assert.Len(t, f.slurm.updated, 2)
+}

@@ -51,6 +51,11 @@ type placement struct {
 	// avoid: the Slurm nodes of those jobs, left out of every job asked
 	// after them.
 	avoid []string
+	// excluded: the Slurm nodes the job leaves out, as last told to Slurm.
+	excluded []string
+	// reexclude: a Node changed while the job waited in the queue; its
+	// excluded nodes are worked out again (lifecycle).
+	reexclude bool
 }
 
 func newPlacement(o owner) *placement {
@@ -83,7 +88,7 @@ func (p *placement) setJob(j slurmrest.Job) (changed bool, err error) {
 func (p *placement) abandon() {
 	p.extra = append(p.extra, p.jobID)
 	p.abandoned = append(p.abandoned, p.jobID)
-	p.jobID, p.job, p.nodes, p.missing = 0, nil, nil, false
+	p.jobID, p.job, p.nodes, p.missing, p.excluded, p.reexclude = 0, nil, nil, false, nil, false
 	p.assigned = map[types.UID]string{}
 }
 

@@ -16,6 +16,7 @@ type Slurm interface {
 	CancelJob(ctx context.Context, id uint32) error
 	GetJob(ctx context.Context, id uint32) (*slurmrest.Job, error)
 	JobStates(ctx context.Context, ids []uint32) ([]slurmrest.JobStateEntry, error)
+	UpdateJob(ctx context.Context, id uint32, u slurmrest.JobUpdate) error
 }
 
 // JobCache is the scheduler's view of Slurm's jobs: it answers ErrStale

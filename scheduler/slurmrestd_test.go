@@ -56,6 +56,13 @@ type fakeSlurmrestd struct {
 	nodes   map[string]bool     // the Slurm nodes GET /nodes/ lists
 	changed time.Time           // the last change of any job (update_time)
 	strange []string            // requests this Slurm does not serve
+	updates []jobUpdateAsk      // job updates, in order
+}
+
+// jobUpdateAsk is one job update as slurmrestd got it.
+type jobUpdateAsk struct {
+	ID       uint32
+	Excluded []string
 }
 
 // recording is one recorded answer.
@@ -77,7 +84,8 @@ type slurmJob struct {
 	Submit, Start, End, Preempt                        time.Time
 	TimeLimit                                          time.Duration
 	Immediate                                          bool
-	nodesAsked                                         string // the request's "nodes"
+	nodesAsked                                         string   // the request's "nodes"
+	Excluded                                           []string // ExcNodeList, as submitted or updated
 }
 
 // slurmAsk is one submission or allocation request as slurmrestd got it.
@@ -308,6 +316,20 @@ func (f *fakeSlurmrestd) serve(w http.ResponseWriter, r *http.Request) {
 			f.changed = time.Now()
 		}
 		answer(f.recorded("cancel"))
+	case r.Method == http.MethodPost && strings.HasPrefix(path, "/job/") && path != "/job/submit" && path != "/job/allocate":
+		// An update: only excluded_nodes is one onepool sends. Slurm
+		// 24.11 keeps ExcNodeList on an empty list; [""] clears it.
+		j := f.jobs[jobIDIn(path)]
+		var req struct {
+			Excluded *[]string `json:"excluded_nodes"`
+		}
+		if err := json.Unmarshal(body, &req); err != nil || j == nil || req.Excluded == nil {
+			f.refuseLocked(w, r, "an update this Slurm does not take")
+			return
+		}
+		j.Excluded = slices.DeleteFunc(slices.Clone(*req.Excluded), func(s string) bool { return s == "" })
+		f.updates = append(f.updates, jobUpdateAsk{ID: j.ID, Excluded: j.Excluded})
+		answer(f.recorded("update_job"))
 	case r.Method == http.MethodPost && (path == "/job/submit" || path == "/job/allocate"):
 		var req struct {
 			Job jobAsk `json:"job"`
@@ -362,6 +384,29 @@ func (f *fakeSlurmrestd) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// excluded is the job's ExcNodeList now.
+func (f *fakeSlurmrestd) excluded(id uint32) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if j := f.jobs[id]; j != nil {
+		return slices.Clone(j.Excluded)
+	}
+	return nil
+}
+
+// updatesOf are the updates the job got.
+func (f *fakeSlurmrestd) updatesOf(id uint32) []jobUpdateAsk {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []jobUpdateAsk
+	for _, u := range f.updates {
+		if u.ID == id {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
 // addNode makes Slurm know a node (GET /nodes/ lists it).
 func (f *fakeSlurmrestd) addNode(name string) {
 	f.mu.Lock()
@@ -398,7 +443,7 @@ func (f *fakeSlurmrestd) newJobLocked(a slurmAsk) *slurmJob {
 		ID: f.nextID, Name: a.Job.Name, Comment: a.Job.Comment, User: user, Partition: a.Job.Partition,
 		QOS: a.Job.QOS, Account: a.Job.Account, Tres: a.Job.TresPerNode, State: "PENDING", Reason: "Resources",
 		Submit: time.Now(), TimeLimit: time.Duration(a.Job.TimeLimit.Number) * time.Minute, Immediate: a.Job.Immediate,
-		nodesAsked: a.Job.Nodes,
+		nodesAsked: a.Job.Nodes, Excluded: a.Job.ExcludedNodes,
 	}
 	if n, ok := strings.CutPrefix(a.Job.TresPerNode, "gres/gpu:"); ok {
 		j.GPUs, _ = strconv.Atoi(n)

@@ -182,6 +182,7 @@ func (c *Core) submit(ctx context.Context, key string) error {
 	}
 	p.submitting, p.err, p.rejected, p.waiting = false, nil, false, ""
 	p.inDoubt, p.reserved = time.Time{}, 0
+	p.excluded = excluded
 	p.submitted = time.Now()
 	if !now {
 		c.starting[id] = time.Now()

@@ -259,4 +259,7 @@ type JobUpdate struct {
 	Priority  *uint32
 	Hold      *bool
 	TimeLimit *time.Duration
+	// ExcludedNodes, when set, replace the nodes a pending job leaves out
+	// (empty: none, which clears Slurm's list).
+	ExcludedNodes *[]string
 }

@@ -157,3 +157,52 @@ func TestSchedulerGPUClaimPodWaitsForNodesWithDevices(t *testing.T) {
 		return len(js) == 0 && len(p.Spec.ResourceClaims) == 1, fmt.Sprintf("jobs %v, claims %d", jobIDs(js), len(p.Spec.ResourceClaims))
 	})
 }
+
+// A job waiting in Slurm's queue follows Node changes: its pod's only node
+// is full, another Node is labelled for the pod meanwhile, and Slurm is
+// told the job may use it (ExcNodeList loses it); the job runs there and
+// the pod binds, without a new job.
+func TestSchedulerWaitingJobFollowsNodeLabels(t *testing.T) {
+	e := newSchedEnv(t)
+	nodes := e.l.NodeNames()
+	first, last := nodes[0], nodes[len(nodes)-1]
+	key := "e2e.onepool.dev/" + e.ns
+	e.labelNode(last, key, "picked")
+	out := e.slurm("sbatch", "-p", "main", "-w", last, "--gres=gpu:8", "-J", "e2e-full-"+e.ns, "-o", "/dev/null", "--wrap", "sleep 600")
+	m := jobIDRe.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("sbatch: %s", out)
+	}
+	blocker := m[1]
+	t.Cleanup(func() { _, _ = e.l.Slurm(context.Background(), "scancel", blocker) })
+	eventually(t, 30*time.Second, "the job filling "+last+" runs", func() (bool, string) {
+		s := strings.TrimSpace(e.slurm("squeue", "-h", "-j", blocker, "-o", "%T"))
+		return s == "RUNNING", s
+	})
+
+	p := e.pod("waiting", 1, nil)
+	p.Spec.NodeSelector = map[string]string{key: "picked"}
+	e.create(p)
+	var id uint32
+	eventually(t, 30*time.Second, "waiting's job pends, leaving out "+first, func() (bool, string) {
+		js := e.activeJobs("waiting")
+		if len(js) != 1 {
+			return false, fmt.Sprint(jobIDs(js))
+		}
+		id = js[0].ID
+		sj := scontrolJob(t, e.l, id)
+		return sj["JobState"] == "PENDING" && strings.Contains(expandForTest(t, sj["ExcNodeList"]), first), sj["JobState"] + " ExcNodeList=" + sj["ExcNodeList"]
+	})
+
+	e.labelNode(first, key, "picked")
+	if got := e.waitBound("waiting", 60*time.Second); got != first {
+		t.Fatalf("waiting bound to %s, want %s (labelled for it while its job waited)", got, first)
+	}
+	// (An immediate allocation Slurm refused first stays listed, FAILED.)
+	if js := e.activeJobs("waiting"); len(js) != 1 || js[0].ID != id {
+		t.Errorf("want the one live job %d, Slurm lists %v", id, jobIDs(e.jobs("waiting")))
+	}
+	if ex := scontrolJob(t, e.l, id)["ExcNodeList"]; strings.Contains(expandForTest(t, ex), first) {
+		t.Errorf("the job still leaves out %s: ExcNodeList=%s", first, ex)
+	}
+}

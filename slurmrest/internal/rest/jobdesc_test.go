@@ -42,6 +42,22 @@ func TestJobDescExcludedNodes(t *testing.T) {
 	}
 }
 
+// An update sets the excluded nodes only when asked; none clears them,
+// sent as [""]: slurmrestd keeps ExcNodeList on [] (24.11, measured on the
+// lab: `scontrol show job` still listed the node).
+func TestUpdateDescExcludedNodes(t *testing.T) {
+	field := func(u model.JobUpdate) string {
+		b, err := json.Marshal(updateDesc(u))
+		require.NoError(t, err)
+		var fields map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(b, &fields))
+		return string(fields["excluded_nodes"])
+	}
+	assert.Equal(t, ``, field(model.JobUpdate{}))
+	assert.Equal(t, `[""]`, field(model.JobUpdate{ExcludedNodes: &[]string{}}))
+	assert.Equal(t, `["gpu-1"]`, field(model.JobUpdate{ExcludedNodes: &[]string{"gpu-1"}}))
+}
+
 // descField is one field of the job description slurmrestd receives for j,
 // as JSON ("" when it is left out).
 func descField(t *testing.T, j model.JobSubmit, field string) string {

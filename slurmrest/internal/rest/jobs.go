@@ -253,9 +253,8 @@ func newJobDesc(op string, j model.JobSubmit) (jobDesc, error) {
 
 func minutes(d time.Duration) *noVal32 { return number(int64((d + time.Minute - 1) / time.Minute)) }
 
-// UpdateJob changes a job. Errors for the job itself come in results[].
-func (b *Backend) UpdateJob(ctx context.Context, id uint32, u model.JobUpdate) error {
-	op := fmt.Sprintf("update job %d", id)
+// updateDesc is the job description of an update: only what u sets.
+func updateDesc(u model.JobUpdate) jobDesc {
 	desc := jobDesc{Comment: u.Comment, Hold: u.Hold}
 	if u.Priority != nil {
 		desc.Priority = number(int64(*u.Priority))
@@ -263,8 +262,23 @@ func (b *Backend) UpdateJob(ctx context.Context, id uint32, u model.JobUpdate) e
 	if u.TimeLimit != nil {
 		desc.TimeLimit = minutes(*u.TimeLimit)
 	}
+	if u.ExcludedNodes != nil {
+		excluded := slices.Clone(*u.ExcludedNodes)
+		if len(excluded) == 0 {
+			// slurmrestd keeps ExcNodeList on an empty list (24.11,
+			// measured); a list of one empty name clears it.
+			excluded = []string{""}
+		}
+		desc.ExcludedNodes = &excluded
+	}
+	return desc
+}
+
+// UpdateJob changes a job. Errors for the job itself come in results[].
+func (b *Backend) UpdateJob(ctx context.Context, id uint32, u model.JobUpdate) error {
+	op := fmt.Sprintf("update job %d", id)
 	ep := b.endpoint(http.MethodPost, pathJob)
-	r, err := b.call(ctx, request{op: op, method: http.MethodPost, path: pathJob, args: []string{jobArg(id)}, body: desc})
+	r, err := b.call(ctx, request{op: op, method: http.MethodPost, path: pathJob, args: []string{jobArg(id)}, body: updateDesc(u)})
 	if err != nil {
 		return err
 	}
