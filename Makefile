@@ -123,14 +123,27 @@ node-tools: $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-sch
 $(BIN)/kwok:
 	GOBIN=$(BIN) go install sigs.k8s.io/kwok/cmd/kwok@$(KWOK_VERSION)
 
-# kwok ships no stages in the binary: take the upstream "fast" ones.
-$(LAB_DIR)/kwok-stages.yaml:
+# kwok ships no stages in the binary: take the upstream "fast" ones, and
+# the lab's own (test/lab/controlplane/kwok-job-stages.yaml: a Job's pod
+# deleted while Running fails first, as with a kubelet; upstream's
+# pod-delete then leaves such pods to it). A Job's pod completes at once,
+# unless its annotation pod-complete.stage.kwok.x-k8s.io/delay (a duration,
+# as in upstream's "general" stages) keeps it running that long.
+KWOK_JOB_RUNNING := '((.metadata.ownerReferences // []) | map(.kind) | index("Job")) != null and .status.phase == "Running"'
+$(LAB_DIR)/kwok-stages.yaml: test/lab/controlplane/kwok-job-stages.yaml
 	@mkdir -p $(LAB_DIR)
 	dir=$$(go mod download -json sigs.k8s.io/kwok@$(KWOK_VERSION) | sed -n 's/^\s*"Dir": "\(.*\)",/\1/p'); \
 	s=$$dir/kustomize/stage; \
 	for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
 	         pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do \
-	  echo '---'; cat $$s/$$f; echo; done > $@.tmp && mv $@.tmp $@
+	  echo '---'; \
+	  case $$f in \
+	  pod/fast/pod-complete.yaml) awk '/^  next:/ { print "  delay:"; print "    durationMilliseconds: 0"; \
+	      print "    durationFrom:"; print "      expressionFrom: '"'"'.metadata.annotations[\"pod-complete.stage.kwok.x-k8s.io/delay\"]'"'"'" } { print }' $$s/$$f ;; \
+	  pod/fast/pod-delete.yaml) awk -v k=$(KWOK_JOB_RUNNING) '{ print } /^      operator: .Exists./ { print "    - key: '"'"'" k "'"'"'"; \
+	      print "      operator: '"'"'In'"'"'"; print "      values:"; print "      - '"'"'false'"'"'" }' $$s/$$f ;; \
+	  *) cat $$s/$$f ;; \
+	  esac; echo; done > $@.tmp && echo '---' >> $@.tmp && cat $< >> $@.tmp && mv $@.tmp $@
 
 # scheduler-plugins' PodGroup CRD, for gangs (coscheduling).
 $(LAB_DIR)/podgroup-crd.yaml:
