@@ -187,6 +187,23 @@ func (f *Slurm) Resume(_ context.Context, name string) error { return f.Set(name
 
 // SetFeatures sets a node's features, as scontrol update does.
 func (f *Slurm) SetFeatures(_ context.Context, name string, features []string) error {
+	return f.change(name, func(n *slurmrest.Node) bool {
+		n.Features = slices.Clone(features)
+		return true
+	})
+}
+
+func (f *Slurm) DeleteNode(_ context.Context, name string) error {
+	return f.change(name, func(*slurmrest.Node) bool {
+		f.Deletes++
+		return false
+	})
+}
+
+// change applies fn to a known node as one write to Slurm would: refused
+// while Slurm is unreachable, ErrNotFound for an unknown node; the node is
+// kept when fn says so, else removed. Handlers hear of it.
+func (f *Slurm) change(name string, fn func(*slurmrest.Node) (keep bool)) error {
 	defer f.notify(name)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -197,23 +214,11 @@ func (f *Slurm) SetFeatures(_ context.Context, name string, features []string) e
 	if !ok {
 		return slurmrest.ErrNotFound
 	}
-	n.Features = slices.Clone(features)
-	f.nodes[name] = n
-	return nil
-}
-
-func (f *Slurm) DeleteNode(_ context.Context, name string) error {
-	defer f.notify(name)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.stale {
-		return slurmrest.ErrUnreachable
+	if fn(&n) {
+		f.nodes[name] = n
+	} else {
+		delete(f.nodes, name)
 	}
-	if _, ok := f.nodes[name]; !ok {
-		return slurmrest.ErrNotFound
-	}
-	delete(f.nodes, name)
-	f.Deletes++
 	return nil
 }
 

@@ -100,12 +100,17 @@ func (c ControlPlane) Etcd() proc.Daemon {
 
 // StartEtcd starts etcd unless it runs, and waits for its /health.
 func (c ControlPlane) StartEtcd(ctx context.Context) error {
-	d := c.Etcd()
+	return c.startPlain(ctx, c.Etcd(), fmt.Sprintf("http://127.0.0.1:%d/health", EtcdClientPort))
+}
+
+// startPlain starts d unless it runs, and waits (30 s at most) until url
+// answers 200 over plain HTTP.
+func (c ControlPlane) startPlain(ctx context.Context, d proc.Daemon, url string) error {
 	if _, err := c.Procs.Start(d); err != nil {
 		return err
 	}
 	return c.Procs.Await(ctx, d, 30*time.Second, c.Procs.OutFile(d.Name), func(ctx context.Context) error {
-		return HTTPOK(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/health", EtcdClientPort))
+		return HTTPOK(ctx, http.DefaultClient, url)
 	})
 }
 
@@ -277,11 +282,5 @@ func (c ControlPlane) Kwok() proc.Daemon {
 
 // StartKwok starts kwok unless it runs, and waits for its /healthz.
 func (c ControlPlane) StartKwok(ctx context.Context) error {
-	d := c.Kwok()
-	if _, err := c.Procs.Start(d); err != nil {
-		return err
-	}
-	return c.Procs.Await(ctx, d, 30*time.Second, c.Procs.OutFile(d.Name), func(ctx context.Context) error {
-		return HTTPOK(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/healthz", KwokMetricsPort))
-	})
+	return c.startPlain(ctx, c.Kwok(), fmt.Sprintf("http://127.0.0.1:%d/healthz", KwokMetricsPort))
 }
