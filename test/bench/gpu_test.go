@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -195,7 +196,7 @@ func startGPUNodeSet(t *testing.T, c client.Client, nodes []string) {
 		}
 	}
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(time.Second) {
-		n, err := countSlices(c)
+		n, err := countSlices(c, nodes)
 		if err == nil && n >= len(nodes) {
 			break
 		}
@@ -205,14 +206,16 @@ func startGPUNodeSet(t *testing.T, c client.Client, nodes []string) {
 	}
 }
 
-func countSlices(c client.Client) (int, error) {
+// countSlices counts the nodes of nodes that publish their 8 GPUs (the
+// lab's static nodes publish theirs too: they do not count).
+func countSlices(c client.Client, nodes []string) (int, error) {
 	var list resourceapi.ResourceSliceList
 	if err := c.List(context.Background(), &list); err != nil {
 		return 0, err
 	}
 	n := 0
 	for _, s := range list.Items {
-		if s.Spec.Driver == keys.GPUDriverName && len(s.Spec.Devices) == 8 {
+		if s.Spec.Driver == keys.GPUDriverName && len(s.Spec.Devices) == 8 && s.Spec.NodeName != nil && slices.Contains(nodes, *s.Spec.NodeName) {
 			n++
 		}
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/onepool/onepool/keys"
 )
@@ -142,20 +144,48 @@ func TestSchedulerJobOnANodeThePodCannotUseIsGivenBack(t *testing.T) {
 }
 
 // The README's plain nvidia.com/gpu pod, turned into a GPU claim by the
-// webhook, on the lab's static nodes (which publish no DRA devices): it
-// asks Slurm nothing, so no job holds a GPU its claim could never get, and
-// it says why.
-func TestSchedulerGPUClaimPodWaitsForNodesWithDevices(t *testing.T) {
+// webhook, works on the lab's static nodes as on any onepool node: they
+// publish their GPUs as DRA devices (the node agent's driver beside their
+// slurmd), the pod binds where Slurm ran its job, and its claim holds the
+// devices of the job's GRES indices there. (A node that publishes none is
+// left out: TestGPUClaimOnANodeWithoutDevicesIsNeverBound.)
+func TestSchedulerREADMEGPUPodGetsItsJobsGPUs(t *testing.T) {
 	e := newGPUClaimsEnv(t)
-	e.create(e.pod("claims", 1, nil))
-	msg := e.waitPendingWith("claims", "no Slurm node fits the pod", 30*time.Second)
-	if want := "publish no GPU devices of " + keys.GPUDriverName; !strings.Contains(msg, want) {
-		t.Errorf("pending message lacks %q: %s", want, msg)
+	e.create(e.pod("claims", 2, nil))
+	node := e.waitBound("claims", 30*time.Second)
+	p := e.withJobID("claims")
+	id := p.Annotations[keys.AnnotationJobID]
+	out := e.slurm("scontrol", "show", "job", "-d", id)
+	idx := parseGresIndexes(t, out)
+	if len(idx) != 2 {
+		t.Fatalf("job %s: GRES indices %v, want 2:\n%s", id, idx, out)
 	}
-	e.holdsPod(5*time.Second, "claims", func(p *corev1.Pod) (bool, string) {
-		js := e.jobs("claims")
-		return len(js) == 0 && len(p.Spec.ResourceClaims) == 1, fmt.Sprintf("jobs %v, claims %d", jobIDs(js), len(p.Spec.ResourceClaims))
-	})
+	ctx := context.Background()
+	devIndex := map[string]int{}
+	for _, d := range nodeSlice(t, clientFor(t, e), node, 8) {
+		devIndex[d.name] = d.gresIndex
+	}
+	var claimName string
+	for _, rc := range p.Spec.ResourceClaims {
+		if rc.Name == keys.PodClaimGPUs && rc.ResourceClaimName != nil {
+			claimName = *rc.ResourceClaimName
+		}
+	}
+	claim, err := e.kc.ResourceV1().ResourceClaims(e.ns).Get(ctx, claimName, metav1.GetOptions{})
+	if err != nil || claim.Status.Allocation == nil {
+		t.Fatalf("claim %q of the pod: %v, allocated %v", claimName, err, claim != nil && claim.Status.Allocation != nil)
+	}
+	var got []int
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		if r.Driver != keys.GPUDriverName || r.Pool != node {
+			t.Errorf("claim result %+v: want driver %s, pool %s", r, keys.GPUDriverName, node)
+		}
+		got = append(got, devIndex[r.Device])
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, idx) {
+		t.Errorf("the claim holds GRES indices %v on %s; Slurm job %s has %v", got, node, id, idx)
+	}
 }
 
 // A job waiting in Slurm's queue follows Node changes: its pod's only node
@@ -205,4 +235,15 @@ func TestSchedulerWaitingJobFollowsNodeLabels(t *testing.T) {
 	if ex := scontrolJob(t, e.l, id)["ExcNodeList"]; strings.Contains(expandForTest(t, ex), first) {
 		t.Errorf("the job still leaves out %s: ExcNodeList=%s", first, ex)
 	}
+}
+
+// clientFor is a controller-runtime client of the lab, for helpers that
+// take one.
+func clientFor(t *testing.T, e *schedEnv) client.Client {
+	t.Helper()
+	c, err := e.l.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

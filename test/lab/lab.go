@@ -274,7 +274,7 @@ func (l *Lab) Down(ctx context.Context) error {
 	// The real node (if it ever ran) first: its pods go through the apiserver.
 	errs = append(errs, l.StopNode(ctx))
 	// The kubelet first: its slurmd stop quickly while slurmctld still answers.
-	errs = append(errs, l.StopKubelet())
+	errs = append(errs, l.StopKubelet(), l.stopStaticDRA())
 	for _, name := range []string{schedulerName(1), schedulerName(0), "scheduler-service", "onepool-controller-manager", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd", "slurmrestd"} {
 		errs = append(errs, l.procs.Stop(name))
 	}

@@ -40,7 +40,7 @@ func (l *Lab) onepoolSteps() []step {
 		steps = append(steps, step{"no chart release", l.ensureNoChartRelease})
 	}
 	steps = append(steps, step{"chart rbac", l.ensureChartRBAC})
-	return append(steps, l.componentSteps()...)
+	return append(append(steps, l.componentSteps()...), step{"gpu node drivers", l.startStaticDRA})
 }
 
 func (l *Lab) ensureSystemNamespace(ctx context.Context) error {

@@ -52,6 +52,9 @@ func (l *Lab) daemons(w io.Writer) []daemon {
 	if !ChartMode() { // the chart's pods otherwise
 		ds = append(ds, l.controllerManager(), l.scheduler(0))
 	}
+	for _, n := range l.NodeNames() {
+		ds = append(ds, l.staticDRADaemon(n))
+	}
 	return append(ds, l.nodeDaemons()...)
 }
 

@@ -1,0 +1,111 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/onepool/onepool/keys"
+)
+
+// The static GPU nodes (gpu-N) publish their GPUs as DRA devices like
+// every onepool node, so a plain nvidia.com/gpu pod, which the GPU webhook
+// turns into a claim, is placed on them (the README's example on `make
+// up`). Their slurmd runs as a lab process, not from a NodeSet's pod, so
+// the node agent's DRA driver runs beside it as a process too: `dra`,
+// with the lab's fake GPUs and the admin's kubeconfig, no kubelet
+// registration (kwok Nodes have no kubelet to prepare claims).
+
+// staticDRADaemon is gpu-N's DRA driver.
+func (l *Lab) staticDRADaemon(node string) daemon {
+	return daemon{
+		Name: "dra-" + node,
+		Argv: []string{filepath.Join(l.BinDir(), "onepool-node-agent"), "dra",
+			"--node-name", node, "--gpu-inventory", l.path("run", "fake-gpus-host.json"),
+			"--kubeconfig", l.Kubeconfig(),
+			"--dra-plugin-dir", l.path("run", "dra", node), "--dra-registrar-dir", "",
+			"--cdi-dir", l.path("run", "cdi", node)},
+		Env: []string{"PATH=/usr/bin:/bin", "HOME=" + l.path("run")},
+	}
+}
+
+// hostGPUInventory is the fake GPU list as the host sees it: the device
+// files of the lab's rootfs (the agent checks they exist).
+func (l *Lab) hostGPUInventory() (string, error) {
+	var inv struct {
+		GPUs []fakeGPU `json:"gpus"`
+	}
+	if err := json.Unmarshal([]byte(fakeGPUInventory()), &inv); err != nil {
+		return "", err
+	}
+	for i := range inv.GPUs {
+		inv.GPUs[i].Device = filepath.Join(l.RootFS(), inv.GPUs[i].Device)
+	}
+	b, err := json.MarshalIndent(inv, "", "  ")
+	return string(b) + "\n", err
+}
+
+// startStaticDRA starts the DRA drivers of the static nodes and waits
+// until each has published its ResourceSlice. Without a built node agent
+// it says so and starts nothing.
+func (l *Lab) startStaticDRA(ctx context.Context) error {
+	if _, err := os.Stat(filepath.Join(l.BinDir(), "onepool-node-agent")); err != nil {
+		fmt.Fprintf(l.cfg.Log, "lab:   %s is not built; the static nodes publish no DRA devices\n", filepath.Join(l.BinDir(), "onepool-node-agent"))
+		return nil
+	}
+	inv, err := l.hostGPUInventory()
+	if err != nil {
+		return err
+	}
+	// Another release's rootfs holds the device files now: restart.
+	changed, err := writeIfChanged(l.path("run", "fake-gpus-host.json"), inv)
+	if err != nil {
+		return err
+	}
+	kc, err := l.KubeClient()
+	if err != nil {
+		return err
+	}
+	for _, n := range l.NodeNames() {
+		d := l.staticDRADaemon(n)
+		if l.procs.Running(d) != 0 && (changed || !l.procs.RunsArgv(d)) {
+			if err := l.procs.Stop(d.Name); err != nil {
+				return err
+			}
+		}
+		if _, err := l.procs.Start(d); err != nil {
+			return err
+		}
+		err := l.procs.Await(ctx, d, 30*time.Second, l.procs.OutFile(d.Name), func(ctx context.Context) error {
+			sl, err := kc.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n + ",spec.driver=" + keys.GPUDriverName})
+			if err != nil {
+				return err
+			}
+			for _, s := range sl.Items {
+				if len(s.Spec.Devices) == GPUsPerNode {
+					return nil
+				}
+			}
+			return fmt.Errorf("no ResourceSlice of %s with %d devices for %s yet", keys.GPUDriverName, GPUsPerNode, n)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stopStaticDRA stops the static nodes' DRA drivers.
+func (l *Lab) stopStaticDRA() error {
+	var errs []error
+	for _, n := range l.NodeNames() {
+		errs = append(errs, l.procs.Stop(l.staticDRADaemon(n).Name))
+	}
+	return errors.Join(errs...)
+}
