@@ -118,6 +118,11 @@ type CoreConfig struct {
 
 // NewCore returns a Core; Run starts its loops.
 func NewCore(cfg CoreConfig) (*Core, error) {
+	if cfg.Fit != nil && (cfg.Nodes == nil || cfg.SlurmNodes == nil) {
+		// The filters' verdicts are told to Slurm as the Slurm nodes to
+		// leave out: without Nodes and Slurm's node names there is none.
+		return nil, errors.New("onepool: node filters (Fit) need Nodes and SlurmNodes")
+	}
 	host, port, _ := releaseHostPort(cfg.Args.ReleaseURL) // validated with the args
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {

@@ -356,3 +356,16 @@ func TestCoreGivesBackAJobOnACordonedNode(t *testing.T) {
 		t.Errorf("a pod that tolerates the cordon: Place = %+v", d)
 	}
 }
+
+// Node filters without the Nodes and Slurm's node names to tell Slurm
+// their verdicts are a configuration error, not a panic at the first pod.
+func TestNewCoreRefusesFiltersWithoutNodeNames(t *testing.T) {
+	fit, err := NewNodeFit(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = NewCore(CoreConfig{Fit: fit, Args: testArgs(t), Log: klog.Background()})
+	if err == nil || !strings.Contains(err.Error(), "need Nodes and SlurmNodes") {
+		t.Fatalf("NewCore with Fit alone: %v", err)
+	}
+}
