@@ -84,7 +84,9 @@ go mod download
 # kwok is a `go install pkg@version` outside these modules: -n resolves and
 # downloads what it needs without building it (a fresh machine's module
 # cache has none of it, and the run below reaches no proxy).
-GOFLAGS=-modcacherw go install -n "sigs.k8s.io/kwok/cmd/kwok@$(sed -n 's/^KWOK_VERSION *:= *//p' Makefile)" >/dev/null
+# (-n prints the build script, on stderr: kept in a log, shown on failure.)
+GOFLAGS=-modcacherw go install -n "sigs.k8s.io/kwok/cmd/kwok@$(sed -n 's/^KWOK_VERSION *:= *//p' Makefile)" >"$dir/kwok-modules.log" 2>&1 ||
+	{ tail -20 "$dir/kwok-modules.log" >&2; exit 1; }
 modcache=$(go env GOMODCACHE)
 
 ip netns add "$ns"
