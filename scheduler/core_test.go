@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -31,6 +32,8 @@ type fakeSlurm struct {
 	allocate func(slurmrest.JobSubmit) (uint32, error)
 	jobs     map[uint32]*slurmrest.Job // what GetJob finds
 	updated  []jobUpdate
+	// onSubmit runs in SubmitJob, before it answers (outside its lock).
+	onSubmit func()
 }
 
 func (f *fakeSlurm) AllocateNow(_ context.Context, j slurmrest.JobSubmit) (uint32, error) {
@@ -49,6 +52,9 @@ var busy = &slurmrest.APIError{Op: "allocate job", StatusCode: 500, Kind: slurmr
 	Errors: []slurmrest.SlurmError{{Errno: 2016, Error: "Requested nodes are busy"}}}
 
 func (f *fakeSlurm) SubmitJob(_ context.Context, j slurmrest.JobSubmit) (uint32, error) {
+	if f.onSubmit != nil {
+		f.onSubmit()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.submitted = append(f.submitted, j)
@@ -367,5 +373,41 @@ func TestNewCoreRefusesFiltersWithoutNodeNames(t *testing.T) {
 	_, err = NewCore(CoreConfig{Fit: fit, Args: testArgs(t), Log: klog.Background()})
 	if err == nil || !strings.Contains(err.Error(), "need Nodes and SlurmNodes") {
 		t.Fatalf("NewCore with Fit alone: %v", err)
+	}
+}
+
+// A pod whose Slurm settings change while its job is being asked for is
+// judged again: the refusal of its old settings is not kept (chart-mode
+// CI saw a pod whose fixed annotation still showed the old refusal, for
+// the scheduling queue placed the new pod before onepool's informer had it).
+func TestCoreAskChangedDuringSubmitIsAskedAgain(t *testing.T) {
+	f := newCoreFixture(t)
+	f.pod.Annotations = map[string]string{keys.AnnotationJobPartition: "gone"}
+	f.core.podChanged(nil, f.pod)
+	fixed := f.pod.DeepCopy()
+	fixed.Annotations[keys.AnnotationJobPartition] = "main"
+	f.slurm.reject = &slurmrest.APIError{Op: "submit job", StatusCode: 500, Kind: slurmrest.ErrSlurm,
+		Errors: []slurmrest.SlurmError{{Errno: 2015, Error: "Invalid partition name specified"}}}
+	f.slurm.onSubmit = func() {
+		f.slurm.onSubmit = nil
+		f.core.podChanged(f.pod, fixed) // the informer, while Slurm answers
+	}
+	f.core.Place(fixed) // the cycle has the new pod; onepool's copy is the old one
+	key, _ := f.core.submitQ.Get()
+	err := f.core.submit(context.Background(), key)
+	f.core.submitQ.Done(key)
+	if !errors.Is(err, errRetry) {
+		t.Fatalf("submit judged the old settings and returned %v; want a retry", err)
+	}
+	p := f.core.places[key]
+	if p.rejected || !errors.Is(p.err, errAskMoved) {
+		t.Fatalf("placement kept rejected=%v err=%v", p.rejected, p.err)
+	}
+	f.slurm.reject = nil
+	if err := f.core.submit(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.slurm.submitted); n != 2 || f.slurm.submitted[1].Partition != "main" {
+		t.Fatalf("submissions %+v; want the second in partition main", f.slurm.submitted)
 	}
 }

@@ -34,6 +34,20 @@ func (c *Core) submitWorker(ctx context.Context) {
 	}
 }
 
+// errAskMoved: the pods' Slurm settings changed during a submission.
+var errAskMoved = errors.New("the pod's Slurm settings changed while its job was being asked for; asking again")
+
+// askMovedLocked says whether a pod onepool knows now asks other Slurm
+// settings than its copy in members (what a submission judged).
+func (c *Core) askMovedLocked(members []*corev1.Pod) bool {
+	for _, m := range members {
+		if now, ok := c.pods[m.UID]; ok && askChanged(m, now) {
+			return true
+		}
+	}
+	return false
+}
+
 // submit makes the placeholder job of one owner, once.
 func (c *Core) submit(ctx context.Context, key string) error {
 	c.mu.Lock()
@@ -54,6 +68,14 @@ func (c *Core) submit(ctx context.Context, key string) error {
 	// finish records the outcome and wakes the pods so their message
 	// says it; a failure that passes is retried after backoff.
 	finish := func(err error, rejected bool, waiting string, members []*corev1.Pod) error {
+		c.mu.Lock()
+		if (err != nil || waiting != "") && c.askMovedLocked(members) {
+			// A pod's Slurm settings changed while this submission judged
+			// the old ones (the scheduling queue placed the new pod before
+			// onepool's informer had it): its refusal is not the new
+			// pod's. Judge again.
+			err, rejected, waiting = errAskMoved, false, ""
+		}
 		switch {
 		case rejected:
 			c.metrics.submissions.WithLabelValues("rejected").Inc()
@@ -61,7 +83,6 @@ func (c *Core) submit(ctx context.Context, key string) error {
 			c.metrics.submissions.WithLabelValues("failed").Inc()
 		}
 		retry := waiting == "" && err != nil && !rejected
-		c.mu.Lock()
 		p.reserved = 0
 		p.submitting = retry
 		p.err, p.rejected, p.waiting = err, rejected, waiting

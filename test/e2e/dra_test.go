@@ -443,7 +443,7 @@ func TestGPUClaimHoldsTheGPUsSlurmGave(t *testing.T) {
 		if nodes := cdiNodes(t, filepath.Join(cdiDir, "onepool.dev-gpu_"+string(claim.UID)+".json")); !slices.Equal(nodes, wantNodes) {
 			t.Errorf("pod %s: CDI device nodes %v, want %v", pod, nodes, wantNodes)
 		}
-		if ok, seen := e.hasEvent(pod, keys.EventGPUsAllocated, "Slurm job "+id); !ok {
+		if ok, seen := e.eventSoon(pod, keys.EventGPUsAllocated, "Slurm job "+id); !ok {
 			t.Errorf("pod %s: no %s event naming job %s: %s", pod, keys.EventGPUsAllocated, id, seen)
 		}
 		return claim

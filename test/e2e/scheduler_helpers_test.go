@@ -223,6 +223,19 @@ func (e *schedEnv) onlyJob(name string) slurmrest.Job {
 	return js[0]
 }
 
+// eventSoon is hasEvent, waiting up to 15 s for the event: components
+// record events in the background, after what the test saw happen.
+func (e *schedEnv) eventSoon(name, reason, text string) (bool, string) {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ok, seen := e.hasEvent(name, reason, text)
+		if ok || time.Now().After(deadline) {
+			return ok, seen
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
 // hasEvent says whether the pod got an event with reason (and text).
 func (e *schedEnv) hasEvent(name, reason, text string) (bool, string) {
 	return testenv.HasEvent(e.kc, e.ns, name, reason, text)

@@ -33,7 +33,7 @@ func TestSchedulerBindsPodWhereSlurmRunsItsJob(t *testing.T) {
 	if p.Annotations[keys.AnnotationJobID] != fmt.Sprint(job.ID) {
 		t.Errorf("pod annotation %s=%q, want %d", keys.AnnotationJobID, p.Annotations[keys.AnnotationJobID], job.ID)
 	}
-	if ok, seen := e.hasEvent("one-gpu", keys.EventJobSubmitted, fmt.Sprint(job.ID)); !ok {
+	if ok, seen := e.eventSoon("one-gpu", keys.EventJobSubmitted, fmt.Sprint(job.ID)); !ok {
 		t.Errorf("no %s event naming job %d; events: %s", keys.EventJobSubmitted, job.ID, seen)
 	}
 
@@ -90,7 +90,7 @@ func TestSchedulerScancelEvictsPod(t *testing.T) {
 	job := e.onlyJob("victim")
 	e.slurm("scancel", fmt.Sprint(job.ID))
 	e.waitGone("victim", 20*time.Second)
-	if ok, seen := e.hasEvent("victim", keys.EventJobEnded, "CANCELLED"); !ok {
+	if ok, seen := e.eventSoon("victim", keys.EventJobEnded, "CANCELLED"); !ok {
 		t.Errorf("no %s event saying CANCELLED; events: %s", keys.EventJobEnded, seen)
 	}
 }

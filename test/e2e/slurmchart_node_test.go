@@ -318,7 +318,7 @@ func TestSlurmChartWithOnepoolOnTheRealNode(t *testing.T) {
 	assert.Equal(t, lab.SlurmChartNode, node)
 	jobs := s.sh("login", "squeue -h -o '%i %T %N %k'")
 	assert.Contains(t, jobs, "RUNNING "+lab.SlurmChartNode, "the pod's placeholder job runs in the chart's Slurm: %s", jobs)
-	if ok, seen := e.hasEvent(p.Name, keys.EventJobSubmitted, "at once"); !ok {
+	if ok, seen := e.eventSoon(p.Name, keys.EventJobSubmitted, "at once"); !ok {
 		t.Errorf("the pod's job was not an allocation granted at once; events: %s", seen)
 	}
 	assert.Contains(t, s.sh("login", "scontrol show config"), "/etc/slurm/epilog.onepool.d/*", "the chart's slurm.conf runs onepool's release epilog")

@@ -86,7 +86,7 @@ func TestWorkloadTrainingPreemptsReplicasThenTheyReturn(t *testing.T) {
 		return trainRunning(), fmt.Sprintf("replicas: %s", replicaStates(e.replicas("serve")))
 	})
 	for _, p := range old {
-		if ok, seen := e.hasEvent(p.Name, keys.EventJobPreempted, "Slurm began preempting job"); !ok {
+		if ok, seen := e.eventSoon(p.Name, keys.EventJobPreempted, "Slurm began preempting job"); !ok {
 			t.Errorf("replica %s: no %s event; events: %s", p.Name, keys.EventJobPreempted, seen)
 		}
 	}
@@ -304,7 +304,7 @@ func TestWorkloadPreemptionOverridesADisruptionBudget(t *testing.T) {
 		p, err := e.get(victim.Name)
 		return err != nil, fmt.Sprintf("%v", podPhase(p))
 	})
-	if ok, seen := e.hasEvent(victim.Name, keys.EventBudgetOverridden, "Slurm has already decided"); !ok {
+	if ok, seen := e.eventSoon(victim.Name, keys.EventBudgetOverridden, "Slurm has already decided"); !ok {
 		t.Errorf("replica %s: no %s event; events: %s", victim.Name, keys.EventBudgetOverridden, seen)
 	}
 	select {
