@@ -363,7 +363,8 @@ func (r *Reconciler) do(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *corev1.
 			fail(fmt.Errorf("remove Slurm node %s: %w", n.slurmName, err))
 			return
 		}
-		r.recorder.Eventf(ns, nil, corev1.EventTypeNormal, keys.EventSlurmNodeRemoved, keys.ActionRemoveSlurmNode, "removed Slurm node %s: it left the NodeSet", n.slurmName)
+		why := cmp.Or(s.why, "it left the NodeSet")
+		r.recorder.Eventf(ns, nil, corev1.EventTypeNormal, keys.EventSlurmNodeRemoved, keys.ActionRemoveSlurmNode, "removed Slurm node %s: %s", n.slurmName, why)
 	}
 }
 

@@ -71,7 +71,7 @@ func (a action) String() string {
 type step struct {
 	act    action
 	reason string    // drain reason
-	why    string    // for wait: what it waits for
+	why    string    // for wait: what it waits for; for a Slurm node removed: why
 	busy   bool      // waiting for jobs to end
 	since  time.Time // for busy: when the drain began
 	// features to set in Slurm (actSetFeatures)
@@ -101,6 +101,9 @@ func (n nodeState) unavailable() bool {
 	if n.pod == nil || !podReady(n.pod) {
 		return true
 	}
+	if n.slurm.known && !n.slurm.found {
+		return true // not registered (yet, or again after an update)
+	}
 	return n.slurm.found && n.slurm.node.State.Drain() && keys.NodeSetOwns(n.slurm.node.Reason)
 }
 
@@ -124,6 +127,16 @@ func planNode(n nodeState, p params, update bool) step {
 	if n.pod == nil {
 		if n.terminating > 0 {
 			return step{act: actWait, why: "the old slurmd pod is terminating"}
+		}
+		// Its pod was replaced for an update: the Slurm node, drained for
+		// it and free, goes first, so the new pod's slurmd registers it
+		// afresh with the new template's CPUs, memory, GRES and features.
+		// Slurm keeps a dynamic node's record as it was when slurmd
+		// registers again (measured on the lab: CPUs=8 in the new template,
+		// CPUTot=16 still).
+		if s.known && n.ownDrain() && !s.node.State.Busy() &&
+			(s.node.Reason == keys.ReasonNodeSetUpdate || keys.SlurmAppended(s.node.Reason, keys.ReasonNodeSetUpdate)) {
+			return step{act: actDeleteSlurmNode, why: "its new slurmd pod registers it again, with the new template"}
 		}
 		return step{act: actCreate}
 	}

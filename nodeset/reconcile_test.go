@@ -72,7 +72,7 @@ func TestReconcileRollsWithoutTakingABusyNode(t *testing.T) {
 	e.slurm.SetBase(busy, slurmrest.NodeIdle)
 	ns := e.converged(nodes...)
 	assert.NotEqual(t, old, ns.Status.TemplateHash)
-	assert.GreaterOrEqual(t, e.slurm.Count(&e.slurm.Resumes), 2, "each replaced node resumed")
+	assert.GreaterOrEqual(t, e.slurm.Count(&e.slurm.Deletes), 2, "each replaced node's record removed, for its new pod to register it afresh")
 
 	// slurmctld restarted before saving its state brings the update's
 	// drain back (its words and time; slurmd registers again): the

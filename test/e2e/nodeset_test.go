@@ -430,3 +430,38 @@ func TestNodeSetReplacesAFailedSlurmdPod(t *testing.T) {
 		t.Errorf("events %s: %q, want one naming %s and why it failed", keys.EventPodFailed, out, old.Name)
 	}
 }
+
+// A rolling update registers the new template in Slurm: a dynamic node's
+// record is kept as it was when its slurmd registers again, so the
+// NodeSet removes the record of a node it drained for the update once its
+// old pod is gone, and the new pod's slurmd registers it afresh (before,
+// CPUs=8 in the new template left CPUTot=16).
+func TestNodeSetUpdateRegistersTheNewTemplate(t *testing.T) {
+	e := newNodeSetEnv(t, "reregister")
+	node := e.l.DynNodeNames()[1]
+	e.start([]string{node}, 1)
+	if got := e.slurmNode(node)["CPUTot"]; got != "16" {
+		t.Fatalf("%s registered with CPUTot=%s, want the template's 16", node, got)
+	}
+	before := e.pods()[node].UID
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ns := e.get()
+		c := &ns.Spec.Template.Spec.Containers[0]
+		for i := range c.Env {
+			if c.Env[i].Name == keys.EnvSlurmCPUs {
+				c.Env[i].Value = "8"
+			}
+		}
+		return e.c.Update(context.Background(), ns)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 120*time.Second, node+" back in Slurm from its new pod with the new template's CPUs", func() (bool, string) {
+		p, ok := e.pods()[node]
+		kv := e.slurmNode(node)
+		return ok && p.UID != before && podReady(&p) && kv["CPUTot"] == "8" &&
+				strings.HasPrefix(kv["State"], "IDLE") && !strings.Contains(kv["State"], "DRAIN"),
+			fmt.Sprintf("new pod %v, State=%s CPUTot=%s", ok && p.UID != before, kv["State"], kv["CPUTot"])
+	})
+	e.waitRegistered([]string{node}, 30*time.Second)
+}
