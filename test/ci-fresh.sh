@@ -13,6 +13,15 @@
 # CI_FRESH_DIR for its logs until the next run.
 set -euo pipefail
 
+# Bash reads a script as it runs: an edit of this file during a run (an
+# hour long) would make the running one jump to another line. Run a copy.
+if [ -z "${CI_FRESH_COPY:-}" ]; then
+	copy=$(mktemp /tmp/ci-fresh.XXXXXX.sh)
+	cp "$0" "$copy"
+	CI_FRESH_COPY=1 exec bash "$copy" "$@"
+fi
+rm -f "$0" # the copy: bash has it open
+
 top=$(git rev-parse --show-toplevel)
 dir=${CI_FRESH_DIR:-/tmp/onepool-ci-fresh}
 ns=${CI_FRESH_NETNS:-onepool-ci-fresh}
