@@ -111,7 +111,11 @@ func TestSchedulerJobOnANodeThePodCannotUseIsGivenBack(t *testing.T) {
 	e.waitPendingWith("picky", "PENDING", 30*time.Second)
 	first := e.onlyJob("picky")
 
-	// x no longer fits picky; its job is still waiting, and still allows x.
+	// Neither node fits picky now. y goes first (the waiting job is told
+	// to leave y out), then x: no exclusion can say that (a waiting job's
+	// excluded nodes follow Node changes only while some node fits), so
+	// its job waits as it was, and Slurm starts it on x once x frees.
+	e.labelNode(y, key, "no")
 	e.labelNode(x, key, "no")
 	if err := e.kc.CoreV1().Pods(e.ns).Delete(context.Background(), "fill-x", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -127,7 +131,9 @@ func TestSchedulerJobOnANodeThePodCannotUseIsGivenBack(t *testing.T) {
 		t.Fatalf("picky bound to %s, where its selector does not match", got.Spec.NodeName)
 	}
 
-	// The next job leaves x out: it waits for y, and runs there once y frees.
+	// y fits again: the next job leaves x out; it waits for y, and runs
+	// there once y frees.
+	e.labelNode(y, key, "ok")
 	if err := e.kc.CoreV1().Pods(e.ns).Delete(context.Background(), "fill-y", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
