@@ -74,15 +74,7 @@ func (l *Lab) startStaticDRA(ctx context.Context) error {
 	}
 	for _, n := range l.NodeNames() {
 		d := l.staticDRADaemon(n)
-		if l.procs.Running(d) != 0 && (changed || !l.procs.RunsArgv(d)) {
-			if err := l.procs.Stop(d.Name); err != nil {
-				return err
-			}
-		}
-		if _, err := l.procs.Start(d); err != nil {
-			return err
-		}
-		err := l.procs.Await(ctx, d, 30*time.Second, l.procs.OutFile(d.Name), func(ctx context.Context) error {
+		published := func(ctx context.Context) error {
 			sl, err := kc.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n + ",spec.driver=" + keys.GPUDriverName})
 			if err != nil {
 				return err
@@ -93,8 +85,19 @@ func (l *Lab) startStaticDRA(ctx context.Context) error {
 				}
 			}
 			return fmt.Errorf("no ResourceSlice of %s with %d devices for %s yet", keys.GPUDriverName, GPUsPerNode, n)
-		})
-		if err != nil {
+		}
+		// A running driver whose slice is gone (its Node was deleted and
+		// made again, as the soak does: the slice went with the old Node)
+		// publishes for the old Node: it starts again.
+		if l.procs.Running(d) != 0 && (changed || !l.procs.RunsArgv(d) || published(ctx) != nil) {
+			if err := l.procs.Stop(d.Name); err != nil {
+				return err
+			}
+		}
+		if _, err := l.procs.Start(d); err != nil {
+			return err
+		}
+		if err := l.procs.Await(ctx, d, 30*time.Second, l.procs.OutFile(d.Name), published); err != nil {
 			return err
 		}
 	}
