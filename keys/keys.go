@@ -27,6 +27,13 @@ const (
 	// carry it with a PodGroup's name form one gang, placed as one Slurm job.
 	LabelPodGroup = "scheduling.x-k8s.io/pod-group"
 
+	// LabelLWSName and LabelLWSGroupIndex are LeaderWorkerSet's labels on
+	// every pod of a group (its leader and workers): the LeaderWorkerSet's
+	// name and the group's index. One group is one gang, placed as one
+	// Slurm job, its size the LeaderWorkerSet's spec.leaderWorkerTemplate.size.
+	LabelLWSName       = "leaderworkerset.sigs.k8s.io/name"
+	LabelLWSGroupIndex = "leaderworkerset.sigs.k8s.io/group-index"
+
 	// LabelNodeSet on a slurmd pod names the NodeSet that made it.
 	LabelNodeSet = "onepool.dev/nodeset"
 	// LabelNodeSetNamespace "true" on a Namespace lets onepool's controller

@@ -358,14 +358,14 @@ func finished(pod *corev1.Pod) bool {
 // membersLocked lists the owner's pods that have not finished, by name.
 func (c *Core) membersLocked(o owner) []*corev1.Pod {
 	var out []*corev1.Pod
-	if !o.Group {
+	if !o.group() {
 		if p, ok := c.pods[o.UID]; ok {
 			out = append(out, p)
 		}
 		return out
 	}
 	for _, p := range c.pods {
-		if p.Namespace == o.Namespace && p.Labels[keys.LabelPodGroup] == o.Name {
+		if o.has(p) {
 			out = append(out, p)
 		}
 	}
@@ -591,7 +591,7 @@ func askChanged(a, b *corev1.Pod) bool {
 func (c *Core) confirmGone(ctx context.Context, o owner) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if !o.Group {
+	if !o.group() {
 		p, err := c.kube.CoreV1().Pods(o.Namespace).Get(ctx, o.Name, metav1GetOptions)
 		switch {
 		case apierrors.IsNotFound(err):
@@ -601,7 +601,7 @@ func (c *Core) confirmGone(ctx context.Context, o owner) (bool, error) {
 		}
 		return p.UID != o.UID || finished(p), nil
 	}
-	list, err := c.kube.CoreV1().Pods(o.Namespace).List(ctx, listByGroup(o.Name))
+	list, err := c.kube.CoreV1().Pods(o.Namespace).List(ctx, listOf(o))
 	if err != nil {
 		return false, err
 	}

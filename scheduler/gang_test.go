@@ -21,13 +21,27 @@ import (
 	"github.com/onepool/onepool/slurmrest"
 )
 
-// fixedGroups answers every PodGroup with g (or err).
+// fixedGroups answers every PodGroup with g (or err); with lws set, every
+// LeaderWorkerSet instead, and no PodGroup exists.
 type fixedGroups struct {
 	g   Group
 	err error
+	lws bool
 }
 
-func (f fixedGroups) Group(context.Context, string, string) (Group, error) { return f.g, f.err }
+func (f fixedGroups) PodGroup(_ context.Context, _, name string) (Group, error) {
+	if f.lws {
+		return Group{}, fmt.Errorf("podgroups %q not found", name)
+	}
+	return f.g, f.err
+}
+
+func (f fixedGroups) LeaderWorkerSet(_ context.Context, _, name string) (Group, error) {
+	if !f.lws {
+		return Group{}, fmt.Errorf("leaderworkersets %q not found", name)
+	}
+	return f.g, f.err
+}
 
 // gangFixture is the core fixture with PodGroup "trio" of minMember 3 and
 // no member yet (the fixture's own pod is gone).
@@ -77,7 +91,7 @@ func TestCoreGangGetsOneJobAndANodeEach(t *testing.T) {
 	assert.Equal(t, "3", j.Nodes)
 	assert.Equal(t, 3, j.Tasks)
 	assert.Equal(t, "gres/gpu:4", j.TresPerNode)
-	gang := owner{Namespace: "ns", Name: "trio", UID: "pg-uid", Group: true}
+	gang := owner{Kind: kindPodGroup, Namespace: "ns", Name: "trio", UID: "pg-uid"}
 	assert.Equal(t, f.core.proof.comment(gang, ""), j.Comment, "signed for the PodGroup's uid")
 
 	// Slurm runs it on three nodes; each has a Kubernetes node.
@@ -152,4 +166,75 @@ func TestCoreSubmitDecidesItsRetryUnderTheLock(t *testing.T) {
 	assert.NoError(t, f.submitGang(t, m0), "waiting for the gang is no failure")
 	assert.Empty(t, f.slurm.submitted)
 	assert.Equal(t, 1, f.core.submitQ.Len(), "the woken cycle queued the next look")
+}
+
+// lwsMember adds pod name of LeaderWorkerSet "vllm", group index group,
+// as LeaderWorkerSet's controller and webhook label it.
+func (f *coreFixture) lwsMember(name, group string, gpus int64) *corev1.Pod {
+	p := podWith(nil, gpus, "", "")
+	p.Name, p.UID = name, types.UID("uid-"+name)
+	p.Labels = map[string]string{keys.LabelLWSName: "vllm", keys.LabelLWSGroupIndex: group}
+	p.Annotations = map[string]string{"leaderworkerset.sigs.k8s.io/size": "9"} // not trusted: the object says 2
+	p.Spec.SchedulerName = keys.SchedulerName
+	p.CreationTimestamp.Time = time.Now().Add(-time.Minute)
+	f.core.podChanged(nil, p)
+	return p
+}
+
+// A LeaderWorkerSet group (leader and workers) is one gang of the size
+// its LeaderWorkerSet says, not its pods' annotation: one job named and
+// signed for the group; another group of the same set is another gang.
+func TestCoreLeaderWorkerSetGroupIsOneGang(t *testing.T) {
+	f := gangFixture(t, fixedGroups{g: Group{UID: "lws-uid", MinMember: 2}, lws: true})
+	leader := f.lwsMember("vllm-0", "0", 8)
+	other := f.lwsMember("vllm-1", "1", 8)
+	require.NoError(t, f.submitGang(t, leader))
+	assert.Empty(t, f.slurm.submitted, "the leader alone: nothing asked of Slurm")
+	assert.Equal(t, "waiting for LeaderWorkerSet ns/vllm group 0: 1 of its 2 pods exist", f.core.Place(leader).Message)
+
+	worker := f.lwsMember("vllm-0-1", "0", 8)
+	require.NoError(t, f.submitGang(t, worker))
+	require.Len(t, f.slurm.submitted, 1)
+	j := f.slurm.submitted[0]
+	assert.Equal(t, "onepool/ns/vllm/0", j.Name)
+	assert.Equal(t, "2", j.Nodes)
+	assert.Equal(t, "gres/gpu:8", j.TresPerNode)
+	gang := owner{Kind: kindLWS, Namespace: "ns", Name: "vllm", Index: "0", UID: "lws-uid"}
+	assert.Equal(t, f.core.proof.comment(gang, ""), j.Comment, "signed for the group, with the LeaderWorkerSet's uid")
+	require.NoError(t, f.submitGang(t, other))
+	assert.Len(t, f.slurm.submitted, 1, "group 1 is a gang of its own, not yet whole")
+	assert.Equal(t, "waiting for LeaderWorkerSet ns/vllm group 1: 1 of its 2 pods exist", f.core.Place(other).Message)
+}
+
+// Which gang a pod is in: a PodGroup's label first, then a LeaderWorkerSet
+// group's labels; labels that do not name a group leave a pod alone.
+func TestOwnerOfGangs(t *testing.T) {
+	pod := func(l map[string]string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u", Labels: l}}
+	}
+	for name, tc := range map[string]struct {
+		labels map[string]string
+		want   owner
+	}{
+		"a pod":     {nil, owner{Namespace: "ns", Name: "p", UID: "u"}},
+		"PodGroup":  {map[string]string{keys.LabelPodGroup: "trio"}, owner{Kind: kindPodGroup, Namespace: "ns", Name: "trio"}},
+		"LWS group": {map[string]string{keys.LabelLWSName: "vllm", keys.LabelLWSGroupIndex: "3"}, owner{Kind: kindLWS, Namespace: "ns", Name: "vllm", Index: "3"}},
+		"both: the PodGroup asked for": {map[string]string{keys.LabelPodGroup: "trio", keys.LabelLWSName: "vllm", keys.LabelLWSGroupIndex: "3"},
+			owner{Kind: kindPodGroup, Namespace: "ns", Name: "trio"}},
+		"LWS name without an index": {map[string]string{keys.LabelLWSName: "vllm"}, owner{Namespace: "ns", Name: "p", UID: "u"}},
+		"an index that is no number": {map[string]string{keys.LabelLWSName: "vllm", keys.LabelLWSGroupIndex: "0,1"},
+			owner{Namespace: "ns", Name: "p", UID: "u"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o := ownerOf(pod(tc.labels))
+			assert.Equal(t, tc.want, o)
+			assert.True(t, o.has(pod(tc.labels)), "a pod is one of its owner's")
+		})
+	}
+	g := ownerOf(pod(map[string]string{keys.LabelLWSName: "vllm", keys.LabelLWSGroupIndex: "3"}))
+	assert.False(t, g.has(pod(map[string]string{keys.LabelLWSName: "vllm", keys.LabelLWSGroupIndex: "4"})), "another group of the set")
+	assert.False(t, g.has(pod(map[string]string{keys.LabelLWSName: "vllm2", keys.LabelLWSGroupIndex: "3"})), "another set")
+	elsewhere := pod(map[string]string{keys.LabelLWSName: "vllm", keys.LabelLWSGroupIndex: "3"})
+	elsewhere.Namespace = "other"
+	assert.False(t, g.has(elsewhere), "another namespace")
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/onepool/onepool/keys"
@@ -15,35 +16,82 @@ import (
 )
 
 // owner is what one placeholder job holds a place for: a single pod, or
-// all pods of a PodGroup (a gang, placed as one multi-node job).
+// a gang placed as one multi-node job: all pods of a PodGroup, or one
+// group (leader and workers) of a LeaderWorkerSet.
 type owner struct {
+	Kind      ownerKind
 	Namespace string
-	Name      string // the pod's or the PodGroup's name
-	// UID is the pod's, or the PodGroup's once read (a group owner made
-	// from a pod has none; its key does not need one).
-	UID   types.UID
-	Group bool
+	Name      string // the pod's, the PodGroup's or the LeaderWorkerSet's name
+	Index     string // a LeaderWorkerSet group's index (digits); empty otherwise
+	// UID is the pod's, or the PodGroup's or LeaderWorkerSet's once read
+	// (a group owner made from a pod has none; its key does not need one).
+	UID types.UID
 }
 
-// ownerOf returns the owner a pod belongs to.
+// ownerKind says what an owner is.
+type ownerKind int
+
+const (
+	kindPod ownerKind = iota
+	kindPodGroup
+	kindLWS
+)
+
+// group is true for an owner of several pods.
+func (o owner) group() bool { return o.Kind != kindPod }
+
+// ownerOf returns the owner a pod belongs to. A PodGroup's label comes
+// first: a pod that names one asked for that gang.
 func ownerOf(pod *corev1.Pod) owner {
 	if g := pod.Labels[keys.LabelPodGroup]; g != "" {
-		return owner{Namespace: pod.Namespace, Name: g, Group: true}
+		return owner{Kind: kindPodGroup, Namespace: pod.Namespace, Name: g}
+	}
+	if n, i := pod.Labels[keys.LabelLWSName], pod.Labels[keys.LabelLWSGroupIndex]; n != "" && digits(i) {
+		return owner{Kind: kindLWS, Namespace: pod.Namespace, Name: n, Index: i}
 	}
 	return owner{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}
 }
 
+func digits(s string) bool {
+	return s != "" && len(s) <= 9 && strings.Trim(s, "0123456789") == ""
+}
+
+// selector is the labels every pod of a group owner carries.
+func (o owner) selector() labels.Set {
+	switch o.Kind {
+	case kindPodGroup:
+		return labels.Set{keys.LabelPodGroup: o.Name}
+	case kindLWS:
+		return labels.Set{keys.LabelLWSName: o.Name, keys.LabelLWSGroupIndex: o.Index}
+	}
+	return nil
+}
+
+// has says whether pod is one of the owner's.
+func (o owner) has(pod *corev1.Pod) bool {
+	if !o.group() {
+		return pod.UID == o.UID
+	}
+	return pod.Namespace == o.Namespace && ownerOf(pod).key() == o.key()
+}
+
 // key identifies the owner in maps and work queues.
 func (o owner) key() string {
-	if o.Group {
+	switch o.Kind {
+	case kindPodGroup:
 		return "group/" + o.Namespace + "/" + o.Name
+	case kindLWS:
+		return "lws/" + o.Namespace + "/" + o.Name + "/" + o.Index
 	}
 	return "pod/" + string(o.UID)
 }
 
 func (o owner) String() string {
-	if o.Group {
+	switch o.Kind {
+	case kindPodGroup:
 		return "PodGroup " + o.Namespace + "/" + o.Name
+	case kindLWS:
+		return "LeaderWorkerSet " + o.Namespace + "/" + o.Name + " group " + o.Index
 	}
 	return "pod " + o.Namespace + "/" + o.Name
 }
@@ -52,39 +100,70 @@ func (o owner) String() string {
 // after a restart too, by this prefix.
 const commentPrefix = keys.PlaceholderCommentPrefix
 
-// jobName is the placeholder job's name as squeue shows it.
-func (o owner) jobName() string { return "onepool/" + o.Namespace + "/" + o.Name }
-
-// body is what a placeholder's comment says of its owner: the pod (or
-// PodGroup) by namespace, name and uid.
-func (o owner) body() string {
-	kind := "pod="
-	if o.Group {
-		kind = "group="
+// path is the owner as namespace/name, and /index for a LeaderWorkerSet
+// group: in its job's name and comment.
+func (o owner) path() string {
+	if o.Kind == kindLWS {
+		return o.Namespace + "/" + o.Name + "/" + o.Index
 	}
-	return fmt.Sprintf("%s%s/%s;uid=%s", kind, o.Namespace, o.Name, o.UID)
+	return o.Namespace + "/" + o.Name
+}
+
+// jobName is the placeholder job's name as squeue shows it.
+func (o owner) jobName() string { return "onepool/" + o.path() }
+
+// bodyKinds are the words a comment's body starts with, by kind.
+var bodyKinds = []struct {
+	kind ownerKind
+	word string
+}{{kindPod, "pod="}, {kindPodGroup, "group="}, {kindLWS, "lws="}}
+
+// body is what a placeholder's comment says of its owner: its kind,
+// namespace, name (and group index) and uid.
+func (o owner) body() string {
+	word := ""
+	for _, k := range bodyKinds {
+		if k.kind == o.Kind {
+			word = k.word
+		}
+	}
+	return fmt.Sprintf("%s%s;uid=%s", word, o.path(), o.UID)
 }
 
 // parseBody reads an owner back from a comment's body; ok is false for
 // anything onepool would not have written.
 func parseBody(b string) (owner, bool) {
 	o := owner{}
-	rest, ok := strings.CutPrefix(b, "pod=")
-	if !ok {
-		if rest, ok = strings.CutPrefix(b, "group="); !ok {
-			return owner{}, false
+	var rest string
+	ok := false
+	for _, k := range bodyKinds {
+		if rest, ok = strings.CutPrefix(b, k.word); ok {
+			o.Kind = k.kind
+			break
 		}
-		o.Group = true
 	}
-	nsName, uid, ok := strings.Cut(rest, ";uid=")
+	if !ok {
+		return owner{}, false
+	}
+	path, uid, ok := strings.Cut(rest, ";uid=")
 	if !ok || uid == "" || strings.ContainsAny(uid, "/;") {
 		return owner{}, false
 	}
-	ns, name, ok := strings.Cut(nsName, "/")
-	if !ok || ns == "" || name == "" || strings.ContainsAny(name, "/;") {
+	parts := strings.Split(path, "/")
+	want := 2
+	if o.Kind == kindLWS {
+		want = 3
+	}
+	if len(parts) != want || parts[0] == "" || parts[1] == "" || strings.Contains(parts[1], ";") {
 		return owner{}, false
 	}
-	o.Namespace, o.Name, o.UID = ns, name, types.UID(uid)
+	if o.Kind == kindLWS {
+		if !digits(parts[2]) {
+			return owner{}, false
+		}
+		o.Index = parts[2]
+	}
+	o.Namespace, o.Name, o.UID = parts[0], parts[1], types.UID(uid)
 	return o, true
 }
 

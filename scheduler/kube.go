@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -21,48 +21,69 @@ import (
 
 var metav1GetOptions = metav1.GetOptions{}
 
-func listByGroup(name string) metav1.ListOptions {
-	return metav1.ListOptions{LabelSelector: labels.Set{keys.LabelPodGroup: name}.String()}
+// listOf selects a group owner's pods.
+func listOf(o owner) metav1.ListOptions {
+	return metav1.ListOptions{LabelSelector: o.selector().String()}
 }
 
-// GroupReader reads a PodGroup.
+// GroupReader reads what a gang's pods do not say themselves, from the
+// object that made them: a PodGroup, or a LeaderWorkerSet.
 type GroupReader interface {
-	Group(ctx context.Context, namespace, name string) (Group, error)
+	PodGroup(ctx context.Context, namespace, name string) (Group, error)
+	LeaderWorkerSet(ctx context.Context, namespace, name string) (Group, error)
 }
 
-// Group is what onepool reads of a PodGroup: its uid (named in the gang's
-// placeholder comment) and how many pods one job places.
+// Group is what onepool reads of a gang's object: its uid (named in the
+// gang's placeholder comment) and how many pods one job places.
 type Group struct {
 	UID       types.UID
 	MinMember int
 }
 
+// groupOf reads the object behind a group owner.
+func groupOf(ctx context.Context, r GroupReader, o owner) (Group, error) {
+	if o.Kind == kindLWS {
+		return r.LeaderWorkerSet(ctx, o.Namespace, o.Name)
+	}
+	return r.PodGroup(ctx, o.Namespace, o.Name)
+}
+
 // PodGroupGVR is scheduler-plugins' PodGroup (coscheduling).
 var PodGroupGVR = schema.GroupVersionResource{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Resource: "podgroups"}
 
-// DynamicGroups reads PodGroups without importing scheduler-plugins' types.
+// LeaderWorkerSetGVR is sigs.k8s.io/lws's LeaderWorkerSet.
+var LeaderWorkerSetGVR = schema.GroupVersionResource{Group: "leaderworkerset.x-k8s.io", Version: "v1", Resource: "leaderworkersets"}
+
+// maxGang is the most pods one gang's job places.
+const maxGang = 4096
+
+// DynamicGroups reads PodGroups and LeaderWorkerSets without importing
+// their projects' types.
 type DynamicGroups struct{ Client dynamic.Interface }
 
-func (g DynamicGroups) Group(ctx context.Context, namespace, name string) (Group, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	u, err := g.Client.Resource(PodGroupGVR).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return Group{}, fmt.Errorf("PodGroup %s/%s: %w", namespace, name, err)
-	}
-	n, err := minMemberOf(u)
-	if err != nil {
-		return Group{}, err
-	}
-	return Group{UID: u.GetUID(), MinMember: n}, nil
+func (g DynamicGroups) PodGroup(ctx context.Context, namespace, name string) (Group, error) {
+	return g.read(ctx, PodGroupGVR, "PodGroup", namespace, name, "spec", "minMember")
 }
 
-func minMemberOf(u *unstructured.Unstructured) (int, error) {
-	n, found, err := unstructured.NestedInt64(u.Object, "spec", "minMember")
-	if err != nil || !found || n < 1 || n > 4096 {
-		return 0, fmt.Errorf("PodGroup %s/%s: spec.minMember must be 1 to 4096", u.GetNamespace(), u.GetName())
+// LeaderWorkerSet reads a LeaderWorkerSet's group size (leader and
+// workers), spec.leaderWorkerTemplate.size: from the object, not from the
+// size annotation on its pods, which any pod author could write.
+func (g DynamicGroups) LeaderWorkerSet(ctx context.Context, namespace, name string) (Group, error) {
+	return g.read(ctx, LeaderWorkerSetGVR, "LeaderWorkerSet", namespace, name, "spec", "leaderWorkerTemplate", "size")
+}
+
+func (g DynamicGroups) read(ctx context.Context, gvr schema.GroupVersionResource, kind, namespace, name string, size ...string) (Group, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	u, err := g.Client.Resource(gvr).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return Group{}, fmt.Errorf("%s %s/%s: %w", kind, namespace, name, err)
 	}
-	return int(n), nil
+	n, found, err := unstructured.NestedInt64(u.Object, size...)
+	if err != nil || !found || n < 1 || n > maxGang {
+		return Group{}, fmt.Errorf("%s %s/%s: %s must be 1 to %d", kind, namespace, name, strings.Join(size, "."), maxGang)
+	}
+	return Group{UID: u.GetUID(), MinMember: int(n)}, nil
 }
 
 // evict asks the API server to evict a pod gracefully (its PodDisruptionBudgets

@@ -39,7 +39,7 @@ func member(name, uid, group string, phase corev1.PodPhase) *corev1.Pod {
 // gone: deleted, replaced by a pod of the same name, or finished.
 func TestConfirmGone(t *testing.T) {
 	pod := owner{Namespace: "ns", Name: "p", UID: "u1"}
-	gang := owner{Namespace: "ns", Name: "trio", Group: true}
+	gang := owner{Kind: kindPodGroup, Namespace: "ns", Name: "trio"}
 	for _, tc := range []struct {
 		name  string
 		o     owner
@@ -223,29 +223,43 @@ func (f *failingCancel) CancelJob(context.Context, uint32) error { return f.err 
 // The pods of a PodGroup read from the API: its uid and how many pods
 // one job places.
 func TestDynamicGroups(t *testing.T) {
-	pg := func(name string, spec map[string]any) *unstructured.Unstructured {
+	obj := func(apiVersion, kind, name string, path []string, size any) *unstructured.Unstructured {
 		u := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
-			"metadata": map[string]any{"name": name, "namespace": "ns", "uid": "pg-" + name},
+			"apiVersion": apiVersion, "kind": kind,
+			"metadata": map[string]any{"name": name, "namespace": "ns", "uid": kind + "-" + name},
 		}}
-		if spec != nil {
-			u.Object["spec"] = spec
+		if size != nil {
+			require.NoError(t, unstructured.SetNestedField(u.Object, size, path...))
 		}
 		return u
 	}
-	scheme := runtime.NewScheme()
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{PodGroupGVR: "PodGroupList"},
-		pg("trio", map[string]any{"minMember": int64(3)}), pg("none", nil), pg("zero", map[string]any{"minMember": int64(0)}),
-		pg("huge", map[string]any{"minMember": int64(5000)}), pg("text", map[string]any{"minMember": "3"}))
-	g := DynamicGroups{Client: dyn}
-	got, err := g.Group(context.Background(), "ns", "trio")
-	require.NoError(t, err)
-	assert.Equal(t, Group{UID: "pg-trio", MinMember: 3}, got)
-	for _, name := range []string{"none", "zero", "huge", "text"} {
-		_, err := g.Group(context.Background(), "ns", name)
-		assert.ErrorContains(t, err, fmt.Sprintf("PodGroup ns/%s: spec.minMember must be 1 to 4096", name))
+	pg := func(name string, size any) *unstructured.Unstructured {
+		return obj("scheduling.x-k8s.io/v1alpha1", "PodGroup", name, []string{"spec", "minMember"}, size)
 	}
-	_, err = g.Group(context.Background(), "ns", "missing")
+	lws := func(name string, size any) *unstructured.Unstructured {
+		return obj("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", name, []string{"spec", "leaderWorkerTemplate", "size"}, size)
+	}
+	scheme := runtime.NewScheme()
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme,
+		map[schema.GroupVersionResource]string{PodGroupGVR: "PodGroupList", LeaderWorkerSetGVR: "LeaderWorkerSetList"},
+		pg("trio", int64(3)), pg("none", nil), pg("zero", int64(0)), pg("huge", int64(5000)), pg("text", "3"),
+		lws("vllm", int64(2)), lws("none", nil), lws("zero", int64(0)), lws("huge", int64(5000)), lws("text", "3"))
+	g := DynamicGroups{Client: dyn}
+	got, err := g.PodGroup(context.Background(), "ns", "trio")
+	require.NoError(t, err)
+	assert.Equal(t, Group{UID: "PodGroup-trio", MinMember: 3}, got)
+	got, err = g.LeaderWorkerSet(context.Background(), "ns", "vllm")
+	require.NoError(t, err)
+	assert.Equal(t, Group{UID: "LeaderWorkerSet-vllm", MinMember: 2}, got)
+	for _, name := range []string{"none", "zero", "huge", "text"} {
+		_, err := g.PodGroup(context.Background(), "ns", name)
+		assert.ErrorContains(t, err, fmt.Sprintf("PodGroup ns/%s: spec.minMember must be 1 to 4096", name))
+		_, err = g.LeaderWorkerSet(context.Background(), "ns", name)
+		assert.ErrorContains(t, err, fmt.Sprintf("LeaderWorkerSet ns/%s: spec.leaderWorkerTemplate.size must be 1 to 4096", name))
+	}
+	_, err = g.PodGroup(context.Background(), "ns", "missing")
 	assert.True(t, apierrors.IsNotFound(err), "a PodGroup that does not exist: %v", err)
 	assert.ErrorContains(t, err, "PodGroup ns/missing")
+	_, err = g.LeaderWorkerSet(context.Background(), "ns", "missing")
+	assert.True(t, apierrors.IsNotFound(err), "a LeaderWorkerSet that does not exist: %v", err)
 }

@@ -43,7 +43,7 @@ func TestPendingMessage(t *testing.T) {
 // setJob reports the changes that must wake the pods (state, reason, a
 // first sight) and reads the allocation once the job runs.
 func TestPlacementSetJob(t *testing.T) {
-	p := newPlacement(owner{Namespace: "ns", Name: "trio", Group: true})
+	p := newPlacement(owner{Kind: kindPodGroup, Namespace: "ns", Name: "trio"})
 	pending := slurmrest.Job{ID: 5, State: slurmrest.JobState{slurmrest.JobPending}, Reason: "Resources"}
 	changed, err := p.setJob(pending)
 	require.NoError(t, err)

@@ -19,7 +19,6 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/onepool/onepool/internal/tokenevents"
-	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
 	tenancyv1alpha1 "github.com/onepool/onepool/tenancy/api/v1alpha1"
 )
@@ -213,8 +212,7 @@ func askChangedHint(_ klog.Logger, pod *corev1.Pod, oldObj, newObj any) (fwk.Que
 
 func gangGrewHint(_ klog.Logger, pod *corev1.Pod, _, newObj any) (fwk.QueueingHint, error) {
 	n, ok := newObj.(*corev1.Pod)
-	g := pod.Labels[keys.LabelPodGroup]
-	if ok && g != "" && n.UID != pod.UID && n.Namespace == pod.Namespace && n.Labels[keys.LabelPodGroup] == g {
+	if g := ownerOf(pod); ok && g.group() && n.UID != pod.UID && g.has(n) {
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil

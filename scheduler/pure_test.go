@@ -29,8 +29,9 @@ func TestCommentRoundTripAndForgeries(t *testing.T) {
 	k, err := newCommentKeys(testKey)
 	require.NoError(t, err)
 	pod := owner{Namespace: "ml", Name: "llama-7b-0", UID: "0b8e6a1c-1111-2222-3333-444455556666"}
-	group := owner{Namespace: "ml", Name: "trio", UID: "7c1d", Group: true}
-	for _, o := range []owner{pod, group} {
+	group := owner{Kind: kindPodGroup, Namespace: "ml", Name: "trio", UID: "7c1d"}
+	lws := owner{Kind: kindLWS, Namespace: "ml", Name: "vllm", Index: "12", UID: "9e2f"}
+	for _, o := range []owner{pod, group, lws} {
 		got, user, ok := k.parse(k.comment(o, "team-b"))
 		assert.True(t, ok, "onepool reads back its own comment %q", k.comment(o, "team-b"))
 		assert.Equal(t, o, got)
@@ -48,6 +49,9 @@ func TestCommentRoundTripAndForgeries(t *testing.T) {
 		"another pod's uid under a copied signature":       strings.Replace(signed, "uid=0b8e", "uid=ffff", 1),
 		"another name under a copied signature":            strings.Replace(signed, "llama-7b-0", "victim", 1),
 		"a group's comment turned into a pod's":            strings.Replace(k.comment(group, ""), "group=", "pod=", 1),
+		"an LWS group's comment turned into a PodGroup's":  strings.Replace(k.comment(lws, ""), "lws=", "group=", 1),
+		"another LWS group under a copied signature":       strings.Replace(k.comment(lws, ""), "vllm/12", "vllm/13", 1),
+		"an LWS group without its index":                   "onepool:lws=ml/vllm;uid=9e2f;user=;sig=AAAAAAAAAAAAAAAAAAAAAA",
 		"another user under a copied signature":            strings.Replace(signed, "user=team-b", "user=team-a", 1),
 		"a cut signature":                                  signed[:len(signed)-2],
 		"a signature that is not base64":                   strings.SplitAfter(signed, ";sig=")[0] + "!!!!!!!!!!!!!!!!!!!!!!",
@@ -157,7 +161,7 @@ func TestRequestFor(t *testing.T) {
 
 func TestJobFor(t *testing.T) {
 	a := testArgs(t)
-	o := owner{Namespace: "ml", Name: "trio", Group: true}
+	o := owner{Kind: kindPodGroup, Namespace: "ml", Name: "trio"}
 	j := jobFor(o, "onepool:group=ml/trio", request{Partition: "main", QOS: "high", GPUs: 8, CPUs: 4, MemoryMB: 2048}, 3, a, "#!/bin/bash\n")
 	if j.Nodes != "3" || j.Tasks != 3 || j.TresPerNode != "gres/gpu:8" || j.CPUsPerTask != 4 || j.MemoryPerNodeMB != 2048 ||
 		j.QOS != "high" || !j.NoRequeue || j.Comment != "onepool:group=ml/trio" || j.Name != "onepool/ml/trio" {

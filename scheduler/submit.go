@@ -119,8 +119,8 @@ func (c *Core) submit(ctx context.Context, key string) error {
 		return finish(errors.New("waiting for Slurm's job list to show whether the last submission made a job"), false, "", members)
 	}
 	nodes := 1
-	if o.Group {
-		g, err := c.groups.Group(ctx, o.Namespace, o.Name)
+	if o.group() {
+		g, err := groupOf(ctx, c.groups, o)
 		if err != nil {
 			return finish(nil, false, fmt.Sprintf("waiting for %s: %v", o, err), members)
 		}
