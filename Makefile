@@ -72,7 +72,7 @@ gpu-proof: ## the real-GPU proof (test/gpuproof): build its binaries into .gpupr
 images-dockerfile: ## the Dockerfile's targets built with buildah (slow: packages installed per image); OCI archives in .lab/images
 	build/images-dockerfile.sh
 
-tools: $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kubectl $(BIN)/etcd $(BIN)/kwok $(LAB_DIR)/kwok-stages.yaml $(BIN)/lab $(BIN)/onepool-controller-manager $(BIN)/onepool-scheduler $(BIN)/onepool-node-agent $(BIN)/helm $(LAB_DIR)/podgroup-crd.yaml ## build the lab's binaries (cached in .lab/bin) and onepool's
+tools: $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kubectl $(BIN)/etcd $(BIN)/kwok $(LAB_DIR)/kwok-stages.yaml $(BIN)/lab $(BIN)/onepool-controller-manager $(BIN)/onepool-scheduler $(BIN)/onepool-node-agent $(BIN)/helm $(LAB_DIR)/podgroup-crd.yaml $(BIN)/lws-controller $(LAB_DIR)/lws-crd.yaml ## build the lab's binaries (cached in .lab/bin) and onepool's
 
 # onepool's own binaries, rebuilt when any Go file changes; the lab restarts them then.
 $(BIN)/onepool-controller-manager: $(shell git ls-files '*.go' 2>/dev/null | grep -v '^test/') go.mod go.sum
@@ -150,6 +150,17 @@ $(LAB_DIR)/podgroup-crd.yaml:
 	@mkdir -p $(LAB_DIR)
 	dir=$$(go mod download -json sigs.k8s.io/scheduler-plugins@$(SCHEDULER_PLUGINS_VERSION) | sed -n 's/^\s*"Dir": "\(.*\)",/\1/p'); \
 	cp $$dir/manifests/coscheduling/crd.yaml $@.tmp && chmod 644 $@.tmp && mv $@.tmp $@
+
+# LeaderWorkerSet (sigs.k8s.io/lws): its controller, from its released
+# module (test/tools/lws, on the main module's Kubernetes libraries so a
+# cold build compiles them once), and its CRD from the same module.
+LWS_VERSION := v0.7.0
+$(BIN)/lws-controller: test/tools/lws/go.mod test/tools/lws/go.sum
+	cd test/tools/lws && go build -o $@ sigs.k8s.io/lws/cmd
+$(LAB_DIR)/lws-crd.yaml:
+	@mkdir -p $(LAB_DIR)
+	dir=$$(go mod download -json sigs.k8s.io/lws@$(LWS_VERSION) | sed -n 's/^\s*"Dir": "\(.*\)",/\1/p'); \
+	cp $$dir/config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml $@.tmp && chmod 644 $@.tmp && mv $@.tmp $@
 
 $(BIN)/lab: $(shell find test/lab -name '*.go' -not -name '*_test.go') $(wildcard test/lab/*.manifest) go.mod
 	go build -o $@ ./test/lab/cmd/lab
@@ -277,7 +288,7 @@ LAB_2605_NETNS ?= onepool-lab-26.05
 lab-26.05-beside: tools ## prepare the second lab make test runs the 26.05 suites (and the 24.11 short soak) in, beside the first (LAB_2605_DIR, LAB_2605_NETNS)
 	mkdir -p $(LAB_2605_DIR)/bin
 	for f in $(BIN)/*; do ln -f "$$f" $(LAB_2605_DIR)/bin/; done
-	cp -p $(LAB_DIR)/kwok-stages.yaml $(LAB_DIR)/podgroup-crd.yaml $(LAB_2605_DIR)/
+	cp -p $(LAB_DIR)/kwok-stages.yaml $(LAB_DIR)/podgroup-crd.yaml $(LAB_DIR)/lws-crd.yaml $(LAB_2605_DIR)/
 	ONEPOOL_LAB_DIR=$(LAB_2605_DIR) ONEPOOL_LAB_SLURM=26.05 $(BIN)/lab rootfs
 	ONEPOOL_LAB_DIR=$(LAB_2605_DIR) ONEPOOL_LAB_SLURM=24.11 $(BIN)/lab rootfs
 	ip netns list | grep -qw $(LAB_2605_NETNS) || ip netns add $(LAB_2605_NETNS)

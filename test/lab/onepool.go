@@ -40,7 +40,8 @@ func (l *Lab) onepoolSteps() []step {
 		steps = append(steps, step{"no chart release", l.ensureNoChartRelease})
 	}
 	steps = append(steps, step{"chart rbac", l.ensureChartRBAC})
-	return append(append(steps, l.componentSteps()...), step{"gpu node drivers", l.startStaticDRA})
+	steps = append(steps, l.componentSteps()...)
+	return append(steps, step{"lws controller", l.startLWS}, step{"gpu node drivers", l.startStaticDRA})
 }
 
 func (l *Lab) ensureSystemNamespace(ctx context.Context) error {

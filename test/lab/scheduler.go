@@ -227,15 +227,19 @@ func (l *Lab) SchedulerLeader(ctx context.Context) (int, string, error) {
 	return 0, id, fmt.Errorf("lease holder %q is no running replica's", id)
 }
 
-// ensureCRDs installs scheduler-plugins' PodGroup CRD (fetched by `make
-// tools` into the lab dir) so gangs can be tested, and onepool's own CRDs
-// (config/crd/bases, made by `make generate`) when the checkout has them.
+// ensureCRDs installs scheduler-plugins' PodGroup CRD and LeaderWorkerSet's
+// (fetched by `make tools` into the lab dir) so gangs can be tested, and
+// onepool's own CRDs (config/crd/bases, made by `make generate`) when the
+// checkout has them.
 func (l *Lab) ensureCRDs(ctx context.Context) error {
-	crd := l.path("podgroup-crd.yaml")
-	if _, err := os.Stat(crd); err != nil {
-		return fmt.Errorf("%s is missing: run `make tools`", crd)
+	var files []string
+	for _, name := range []string{"podgroup-crd.yaml", "lws-crd.yaml"} {
+		crd := l.path(name)
+		if _, err := os.Stat(crd); err != nil {
+			return fmt.Errorf("%s is missing: run `make tools`", crd)
+		}
+		files = append(files, crd)
 	}
-	files := []string{crd}
 	if top, err := repoRoot(); err == nil {
 		own, err := filepath.Glob(filepath.Join(top, "config", "crd", "bases", "*.yaml"))
 		if err != nil {
