@@ -1,0 +1,169 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/scheduler"
+	"github.com/onepool/onepool/slurmrest"
+	"github.com/onepool/onepool/test/lab"
+)
+
+// A LeaderWorkerSet (the lab runs its real controller and webhooks) of one
+// group, a leader and a worker of 8 GPUs each, on a pool Slurm's jobs
+// fill: the group waits as one 2-node job, nothing bound; when the GPUs
+// free, both pods start together on that job's two nodes. A high-QOS
+// training job over every node preempts the group's job: both pods go,
+// LeaderWorkerSet makes the group again, and it waits, one job again,
+// none of its pods bound, until the training ends; then it runs again.
+func TestWorkloadLeaderWorkerSetGroupIsOneJob(t *testing.T) {
+	e := newSchedEnv(t)
+	hold := e.holdGPUs(labPoolGPUs, "")
+	eventually(t, 60*time.Second, "Slurm's jobs hold every GPU", func() (bool, string) {
+		n := e.runningTasks(hold)
+		return n == labPoolGPUs, fmt.Sprintf("%d running", n)
+	})
+	uid := e.createLWS("vllm", 2, 8)
+	group := e.lwsGroup("vllm", 2, 60*time.Second)
+	for _, p := range group {
+		e.waitPendingWith(p.Name, "PENDING (", 60*time.Second)
+	}
+	job := e.onlyJob("vllm/0")
+	if n := scontrolJob(t, e.l, job.ID)["NumNodes"]; !twoNodes(n) || !strings.Contains(job.Comment, ";uid="+uid+";") || job.Name != "onepool/"+e.ns+"/vllm/0" {
+		t.Fatalf("the group's job %d: %s nodes, name %q, comment %q; want 2 nodes for LeaderWorkerSet uid %s", job.ID, n, job.Name, job.Comment, uid)
+	}
+
+	e.slurm("scancel", hold)
+	first := e.lwsRunsOnItsJob("vllm", 2, 90*time.Second)
+
+	train := strings.TrimSpace(e.slurm("sbatch", "--parsable", "-J", uniqueName("train"), "-p", lab.Partition, "--qos=high",
+		fmt.Sprintf("--nodes=%d", len(e.l.NodeNames())), "--gres=gpu:8", "-o", "/dev/null", "--wrap", "sleep 600"))
+	t.Cleanup(func() { _, _ = e.l.Slurm(context.Background(), "scancel", train) })
+	eventually(t, 90*time.Second, "the training job runs", func() (bool, string) {
+		return e.runningTasks(train) == 1, fmt.Sprintf("group: %s", replicaStates(e.lwsPods("vllm")))
+	})
+	for _, p := range group {
+		if ok, seen := e.eventSoon(p.Name, keys.EventJobPreempted, "Slurm began preempting job"); !ok {
+			t.Errorf("%s: no %s event; events: %s", p.Name, keys.EventJobPreempted, seen)
+		}
+	}
+	again := e.lwsGroup("vllm", 2, 60*time.Second)
+	for _, p := range again {
+		if slices.ContainsFunc(first, func(o corev1.Pod) bool { return o.UID == p.UID }) {
+			t.Errorf("%s outlived the preemption of its group's job", p.Name)
+		}
+		e.waitPendingWith(p.Name, "PENDING (", 60*time.Second)
+	}
+	if js := slices.DeleteFunc(e.activeJobs("vllm/0"), refusedAllocation); len(js) != 1 || !twoNodes(scontrolJob(t, e.l, js[0].ID)["NumNodes"]) {
+		t.Errorf("the group made again waits as active jobs %v, want one of 2 nodes", jobIDs(js))
+	}
+	e.slurm("scancel", train)
+	e.lwsRunsOnItsJob("vllm", 2, 90*time.Second)
+}
+
+// createLWS makes LeaderWorkerSet name: one group of size pods (a leader
+// and size-1 workers) asking gpus GPUs each, with the schedEnv's pod
+// template; it returns its uid. At cleanup it is deleted and its
+// StatefulSets awaited gone, before the namespace's pods are.
+func (e *schedEnv) createLWS(name string, size, gpus int64) string {
+	e.t.Helper()
+	tmpl, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&e.pod("", gpus, nil).Spec)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+		"metadata": map[string]any{"name": name, "namespace": e.ns},
+		"spec": map[string]any{"replicas": int64(1), "leaderWorkerTemplate": map[string]any{
+			"size": size, "workerTemplate": map[string]any{"spec": tmpl},
+		}},
+	}}
+	dyn := e.dynamic()
+	got, err := dyn.Resource(scheduler.LeaderWorkerSetGVR).Namespace(e.ns).Create(context.Background(), u, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() {
+		ctx := context.Background()
+		fg := metav1.DeletePropagationForeground
+		_ = dyn.Resource(scheduler.LeaderWorkerSetGVR).Namespace(e.ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &fg})
+		eventually(e.t, 60*time.Second, "LeaderWorkerSet "+name+" and its StatefulSets gone", func() (bool, string) {
+			sts, err := e.kc.AppsV1().StatefulSets(e.ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			_, err = dyn.Resource(scheduler.LeaderWorkerSetGVR).Namespace(e.ns).Get(ctx, name, metav1.GetOptions{})
+			return len(sts.Items) == 0 && err != nil, fmt.Sprintf("%d StatefulSets, get: %v", len(sts.Items), err)
+		})
+	})
+	return string(got.GetUID())
+}
+
+func (e *schedEnv) dynamic() dynamic.Interface {
+	cfg, err := e.l.RESTConfig()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return dynamic.NewForConfigOrDie(cfg)
+}
+
+// lwsPods lists the live (not terminating) pods of LeaderWorkerSet name.
+func (e *schedEnv) lwsPods(name string) []corev1.Pod {
+	e.t.Helper()
+	l, err := e.kc.CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: keys.LabelLWSName + "=" + name})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return slices.DeleteFunc(l.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil })
+}
+
+// lwsGroup waits until LeaderWorkerSet name's group 0 has its size pods.
+func (e *schedEnv) lwsGroup(name string, size int, timeout time.Duration) []corev1.Pod {
+	e.t.Helper()
+	var pods []corev1.Pod
+	eventually(e.t, timeout, fmt.Sprintf("LeaderWorkerSet %s: %d pods", name, size), func() (bool, string) {
+		pods = e.lwsPods(name)
+		return len(pods) == size, replicaStates(pods)
+	})
+	return pods
+}
+
+// lwsRunsOnItsJob waits until group 0 of LeaderWorkerSet name runs: every
+// pod bound, each on its own node of the group's one running job.
+func (e *schedEnv) lwsRunsOnItsJob(name string, size int, timeout time.Duration) []corev1.Pod {
+	e.t.Helper()
+	var pods []corev1.Pod
+	eventually(e.t, timeout, "LeaderWorkerSet "+name+" runs on its job's nodes", func() (bool, string) {
+		pods = e.lwsPods(name)
+		running, _ := runningBound(pods)
+		js := slices.DeleteFunc(e.activeJobs(name+"/0"), refusedAllocation)
+		if len(js) != 1 || js[0].State.Base() != slurmrest.JobRunning {
+			return false, fmt.Sprintf("pods %s; active jobs %v", replicaStates(pods), jobIDs(js))
+		}
+		nodes := expandForTest(e.t, js[0].Nodes)
+		seen := map[string]bool{}
+		for _, p := range running {
+			if !strings.Contains(nodes, p.Spec.NodeName) || seen[p.Spec.NodeName] {
+				return false, fmt.Sprintf("%s on %s; job %d on %s", p.Name, p.Spec.NodeName, js[0].ID, js[0].Nodes)
+			}
+			seen[p.Spec.NodeName] = true
+		}
+		return len(running) == size && len(pods) == size, fmt.Sprintf("pods %s; job %d on %s", replicaStates(pods), js[0].ID, js[0].Nodes)
+	})
+	return pods
+}
+
+// twoNodes: scontrol's NumNodes of a job of exactly 2 nodes (a pending
+// job's reads "2-2").
+func twoNodes(n string) bool { return n == "2" || n == "2-2" }
