@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/onepool/onepool/keys"
@@ -34,7 +36,7 @@ func TestWorkloadLeaderWorkerSetGroupIsOneJob(t *testing.T) {
 		n := e.runningTasks(hold)
 		return n == labPoolGPUs, fmt.Sprintf("%d running", n)
 	})
-	uid := e.createLWS("vllm", 2, 8)
+	uid := e.createLWS("vllm", 1, 2, 8)
 	group := e.lwsGroup("vllm", 2, 60*time.Second)
 	for _, p := range group {
 		e.waitPendingWith(p.Name, "PENDING (", 60*time.Second)
@@ -72,11 +74,11 @@ func TestWorkloadLeaderWorkerSetGroupIsOneJob(t *testing.T) {
 	e.lwsRunsOnItsJob("vllm", 2, 90*time.Second)
 }
 
-// createLWS makes LeaderWorkerSet name: one group of size pods (a leader
-// and size-1 workers) asking gpus GPUs each, with the schedEnv's pod
+// createLWS makes LeaderWorkerSet name: groups groups of size pods (a
+// leader and size-1 workers) asking gpus GPUs each, with the schedEnv's pod
 // template; it returns its uid. At cleanup it is deleted and its
 // StatefulSets awaited gone, before the namespace's pods are.
-func (e *schedEnv) createLWS(name string, size, gpus int64) string {
+func (e *schedEnv) createLWS(name string, groups, size, gpus int64) string {
 	e.t.Helper()
 	tmpl, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&e.pod("", gpus, nil).Spec)
 	if err != nil {
@@ -85,7 +87,7 @@ func (e *schedEnv) createLWS(name string, size, gpus int64) string {
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
 		"metadata": map[string]any{"name": name, "namespace": e.ns},
-		"spec": map[string]any{"replicas": int64(1), "leaderWorkerTemplate": map[string]any{
+		"spec": map[string]any{"replicas": groups, "leaderWorkerTemplate": map[string]any{
 			"size": size, "workerTemplate": map[string]any{"spec": tmpl},
 		}},
 	}}
@@ -118,10 +120,15 @@ func (e *schedEnv) dynamic() dynamic.Interface {
 	return dynamic.NewForConfigOrDie(cfg)
 }
 
-// lwsPods lists the live (not terminating) pods of LeaderWorkerSet name.
-func (e *schedEnv) lwsPods(name string) []corev1.Pod {
+// lwsPods lists the live (not terminating) pods of LeaderWorkerSet name
+// (of its group index group, when given).
+func (e *schedEnv) lwsPods(name string, group ...string) []corev1.Pod {
 	e.t.Helper()
-	l, err := e.kc.CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: keys.LabelLWSName + "=" + name})
+	sel := keys.LabelLWSName + "=" + name
+	if len(group) > 0 {
+		sel += "," + keys.LabelLWSGroupIndex + "=" + group[0]
+	}
+	l, err := e.kc.CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -142,12 +149,18 @@ func (e *schedEnv) lwsGroup(name string, size int, timeout time.Duration) []core
 // lwsRunsOnItsJob waits until group 0 of LeaderWorkerSet name runs: every
 // pod bound, each on its own node of the group's one running job.
 func (e *schedEnv) lwsRunsOnItsJob(name string, size int, timeout time.Duration) []corev1.Pod {
+	return e.lwsGroupRuns(name, "0", size, timeout)
+}
+
+// lwsGroupRuns waits until group of LeaderWorkerSet name runs: every pod
+// bound, each on its own node of the group's one running job.
+func (e *schedEnv) lwsGroupRuns(name, group string, size int, timeout time.Duration) []corev1.Pod {
 	e.t.Helper()
 	var pods []corev1.Pod
-	eventually(e.t, timeout, "LeaderWorkerSet "+name+" runs on its job's nodes", func() (bool, string) {
-		pods = e.lwsPods(name)
+	eventually(e.t, timeout, "LeaderWorkerSet "+name+" group "+group+" runs on its job's nodes", func() (bool, string) {
+		pods = e.lwsPods(name, group)
 		running, _ := runningBound(pods)
-		js := slices.DeleteFunc(e.activeJobs(name+"/0"), refusedAllocation)
+		js := slices.DeleteFunc(e.activeJobs(name+"/"+group), refusedAllocation)
 		if len(js) != 1 || js[0].State.Base() != slurmrest.JobRunning {
 			return false, fmt.Sprintf("pods %s; active jobs %v", replicaStates(pods), jobIDs(js))
 		}
@@ -167,3 +180,64 @@ func (e *schedEnv) lwsRunsOnItsJob(name string, size int, timeout time.Duration)
 // twoNodes: scontrol's NumNodes of a job of exactly 2 nodes (a pending
 // job's reads "2-2").
 func twoNodes(n string) bool { return n == "2" || n == "2-2" }
+
+// A rolling update of a LeaderWorkerSet of two groups (2 pods of 8 GPUs
+// each: the whole pool): LeaderWorkerSet remakes one group at a time, and
+// at no moment does a bound pod hold GPUs Slurm did not give: every bound
+// pod is on a node of its group's running job, and the bound pods' GPUs
+// never exceed what the running group jobs hold. Both groups end on the
+// new template, each on its own job.
+func TestWorkloadLeaderWorkerSetRollingUpdateHoldsOnlyWhatSlurmGave(t *testing.T) {
+	e := newSchedEnv(t)
+	e.createLWS("vllm", 2, 2, 8)
+	e.lwsGroupRuns("vllm", "0", 2, 90*time.Second)
+	before := e.lwsGroupRuns("vllm", "1", 2, 90*time.Second)[0].Labels[lwsRevision]
+
+	patch := `{"spec":{"leaderWorkerTemplate":{"workerTemplate":{"metadata":{"annotations":{"rollout":"2"}}}}}}`
+	if _, err := e.dynamic().Resource(scheduler.LeaderWorkerSetGVR).Namespace(e.ns).Patch(context.Background(), "vllm",
+		types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 180*time.Second, "both groups on the new template", func() (bool, string) {
+		// Slurm's jobs listed before and after the pods: a pod bound when
+		// listed had its job running then, so in one of the two lists.
+		jobs := map[string]slurmrest.Job{}
+		running := func() {
+			for _, j := range e.activeJobs("vllm/") {
+				if j.State.Base() == slurmrest.JobRunning {
+					jobs[j.Name] = j
+				}
+			}
+		}
+		running()
+		pods := e.lwsPods("vllm")
+		running()
+		bound, held := 0, 0
+		for _, j := range jobs {
+			held += 8 * len(strings.Fields(expandForTest(t, j.Nodes)))
+		}
+		updated := 0
+		for _, p := range pods {
+			if p.Labels[lwsRevision] != before {
+				updated++
+			}
+			if p.Spec.NodeName == "" {
+				continue
+			}
+			bound++
+			j, ok := jobs["onepool/"+e.ns+"/vllm/"+p.Labels[keys.LabelLWSGroupIndex]]
+			if !ok || !strings.Contains(expandForTest(t, j.Nodes), p.Spec.NodeName) {
+				t.Fatalf("%s bound to %s, outside any running job of its group (running: %v)", p.Name, p.Spec.NodeName, jobIDs(slices.Collect(maps.Values(jobs))))
+			}
+		}
+		if bound*8 > held {
+			t.Fatalf("%d pods bound hold %d GPUs; Slurm gave the groups' jobs %d", bound, bound*8, held)
+		}
+		return updated == 4 && bound == 4, fmt.Sprintf("%d of 4 pods updated, %d bound; %s", updated, bound, replicaStates(pods))
+	})
+	e.lwsGroupRuns("vllm", "0", 2, 30*time.Second)
+	e.lwsGroupRuns("vllm", "1", 2, 30*time.Second)
+}
+
+// lwsRevision is LeaderWorkerSet's label of the template a pod was made from.
+const lwsRevision = "leaderworkerset.sigs.k8s.io/template-revision-hash"
