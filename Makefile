@@ -351,9 +351,9 @@ bench-placeholders: tools ## Slurm 26.05 only (SLURM=26.05): a placeholder as a 
 	$(BIN)/lab up
 	ONEPOOL_BENCH=1 go test -count=1 -timeout 20m -run '^TestBenchPlaceholderKinds$$' -v ./test/bench/ | tee $(LAB_DIR)/bench-placeholders.log | grep -E '^BENCH|SKIP|skip' || (tail -40 $(LAB_DIR)/bench-placeholders.log; exit 1)
 
-bench-workloads: tools ## an inference Deployment through Slurm (kube-controller-manager makes the pods): scale 0 to 32 Ready, scale down to GPUs free, preempted replicas back after the training job
+bench-workloads: tools ## an inference Deployment through Slurm (kube-controller-manager makes the pods): scale 0 to 32 Ready, scale down to GPUs free, preempted replicas back after the training job; a LeaderWorkerSet group over every node to all Ready
 	$(BIN)/lab up
-	ONEPOOL_BENCH=1 go test -count=1 -timeout 20m -run '^TestBenchWorkloads$$' -v ./test/bench/ | tee $(LAB_DIR)/bench-workloads.log | grep '^BENCH' || (tail -40 $(LAB_DIR)/bench-workloads.log; exit 1)
+	ONEPOOL_BENCH=1 go test -count=1 -timeout 20m -run '^TestBench(Workloads|LeaderWorkerSet)$$' -v ./test/bench/ | tee $(LAB_DIR)/bench-workloads.log | grep '^BENCH' || (tail -40 $(LAB_DIR)/bench-workloads.log; exit 1)
 
 bench-nodeset: tools ## NodeSet over 500 kwok GPU Nodes: time to 500 Ready slurmd pods, reconcile p99
 	$(BIN)/lab up
