@@ -197,6 +197,7 @@ func (c *Core) Place(pod *corev1.Pod) Decision {
 	p := c.places[o.key()]
 	if p == nil {
 		p = newPlacement(o)
+		p.note(c.membersLocked(o)...)
 		c.places[o.key()] = p
 	}
 	if p.jobID == 0 {
@@ -209,6 +210,9 @@ func (c *Core) Place(pod *corev1.Pod) Decision {
 			c.submitQ.Add(o.key())
 		}
 		return Decision{Message: p.pendingMessage()}
+	}
+	if !p.ofJob(pod) {
+		return Decision{Message: fmt.Sprintf("Slurm job %d was for the earlier pods of %s and takes no more; waiting for it to end to ask for a job of its own", p.jobID, o)}
 	}
 	if p.ended() || p.job == nil || p.job.State.Base() != slurmrest.JobRunning {
 		return Decision{Message: p.pendingMessage()}
@@ -349,6 +353,9 @@ func (c *Core) trackLocked(pod *corev1.Pod) {
 		return
 	}
 	c.pods[pod.UID] = pod
+	if p := c.places[ownerOf(pod).key()]; p != nil {
+		p.note(pod)
+	}
 }
 
 func finished(pod *corev1.Pod) bool {
@@ -388,6 +395,7 @@ func (c *Core) observe(j slurmrest.Job) {
 	p := c.places[key]
 	if p == nil {
 		p = newPlacement(o)
+		p.note(c.membersLocked(o)...)
 		c.places[key] = p
 	}
 	switch {
@@ -587,8 +595,9 @@ func askChanged(a, b *corev1.Pod) bool {
 }
 
 // confirmGone asks the API server (not the informer) whether the owner's
-// pods are gone: deleted, replaced by another uid, or finished.
-func (c *Core) confirmGone(ctx context.Context, o owner) (bool, error) {
+// pods are gone: deleted, replaced by another uid, or finished. Of a
+// gang, only the pods counts says are its job's count.
+func (c *Core) confirmGone(ctx context.Context, o owner, counts func(types.UID) bool) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if !o.group() {
@@ -606,7 +615,7 @@ func (c *Core) confirmGone(ctx context.Context, o owner) (bool, error) {
 		return false, err
 	}
 	for i := range list.Items {
-		if !finished(&list.Items[i]) {
+		if !finished(&list.Items[i]) && counts(list.Items[i].UID) {
 			return false, nil
 		}
 	}

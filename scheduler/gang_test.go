@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -237,4 +238,83 @@ func TestOwnerOfGangs(t *testing.T) {
 	elsewhere := pod(map[string]string{keys.LabelLWSName: "vllm", keys.LabelLWSGroupIndex: "3"})
 	elsewhere.Namespace = "other"
 	assert.False(t, g.has(elsewhere), "another namespace")
+}
+
+// A gang's pods made after its job closed are not the job's. The
+// LeaderWorkerSet bench showed it: a group's job is preempted (or its pods are
+// deleted and its job cancelled), LeaderWorkerSet makes the group again at
+// once under the same names, and the new pods were taken for the job's:
+// bound to the nodes it was giving up, then evicted for its end. Now they
+// wait, unbound and not evicted, until it is over, then get a job of their
+// own; the job's own pods are evicted as before.
+func TestCoreGangMadeAgainAfterItsJobClosedWaitsForAJobOfItsOwn(t *testing.T) {
+	for _, how := range []string{"preempted", "its pods deleted"} {
+		t.Run(how, func(t *testing.T) {
+			f := gangFixture(t, fixedGroups{g: Group{UID: "lws-uid", MinMember: 2}, lws: true})
+			idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+			for _, n := range []string{"gpu-1", "gpu-2"} {
+				require.NoError(t, idx.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}))
+			}
+			f.core.nodes = corelisters.NewNodeLister(idx)
+			leader, worker := f.lwsMember("vllm-0", "0", 8), f.lwsMember("vllm-0-1", "0", 8)
+			require.NoError(t, f.submitGang(t, leader))
+			require.Len(t, f.slurm.submitted, 1)
+			job := slurmrest.Job{ID: 101, Comment: f.slurm.submitted[0].Comment, State: slurmrest.JobState{slurmrest.JobRunning}, Nodes: "gpu-[1-2]", SubmitTime: time.Now()}
+			f.core.observe(job)
+			for _, m := range []*corev1.Pod{leader, worker} {
+				require.NotEmpty(t, f.core.Place(m).Node, m.Name)
+			}
+			key := ownerOf(leader).key()
+
+			if how == "preempted" {
+				job.PreemptTime = time.Now()
+				f.core.observe(job)
+				_, err := f.core.reconcile(context.Background(), key)
+				require.NoError(t, err)
+				assert.True(t, f.evicted(), "the job's own pods are evicted")
+			}
+			f.core.podDeleted(leader)
+			f.core.podDeleted(worker)
+			if how == "its pods deleted" {
+				// onepool sees them gone and cancels the job before the new
+				// pods come (new pods that came first would take the nodes
+				// as replacements do).
+				_, err := f.core.reconcile(context.Background(), key)
+				require.NoError(t, err)
+			}
+			f.kube.ClearActions()
+			// LeaderWorkerSet makes the group again, same names, new pods.
+			leader2 := f.lwsMember("vllm-0", "0", 8)
+			leader2.UID = "uid-vllm-0-again"
+			f.core.podChanged(nil, leader2)
+			worker2 := f.lwsMember("vllm-0-1", "0", 8)
+			worker2.UID = "uid-vllm-0-1-again"
+			f.core.podChanged(nil, worker2)
+			for _, m := range []*corev1.Pod{leader2, worker2} {
+				d := f.core.Place(m)
+				assert.Empty(t, d.Node, "%s bound to the closed job", m.Name)
+				assert.Contains(t, d.Message, "Slurm job 101 was for the earlier pods of LeaderWorkerSet ns/vllm group 0 and takes no more")
+			}
+
+			// The job's pods are gone: its job is cancelled (if running),
+			// the new pods untouched.
+			_, err := f.core.reconcile(context.Background(), key)
+			require.NoError(t, err)
+			assert.False(t, f.evicted(), "a pod made after the job closed is evicted for it")
+			assert.Contains(t, f.slurm.cancelled, uint32(101), "the job of the pods that are gone is cancelled")
+			assert.Empty(t, slices.DeleteFunc(slices.Clone(f.slurm.cancelled), func(id uint32) bool { return id == 101 }), "no other job cancelled")
+			for _, m := range []*corev1.Pod{leader2, worker2} {
+				assert.Contains(t, f.core.Place(m).Message, "takes no more", "%s: a pod made after the cancel waits for it", m.Name)
+			}
+
+			// Slurm ends it: the group asks for a job of its own.
+			job.State, job.EndTime = slurmrest.JobState{slurmrest.JobCancelled}, time.Now()
+			f.core.observe(job)
+			_, err = f.core.reconcile(context.Background(), key)
+			require.NoError(t, err)
+			assert.False(t, f.evicted())
+			require.NoError(t, f.submitGang(t, leader2))
+			require.Len(t, f.slurm.submitted, 2, "the group made again gets its own job")
+		})
+	}
 }

@@ -59,7 +59,11 @@ func (c *Core) reconcile(ctx context.Context, key string) (time.Duration, error)
 		job = &j
 	}
 	submitted, missing, reexclude := p.submitted, p.missing, p.reexclude
-	members := c.membersLocked(o)
+	// A gang's pods made after its job closed are not the job's: they
+	// wait for it to end (dropIfIdle then wakes them for a job of their
+	// own), and are neither evicted for it nor counted as its pods.
+	members, _ := p.split(c.membersLocked(o))
+	counts := p.goneCounts()
 	c.mu.Unlock()
 
 	for _, id := range extra {
@@ -104,7 +108,7 @@ func (c *Core) reconcile(ctx context.Context, key string) (time.Duration, error)
 		}
 	}
 	if len(members) == 0 {
-		gone, err := c.confirmGone(ctx, o)
+		gone, err := c.confirmGone(ctx, o, counts)
 		if err != nil {
 			return 0, err
 		}
@@ -112,6 +116,11 @@ func (c *Core) reconcile(ctx context.Context, key string) (time.Duration, error)
 			return 2 * time.Second, nil // the informer is behind
 		}
 		if !missing && !job.State.Finished() {
+			c.mu.Lock()
+			if p.jobID == jobID {
+				p.closing = true // a pod made from now on waits for a job of its own
+			}
+			c.mu.Unlock()
 			if err := c.slurm.CancelJob(ctx, jobID); err != nil && !errors.Is(err, slurmrest.ErrNotFound) {
 				return 0, err
 			}
@@ -210,9 +219,12 @@ func (c *Core) dropIfIdle(key string, p *placement) {
 	defer func() { c.activate(wake) }()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.places[key] != p || p.submitting || len(c.membersLocked(p.owner)) > 0 {
+	ofJob, later := p.split(c.membersLocked(p.owner))
+	if c.places[key] != p || p.submitting || len(ofJob) > 0 {
 		return
 	}
+	// A gang's pods made after its job closed ask for a job of their own.
+	wake = append(wake, later...)
 	for _, q := range c.places {
 		if q.capped {
 			q.capped = false

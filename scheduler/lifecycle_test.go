@@ -71,7 +71,7 @@ func TestConfirmGone(t *testing.T) {
 				})
 			}
 			c := &Core{kube: kube}
-			gone, err := c.confirmGone(context.Background(), tc.o)
+			gone, err := c.confirmGone(context.Background(), tc.o, func(types.UID) bool { return true })
 			assert.Equal(t, tc.error, err != nil, "err %v", err)
 			assert.Equal(t, tc.gone, gone)
 		})

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -56,10 +57,64 @@ type placement struct {
 	// reexclude: a Node changed while the job waited in the queue; its
 	// excluded nodes are worked out again (lifecycle).
 	reexclude bool
+
+	// closing: onepool cancelled the job because its pods are gone.
+	closing bool
+	// seen: a gang's pods that were its members while the job took pods
+	// (see closed). Only they are the job's: bound to it, evicted when it
+	// ends.
+	seen map[types.UID]bool
 }
 
 func newPlacement(o owner) *placement {
-	return &placement{owner: o, assigned: map[types.UID]string{}}
+	return &placement{owner: o, assigned: map[types.UID]string{}, seen: map[types.UID]bool{}}
+}
+
+// closed says whether the job takes no more pods: it ended, Slurm is
+// preempting it, or onepool cancelled it because its pods are gone. A
+// gang's pod made after that (a LeaderWorkerSet makes a preempted group
+// again at once; a PodGroup or LeaderWorkerSet deleted and made again
+// under its name) is not one of its pods: it is not bound to the job nor
+// evicted when it ends, and waits until the job is over for one of its own.
+func (p *placement) closed() bool {
+	return p.closing || p.ended() || (p.job != nil && !p.job.PreemptTime.IsZero())
+}
+
+// note records pods as the job's while it takes pods (a gang's; a single
+// pod's owner is the pod).
+func (p *placement) note(pods ...*corev1.Pod) {
+	if !p.owner.group() || p.closed() {
+		return
+	}
+	for _, m := range pods {
+		p.seen[m.UID] = true
+	}
+}
+
+// ofJob says whether pod is one of the pods the job is for.
+func (p *placement) ofJob(pod *corev1.Pod) bool { return !p.owner.group() || p.seen[pod.UID] }
+
+// goneCounts says which pods, listed by the API server, keep the owner
+// from being gone: any, or once a gang's job closed, those it saw.
+func (p *placement) goneCounts() func(types.UID) bool {
+	if !p.owner.group() || !p.closed() {
+		return func(types.UID) bool { return true }
+	}
+	seen := maps.Clone(p.seen)
+	return func(uid types.UID) bool { return seen[uid] }
+}
+
+// split parts an owner's members into the job's and those made after it
+// closed.
+func (p *placement) split(members []*corev1.Pod) (ofJob, later []*corev1.Pod) {
+	for _, m := range members {
+		if p.ofJob(m) {
+			ofJob = append(ofJob, m)
+		} else {
+			later = append(later, m)
+		}
+	}
+	return ofJob, later
 }
 
 // ended says whether the job is over for good: the pods must go.
@@ -88,7 +143,7 @@ func (p *placement) setJob(j slurmrest.Job) (changed bool, err error) {
 func (p *placement) abandon() {
 	p.extra = append(p.extra, p.jobID)
 	p.abandoned = append(p.abandoned, p.jobID)
-	p.jobID, p.job, p.nodes, p.missing, p.excluded, p.reexclude = 0, nil, nil, false, nil, false
+	p.jobID, p.job, p.nodes, p.missing, p.excluded, p.reexclude, p.closing = 0, nil, nil, false, nil, false, false
 	p.assigned = map[types.UID]string{}
 }
 

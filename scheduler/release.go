@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/onepool/onepool/keys"
 )
 
@@ -63,8 +65,10 @@ func (c *Core) releaseAnswer(ctx context.Context, id uint32) releaseReply {
 		p = c.places[key]
 	}
 	present := 0
+	var counts func(types.UID) bool
 	if p != nil {
-		present = len(c.membersLocked(p.owner))
+		ofJob, _ := p.split(c.membersLocked(p.owner))
+		present, counts = len(ofJob), p.goneCounts()
 	}
 	c.mu.Unlock()
 	if p == nil {
@@ -74,7 +78,7 @@ func (c *Core) releaseAnswer(ctx context.Context, id uint32) releaseReply {
 		return releaseReply{http.StatusNotFound, "unknown job", "unknown"}
 	}
 	if present == 0 {
-		ok, err := c.confirmGone(ctx, p.owner)
+		ok, err := c.confirmGone(ctx, p.owner, counts)
 		if err != nil {
 			return releaseReply{http.StatusServiceUnavailable, "cannot tell", "error"}
 		}

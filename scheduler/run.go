@@ -234,6 +234,7 @@ func (c *Core) adoptRecorded() {
 		p := c.places[o.key()]
 		if p == nil {
 			p = newPlacement(o)
+			p.note(c.membersLocked(o)...)
 			c.places[o.key()] = p
 		}
 		if p.jobID == 0 && !p.submitting {

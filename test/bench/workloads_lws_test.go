@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -39,11 +40,19 @@ func TestBenchLeaderWorkerSet(t *testing.T) {
 	lws := dynamic.NewForConfigOrDie(cfg).Resource(scheduler.LeaderWorkerSetGVR).Namespace(schedNS)
 	cleanupSchedBench(t, kc, sc)
 	size := len(l.NodeNames())
+	// Gone with its StatefulSets: a LeaderWorkerSet made again under the
+	// same name while the garbage collector still deletes the last one's
+	// StatefulSets takes them over, and they are deleted under it (its
+	// pods made and deleted for up to a minute, seen here).
+	fg := metav1.DeletePropagationForeground
 	gone := func() {
-		_ = lws.Delete(context.Background(), "bench-lws", metav1.DeleteOptions{})
-		benchWait(t, "the LeaderWorkerSet's pods gone and its GPUs free", 2*time.Minute, func() bool {
-			pods, err := kc.CoreV1().Pods(schedNS).List(ctx, metav1.ListOptions{LabelSelector: keys.LabelLWSName + "=bench-lws"})
-			return err == nil && len(pods.Items) == 0 && gpusInUse(t, sc, l.NodeNames()) == 0
+		_ = lws.Delete(context.Background(), "bench-lws", metav1.DeleteOptions{PropagationPolicy: &fg})
+		benchWait(t, "the LeaderWorkerSet, its StatefulSets and pods gone and its GPUs free", 2*time.Minute, func() bool {
+			_, err := lws.Get(ctx, "bench-lws", metav1.GetOptions{})
+			sts, serr := kc.AppsV1().StatefulSets(schedNS).List(ctx, metav1.ListOptions{})
+			pods, perr := kc.CoreV1().Pods(schedNS).List(ctx, metav1.ListOptions{LabelSelector: keys.LabelLWSName + "=bench-lws"})
+			return apierrors.IsNotFound(err) && serr == nil && len(sts.Items) == 0 && perr == nil && len(pods.Items) == 0 &&
+				gpusInUse(t, sc, l.NodeNames()) == 0
 		})
 	}
 	t.Cleanup(func() { gone(); cleanupSchedBench(t, kc, sc) })
