@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -62,22 +63,43 @@ const maxGang = 4096
 type DynamicGroups struct{ Client dynamic.Interface }
 
 func (g DynamicGroups) PodGroup(ctx context.Context, namespace, name string) (Group, error) {
-	return g.read(ctx, PodGroupGVR, "PodGroup", namespace, name, "spec", "minMember")
+	return g.read(ctx, PodGroupGVR, "PodGroup", namespace, name, nil, "spec", "minMember")
 }
 
 // LeaderWorkerSet reads a LeaderWorkerSet's group size (leader and
 // workers), spec.leaderWorkerTemplate.size: from the object, not from the
-// size annotation on its pods, which any pod author could write.
+// size annotation on its pods, which any pod author could write. A
+// LeaderWorkerSet whose workers are made only once its leader is Ready
+// (startupPolicy LeaderReady) or placed (the exclusive-topology
+// annotation) is refused with the reason: its group can never be whole
+// before one job places it, all at once.
 func (g DynamicGroups) LeaderWorkerSet(ctx context.Context, namespace, name string) (Group, error) {
-	return g.read(ctx, LeaderWorkerSetGVR, "LeaderWorkerSet", namespace, name, "spec", "leaderWorkerTemplate", "size")
+	return g.read(ctx, LeaderWorkerSetGVR, "LeaderWorkerSet", namespace, name, func(u *unstructured.Unstructured) error {
+		if p, _, _ := unstructured.NestedString(u.Object, "spec", "startupPolicy"); p == "LeaderReady" {
+			return errors.New("startupPolicy LeaderReady makes its workers only once the leader is Ready, and onepool places a group as one job, all its pods at once: use LeaderCreated")
+		}
+		if _, ok := u.GetAnnotations()[lwsExclusiveTopology]; ok {
+			return fmt.Errorf("%s makes its workers only once the leader is placed, and onepool places a group as one job, all its pods at once: Slurm gives each pod a node of its own", lwsExclusiveTopology)
+		}
+		return nil
+	}, "spec", "leaderWorkerTemplate", "size")
 }
 
-func (g DynamicGroups) read(ctx context.Context, gvr schema.GroupVersionResource, kind, namespace, name string, size ...string) (Group, error) {
+// lwsExclusiveTopology is LeaderWorkerSet's annotation for a group alone
+// in a topology domain.
+const lwsExclusiveTopology = "leaderworkerset.sigs.k8s.io/exclusive-topology"
+
+func (g DynamicGroups) read(ctx context.Context, gvr schema.GroupVersionResource, kind, namespace, name string, check func(*unstructured.Unstructured) error, size ...string) (Group, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	u, err := g.Client.Resource(gvr).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return Group{}, fmt.Errorf("%s %s/%s: %w", kind, namespace, name, err)
+	}
+	if check != nil {
+		if err := check(u); err != nil {
+			return Group{}, fmt.Errorf("%s %s/%s: %w", kind, namespace, name, err)
+		}
 	}
 	n, found, err := unstructured.NestedInt64(u.Object, size...)
 	if err != nil || !found || n < 1 || n > maxGang {

@@ -243,7 +243,13 @@ func TestDynamicGroups(t *testing.T) {
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme,
 		map[schema.GroupVersionResource]string{PodGroupGVR: "PodGroupList", LeaderWorkerSetGVR: "LeaderWorkerSetList"},
 		pg("trio", int64(3)), pg("none", nil), pg("zero", int64(0)), pg("huge", int64(5000)), pg("text", "3"),
-		lws("vllm", int64(2)), lws("none", nil), lws("zero", int64(0)), lws("huge", int64(5000)), lws("text", "3"))
+		lws("vllm", int64(2)), lws("none", nil), lws("zero", int64(0)), lws("huge", int64(5000)), lws("text", "3"),
+		withLWS(lws("ready", int64(2)), func(u *unstructured.Unstructured) {
+			require.NoError(t, unstructured.SetNestedField(u.Object, "LeaderReady", "spec", "startupPolicy"))
+		}),
+		withLWS(lws("exclusive", int64(2)), func(u *unstructured.Unstructured) {
+			u.SetAnnotations(map[string]string{"leaderworkerset.sigs.k8s.io/exclusive-topology": "rack"})
+		}))
 	g := DynamicGroups{Client: dyn}
 	got, err := g.PodGroup(context.Background(), "ns", "trio")
 	require.NoError(t, err)
@@ -260,6 +266,15 @@ func TestDynamicGroups(t *testing.T) {
 	_, err = g.PodGroup(context.Background(), "ns", "missing")
 	assert.True(t, apierrors.IsNotFound(err), "a PodGroup that does not exist: %v", err)
 	assert.ErrorContains(t, err, "PodGroup ns/missing")
+	_, err = g.LeaderWorkerSet(context.Background(), "ns", "ready")
+	assert.ErrorContains(t, err, "LeaderWorkerSet ns/ready: startupPolicy LeaderReady makes its workers only once the leader is Ready")
+	_, err = g.LeaderWorkerSet(context.Background(), "ns", "exclusive")
+	assert.ErrorContains(t, err, "LeaderWorkerSet ns/exclusive: leaderworkerset.sigs.k8s.io/exclusive-topology makes its workers only once the leader is placed")
 	_, err = g.LeaderWorkerSet(context.Background(), "ns", "missing")
 	assert.True(t, apierrors.IsNotFound(err), "a LeaderWorkerSet that does not exist: %v", err)
+}
+
+func withLWS(u *unstructured.Unstructured, change func(*unstructured.Unstructured)) *unstructured.Unstructured {
+	change(u)
+	return u
 }
