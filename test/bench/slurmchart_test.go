@@ -75,6 +75,8 @@ func TestBenchSlurmChart(t *testing.T) {
 	report("slurmctld_restart_to_ready_s", time.Since(start).Seconds(), "s")
 }
 
+// waitFor polls ok every 100 ms (the resolution of the times measured
+// with it) until it holds, failing after timeout.
 func waitFor(t *testing.T, timeout time.Duration, what string, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -82,6 +84,6 @@ func waitFor(t *testing.T, timeout time.Duration, what string, ok func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not after %s", what, timeout)
 		}
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
 }

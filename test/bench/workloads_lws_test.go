@@ -47,7 +47,7 @@ func TestBenchLeaderWorkerSet(t *testing.T) {
 	fg := metav1.DeletePropagationForeground
 	gone := func() {
 		_ = lws.Delete(context.Background(), "bench-lws", metav1.DeleteOptions{PropagationPolicy: &fg})
-		benchWait(t, "the LeaderWorkerSet, its StatefulSets and pods gone and its GPUs free", 2*time.Minute, func() bool {
+		waitFor(t, 2*time.Minute, "the LeaderWorkerSet, its StatefulSets and pods gone and its GPUs free", func() bool {
 			_, err := lws.Get(ctx, "bench-lws", metav1.GetOptions{})
 			sts, serr := kc.AppsV1().StatefulSets(schedNS).List(ctx, metav1.ListOptions{})
 			pods, perr := kc.CoreV1().Pods(schedNS).List(ctx, metav1.ListOptions{LabelSelector: keys.LabelLWSName + "=bench-lws"})
@@ -63,7 +63,7 @@ func TestBenchLeaderWorkerSet(t *testing.T) {
 		if _, err := lws.Create(ctx, benchLWS(int64(size)), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		benchWait(t, fmt.Sprintf("the group's %d pods bound and Ready", size), 3*time.Minute, func() bool {
+		waitFor(t, 3*time.Minute, fmt.Sprintf("the group's %d pods bound and Ready", size), func() bool {
 			pods, err := kc.CoreV1().Pods(schedNS).List(ctx, metav1.ListOptions{LabelSelector: keys.LabelLWSName + "=bench-lws"})
 			if err != nil {
 				return false
@@ -82,18 +82,6 @@ func TestBenchLeaderWorkerSet(t *testing.T) {
 	// The median (nearest rank) and the slowest of the rounds, in seconds.
 	fmt.Printf("BENCH lws_group_to_all_running_s %.1f s slurm=%s n=%d p50\n", percentileMS(took, 0.50)/1000, benchRelease(), len(took))
 	fmt.Printf("BENCH lws_group_to_all_running_max_s %.1f s slurm=%s n=%d\n", percentileMS(took, 1)/1000, benchRelease(), len(took))
-}
-
-// benchWait polls cond every 100 ms until it holds, failing after timeout.
-func benchWait(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, timeout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // benchLWS is LeaderWorkerSet bench-lws: one group of size pods of

@@ -116,8 +116,14 @@ func (l *Lab) registerGPUWebhook(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	f := l.path("run", "gpu-webhook.yaml")
-	if err := os.WriteFile(f, []byte(cfg), 0o644); err != nil {
+	return l.applyManifest(ctx, "gpu-webhook.yaml", cfg)
+}
+
+// applyManifest writes a manifest the lab makes to run/<name> and applies
+// it (server-side, taking over fields a change moved).
+func (l *Lab) applyManifest(ctx context.Context, name, manifest string) error {
+	f := l.path("run", name)
+	if err := os.WriteFile(f, []byte(manifest), 0o644); err != nil {
 		return err
 	}
 	return rootfs.RunLogged(ctx, time.Minute, filepath.Join(l.LogDir(), "kubectl.log"),

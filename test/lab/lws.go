@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/onepool/onepool/test/lab/controlplane"
-	"github.com/onepool/onepool/test/lab/rootfs"
 )
 
 // LeaderWorkerSet's controller (sigs.k8s.io/lws, its released module built
@@ -134,10 +133,5 @@ func (l *Lab) registerLWSWebhooks(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	f := l.path("run", "lws-webhooks.yaml")
-	if err := os.WriteFile(f, []byte(cfg), 0o644); err != nil {
-		return err
-	}
-	return rootfs.RunLogged(ctx, time.Minute, filepath.Join(l.LogDir(), "kubectl.log"),
-		l.Kubectl(), "--kubeconfig", l.Kubeconfig(), "apply", "--server-side", "--force-conflicts", "-f", f)
+	return l.applyManifest(ctx, "lws-webhooks.yaml", cfg)
 }
