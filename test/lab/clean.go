@@ -156,6 +156,19 @@ func (l *Lab) StartClean(ctx context.Context, slurmOnly bool) error {
 			return fmt.Errorf("stage start: scancel: %w: %s", err, out)
 		}
 	}
+	if !slurmOnly {
+		// A NodeSet of the stage before, deleted with its namespace, leaves
+		// its nodes' Slurm records, with the CPUs and memory its pods had: a
+		// new slurmd registering there keeps them (make test's NodeSet
+		// tests after the 24.11 soak saw CPUTot=16 where their pods asked 6).
+		stale, err := l.deleteUnservedDynRecords(ctx)
+		if err != nil {
+			return fmt.Errorf("stage start: %w", err)
+		}
+		for _, n := range stale {
+			found = append(found, "dynamic Slurm node "+n+" with no slurmd pod")
+		}
+	}
 	drained, err := l.ResumeDrained(ctx)
 	if err != nil {
 		return fmt.Errorf("stage start: %w", err)
@@ -189,4 +202,24 @@ func (l *Lab) StartClean(ctx context.Context, slurmOnly bool) error {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// deleteUnservedDynRecords removes the dyn-* Slurm node records no live
+// slurmd pod serves.
+func (l *Lab) deleteUnservedDynRecords(ctx context.Context) ([]string, error) {
+	kc, err := l.KubeClient()
+	if err != nil {
+		return nil, err
+	}
+	pods, err := kc.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: keys.LabelComponent + "=" + keys.ComponentSlurmd})
+	if err != nil {
+		return nil, fmt.Errorf("list slurmd pods: %w", err)
+	}
+	served := map[string]bool{}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && p.Spec.NodeName != "" {
+			served[p.Spec.NodeName] = true
+		}
+	}
+	return l.deleteDynRecordsBut(ctx, func(name string) bool { return served[name] })
 }

@@ -141,25 +141,34 @@ func (l *Lab) installAgent() error {
 // Slurm keeps (a job still runs there) is reported and left: it goes DOWN
 // without its slurmd and does not stop the lab.
 func (l *Lab) deleteDynRecords(ctx context.Context) error {
+	_, err := l.deleteDynRecordsBut(ctx, func(string) bool { return false })
+	return err
+}
+
+// deleteDynRecordsBut removes the dyn-* node records of Slurm that keep
+// does not keep, and returns the names it removed.
+func (l *Lab) deleteDynRecordsBut(ctx context.Context, keep func(name string) bool) ([]string, error) {
 	// One line per node: "NodeName=dyn-0 ..." or "Node dyn-1 not found"
 	// (then it exits 1).
 	out, err := l.Slurm(ctx, "scontrol", "show", "nodes", "-o", fmt.Sprintf("%s[0-%d]", DynNodePrefix, maxDynNodes-1))
 	if err != nil && !strings.Contains(string(out), " not found") {
-		return err
+		return nil, err
 	}
+	var deleted []string
 	for _, line := range strings.Split(string(out), "\n") {
 		name, ok := strings.CutPrefix(strings.Fields(line + " x")[0], "NodeName=")
-		if !ok {
+		if !ok || keep(name) {
 			continue
 		}
 		// A name Slurm does not know: "Invalid node name specified".
 		if _, err := l.Slurm(ctx, "scontrol", "delete", "nodename="+name); err != nil && !strings.Contains(err.Error(), "Invalid node name") {
 			fmt.Fprintf(l.cfg.Log, "lab:   stale dynamic node %s stays: %v\n", name, err)
 		} else {
+			deleted = append(deleted, name)
 			fmt.Fprintf(l.cfg.Log, "lab:   deleted stale dynamic node %s\n", name)
 		}
 	}
-	return nil
+	return deleted, nil
 }
 
 // GresUsedCount reads a node's gres_used ("gpu:h100:3(IDX:0-2)") as the
