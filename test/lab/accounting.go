@@ -7,125 +7,39 @@ import (
 	"errors"
 	"fmt"
 	"github.com/onepool/onepool/test/lab/rootfs"
+	"github.com/onepool/onepool/test/lab/slurmconf"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
 
-// Accounting: MariaDB and slurmdbd in the chroot, so Slurm has associations
-// and QOS, and preempt/qos can work. MariaDB keeps its own data folder, config
-// and socket; the Debian package's /var/lib/mysql and /etc/mysql/my.cnf are
-// not used.
+// Accounting: MariaDB and slurmdbd in the chroot (their config: package
+// slurmconf), so Slurm has associations and QOS, and preempt/qos can work.
 const (
-	mariadbConfPath  = "/etc/mysql/onepool-lab.cnf"
-	mariadbDataDir   = "/var/lib/onepool-mariadb"
-	mariadbRunDir    = "/run/onepool-mariadb"
-	mariadbSocket    = mariadbRunDir + "/mariadb.sock"
-	slurmdbdConfPath = "/etc/slurm/slurmdbd.conf"
-	dbdPassPath      = "/etc/slurm/onepool-dbd.pass"
-	slurmAcctDB      = "slurm_acct_db"
 	// Account is the Slurm account every lab user submits under.
 	Account = "onepool"
 )
 
 // QOS names of the lab. QOSHigh preempts (cancels) jobs of QOSNormal and QOSLow.
 const (
-	QOSNormal = "normal"
-	QOSLow    = "low"
-	QOSHigh   = "high"
+	QOSNormal = slurmconf.QOSNormal
+	QOSLow    = slurmconf.QOSLow
+	QOSHigh   = slurmconf.QOSHigh
 )
-
-// qosSpec is one QOS as `sacctmgr list qos format=Name,Priority,GraceTime,Preempt,PreemptMode -P` prints it.
-type qosSpec struct {
-	name, priority string
-	graceSecs      int
-	preempt        string
-	preemptMode    string
-}
-
-// labQOS is the QOS table the lab keeps. A preempted job of normal or low
-// gets SIGTERM and up to GraceTime seconds before it is killed.
-var labQOS = []qosSpec{
-	{QOSNormal, "10", 30, "", "cluster"},
-	{QOSLow, "0", 30, "", "cluster"},
-	{QOSHigh, "1000", 0, "low,normal", "cancel"},
-}
 
 // accountingUsers get an association in Account with every lab QOS.
 // root submits with sbatch in tests; slurm is the user of onepool's token,
 // so every job submitted through slurmrestd runs as slurm.
 var accountingUsers = []string{"root", "slurm", JailUser}
 
-func (q qosSpec) line() string {
-	grace := time.Duration(q.graceSecs) * time.Second
-	hms := fmt.Sprintf("%02d:%02d:%02d", int(grace.Hours()), int(grace.Minutes())%60, q.graceSecs%60)
-	return strings.Join([]string{q.name, q.priority, hms, q.preempt, q.preemptMode}, "|")
-}
-
-func (q qosSpec) modifyArgs() []string {
-	// "preempt=" (nothing after it) clears the list, as preempt='' does in a shell.
-	return []string{"modify", "qos", "where", "name=" + q.name, "set",
-		"priority=" + q.priority, "gracetime=" + strconv.Itoa(q.graceSecs), "preempt=" + q.preempt, "preemptmode=" + q.preemptMode}
-}
-
-func mariadbConf() string {
-	return fmt.Sprintf(`# Written by the onepool lab (test/lab); edits are overwritten by `+"`make up`"+`.
-[client]
-socket = %[1]s
-port = %[2]d
-
-[mariadbd]
-datadir = %[3]s
-socket = %[1]s
-pid-file = %[4]s/mariadbd.pid
-port = %[2]d
-bind-address = 127.0.0.1
-skip-name-resolve
-log-error = /var/log/onepool/mariadb.log
-skip-log-bin
-performance_schema = OFF
-# Small and quick: a lab database holds a few hundred rows.
-innodb_buffer_pool_size = 64M
-innodb_log_file_size = 48M
-innodb_flush_log_at_trx_commit = 2
-# What Slurm's accounting guide asks for.
-innodb_lock_wait_timeout = 900
-max_allowed_packet = 16M
-`, mariadbSocket, MariaDBPort, mariadbDataDir, mariadbRunDir)
-}
-
-func (c slurmConfig) slurmdbdConf(pass string) string {
-	var b strings.Builder
-	w := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
-	w("# Written by the onepool lab (test/lab); edits are overwritten by `make up`.")
-	w("AuthType=auth/munge")
-	w("AuthAltTypes=auth/jwt")
-	w("AuthAltParameters=jwt_key=/etc/slurm/jwt_hs256.key")
-	w("DbdHost=%s", c.ControlHost)
-	w("DbdAddr=127.0.0.1")
-	w("DbdPort=%d", SlurmdbdPort)
-	w("SlurmUser=slurm")
-	w("DebugLevel=info")
-	w("LogFile=/var/log/onepool/slurmdbd.log")
-	w("PidFile=/run/slurmdbd.pid")
-	w("StorageType=accounting_storage/mysql")
-	w("StorageHost=127.0.0.1")
-	w("StoragePort=%d", MariaDBPort)
-	w("StorageUser=slurm")
-	w("StoragePass=%s", pass)
-	w("StorageLoc=%s", slurmAcctDB)
-	return b.String()
-}
-
 func (l *Lab) mariadb() (daemon, error) {
 	uid, gid, err := l.chrootUser("mysql")
 	if err != nil {
 		return daemon{}, err
 	}
-	return daemon{Name: "mariadbd", Argv: []string{"/usr/sbin/mariadbd", "--defaults-file=" + mariadbConfPath},
+	return daemon{Name: "mariadbd", Argv: []string{"/usr/sbin/mariadbd", "--defaults-file=" + slurmconf.MariaDBConfPath},
 		Chroot: l.RootFS(), Port: MariaDBPort, UID: uid, GID: gid, Env: rootfs.Env()}, nil
 }
 
@@ -136,7 +50,7 @@ func (l *Lab) slurmdbd() daemon {
 // configureAccounting writes MariaDB's and slurmdbd's config and makes the
 // database folder once. It says whether a config changed (the daemons must
 // then restart).
-func (l *Lab) configureAccounting(ctx context.Context, cfg slurmConfig) (bool, error) {
+func (l *Lab) configureAccounting(ctx context.Context, cfg slurmconf.Config) (bool, error) {
 	root := l.RootFS()
 	mysqlUID, mysqlGID, err := l.chrootUser("mysql")
 	if err != nil {
@@ -146,23 +60,23 @@ func (l *Lab) configureAccounting(ctx context.Context, cfg slurmConfig) (bool, e
 	if err != nil {
 		return false, err
 	}
-	run := filepath.Join(root, mariadbRunDir)
+	run := filepath.Join(root, slurmconf.MariaDBRunDir)
 	if err := os.MkdirAll(run, 0o755); err != nil {
 		return false, err
 	}
 	if err := os.Chown(run, int(mysqlUID), int(mysqlGID)); err != nil {
 		return false, err
 	}
-	pass, err := ensureSecret(filepath.Join(root, dbdPassPath), slurmUID, slurmGID)
+	pass, err := ensureSecret(filepath.Join(root, slurmconf.DBDPassPath), slurmUID, slurmGID)
 	if err != nil {
 		return false, err
 	}
-	c1, err := writeIfChanged(filepath.Join(root, mariadbConfPath), mariadbConf())
+	c1, err := writeIfChanged(filepath.Join(root, slurmconf.MariaDBConfPath), slurmconf.MariaDBConf())
 	if err != nil {
 		return false, err
 	}
 	// slurmdbd refuses a config others can read: it holds the DB password.
-	c2, err := writeFileAs(filepath.Join(root, slurmdbdConfPath), cfg.slurmdbdConf(pass), 0o600, slurmUID, slurmGID)
+	c2, err := writeFileAs(filepath.Join(root, slurmconf.SlurmdbdConfPath), cfg.SlurmdbdConf(pass), 0o600, slurmUID, slurmGID)
 	if err != nil {
 		return false, err
 	}
@@ -176,17 +90,17 @@ func (l *Lab) configureAccounting(ctx context.Context, cfg slurmConfig) (bool, e
 // in a sibling folder and renamed when complete.
 func (l *Lab) initMariaDB(ctx context.Context) error {
 	root := l.RootFS()
-	data := filepath.Join(root, mariadbDataDir)
+	data := filepath.Join(root, slurmconf.MariaDBDataDir)
 	if _, err := os.Stat(filepath.Join(data, "mysql")); err == nil {
 		return nil
 	}
-	tmp := mariadbDataDir + ".tmp"
+	tmp := slurmconf.MariaDBDataDir + ".tmp"
 	if err := os.RemoveAll(filepath.Join(root, tmp)); err != nil {
 		return err
 	}
 	start := time.Now()
 	err := rootfs.RunLoggedIn(ctx, 2*time.Minute, filepath.Join(l.LogDir(), "mariadb-install-db.log"), root,
-		"mariadb-install-db", "--defaults-file="+mariadbConfPath, "--user=mysql", "--datadir="+tmp,
+		"mariadb-install-db", "--defaults-file="+slurmconf.MariaDBConfPath, "--user=mysql", "--datadir="+tmp,
 		"--auth-root-authentication-method=socket", "--skip-test-db")
 	if err != nil {
 		return err
@@ -203,7 +117,7 @@ func (l *Lab) initMariaDB(ctx context.Context) error {
 
 // mariadbReady is nil once MariaDB answers on its socket.
 func (l *Lab) mariadbReady(ctx context.Context) error {
-	_, err := rootfs.Output(ctx, 5*time.Second, l.RootFS(), nil, "mariadb-admin", "--defaults-file="+mariadbConfPath, "ping")
+	_, err := rootfs.Output(ctx, 5*time.Second, l.RootFS(), nil, "mariadb-admin", "--defaults-file="+slurmconf.MariaDBConfPath, "ping")
 	return err
 }
 
@@ -219,7 +133,7 @@ func (l *Lab) mariadbReady(ctx context.Context) error {
 // takes that path, whatever the client library's version; it is also what
 // Slurm's accounting guide has admins do.
 func (l *Lab) ensureDBUser(ctx context.Context) error {
-	pass, err := os.ReadFile(filepath.Join(l.RootFS(), dbdPassPath))
+	pass, err := os.ReadFile(filepath.Join(l.RootFS(), slurmconf.DBDPassPath))
 	if err != nil {
 		return err
 	}
@@ -227,8 +141,8 @@ func (l *Lab) ensureDBUser(ctx context.Context) error {
 	sql := fmt.Sprintf("CREATE DATABASE IF NOT EXISTS %[2]s;\n"+
 		"CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '%[1]s';\n"+
 		"ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY '%[1]s';\n"+
-		"GRANT ALL ON %[2]s.* TO 'slurm'@'127.0.0.1';\n", p, slurmAcctDB)
-	_, err = rootfs.OutputStdin(ctx, 30*time.Second, l.RootFS(), nil, sql, "mariadb", "--defaults-file="+mariadbConfPath, "--batch")
+		"GRANT ALL ON %[2]s.* TO 'slurm'@'127.0.0.1';\n", p, slurmconf.AcctDB)
+	_, err = rootfs.OutputStdin(ctx, 30*time.Second, l.RootFS(), nil, sql, "mariadb", "--defaults-file="+slurmconf.MariaDBConfPath, "--batch")
 	if err != nil {
 		// mariadb may quote the statement that failed: never the password.
 		return fmt.Errorf("create the slurmdbd database and user: %s", strings.ReplaceAll(err.Error(), p, "<password>"))
@@ -271,22 +185,22 @@ func (l *Lab) ensureAccounting(ctx context.Context) error {
 		return err
 	}
 	have := strings.Split(qos, "\n")
-	for _, q := range labQOS {
-		if slices.Contains(have, q.line()) {
+	for _, q := range slurmconf.LabQOS {
+		if slices.Contains(have, q.Line()) {
 			continue
 		}
-		if !slices.ContainsFunc(have, func(line string) bool { return strings.HasPrefix(line, q.name+"|") }) {
-			if _, err := l.sacctmgr(ctx, "add", "qos", q.name); err != nil {
+		if !slices.ContainsFunc(have, func(line string) bool { return strings.HasPrefix(line, q.Name+"|") }) {
+			if _, err := l.sacctmgr(ctx, "add", "qos", q.Name); err != nil {
 				return err
 			}
 		}
 	}
 	// Preempt names other QOS, so modify once all exist.
-	for _, q := range labQOS {
-		if slices.Contains(have, q.line()) {
+	for _, q := range slurmconf.LabQOS {
+		if slices.Contains(have, q.Line()) {
 			continue
 		}
-		if _, err := l.sacctmgr(ctx, q.modifyArgs()...); err != nil {
+		if _, err := l.sacctmgr(ctx, q.ModifyArgs()...); err != nil {
 			return err
 		}
 	}
@@ -297,9 +211,9 @@ func (l *Lab) ensureAccounting(ctx context.Context) error {
 }
 
 func (l *Lab) ensureAssociations(ctx context.Context) error {
-	qosList := make([]string, 0, len(labQOS))
-	for _, q := range labQOS {
-		qosList = append(qosList, q.name)
+	qosList := make([]string, 0, len(slurmconf.LabQOS))
+	for _, q := range slurmconf.LabQOS {
+		qosList = append(qosList, q.Name)
 	}
 	slices.Sort(qosList)
 	assocs, err := l.sacctmgr(ctx, "-n", "-P", "list", "user", "withassoc", "where", "cluster="+ClusterName,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/onepool/onepool/test/lab/slurmconf"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,9 +17,8 @@ import (
 // its slurmd -Z registers the node; the feature puts it in DynPartition.
 const (
 	DynNodePrefix = "dyn-"
-	DynPartition  = "dyn"
-	DynFeature    = "lab-dyn"
-	dynNodeSet    = "lab_dyn"
+	DynPartition  = slurmconf.DynPartition
+	DynFeature    = slurmconf.DynFeature
 
 	// FakeGPUInventory is the node agent's GPU list inside the chroot: the
 	// lab's stand-in for NVML, naming the fake devices of every node.

@@ -18,28 +18,29 @@ import (
 	"github.com/onepool/onepool/test/lab/mount"
 	"github.com/onepool/onepool/test/lab/proc"
 	"github.com/onepool/onepool/test/lab/rootfs"
+	"github.com/onepool/onepool/test/lab/slurmconf"
 )
 
-// Names shared by Slurm and Kubernetes in the lab.
+// Names shared by Slurm and Kubernetes in the lab (package slurmconf).
 const (
-	ClusterName    = "onepool"
-	Partition      = "main"
-	ScalePartition = "scale"
-	GPUsPerNode    = 8
-	GPUType        = "h100"
-	NodeCPUs       = 64
-	NodeMemoryMB   = 512000
+	ClusterName    = slurmconf.ClusterName
+	Partition      = slurmconf.Partition
+	ScalePartition = slurmconf.ScalePartition
+	GPUsPerNode    = slurmconf.GPUsPerNode
+	GPUType        = slurmconf.GPUType
+	NodeCPUs       = slurmconf.NodeCPUs
+	NodeMemoryMB   = slurmconf.NodeMemoryMB
 )
 
 // Ports on 127.0.0.1. They sit away from the daemons' defaults so a real
 // Slurm or Kubernetes on the host never collides with the lab.
 const (
 	APIServerPort    = controlplane.APIServerPort
-	SlurmctldPort    = 26817
-	SlurmdbdPort     = 26819
-	MariaDBPort      = 26306
+	SlurmctldPort    = slurmconf.SlurmctldPort
+	SlurmdbdPort     = slurmconf.SlurmdbdPort
+	MariaDBPort      = slurmconf.MariaDBPort
 	SlurmrestdPort   = 26820
-	SlurmdPortBase   = 26900
+	SlurmdPortBase   = slurmconf.SlurmdPortBase
 	DynSlurmdPort0   = 26950 // dyn-i's slurmd listens on DynSlurmdPort0+i
 	defaultNodes     = 4
 	maxLabNodes      = 64

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/onepool/onepool/test/lab/slurmconf"
 	"io"
 	"net/http"
 	"os"
@@ -34,13 +35,13 @@ func (l *Lab) slurmSteps() []step {
 	}
 }
 
-func (l *Lab) slurmConfig() (slurmConfig, error) {
+func (l *Lab) slurmConfig() (slurmconf.Config, error) {
 	host, err := os.Hostname()
 	if err != nil {
-		return slurmConfig{}, err
+		return slurmconf.Config{}, err
 	}
 	host, _, _ = strings.Cut(host, ".")
-	return slurmConfig{ControlHost: host, Nodes: l.NodeNames(), ExtraNodes: l.ExtraNodeNames(), DynNodes: l.DynNodeNames()}, nil
+	return slurmconf.Config{ControlHost: host, Nodes: l.NodeNames(), ExtraNodes: l.ExtraNodeNames(), DynNodes: l.DynNodeNames()}, nil
 }
 
 // chrootUser returns uid and gid of user in the rootfs's /etc/passwd.
@@ -151,9 +152,9 @@ func (l *Lab) configureSlurm(ctx context.Context) error {
 	changed := false
 	for _, f := range []struct{ path, body string }{
 		{"etc/hosts", hosts},
-		{"etc/slurm/slurm.conf", cfg.slurmConf()},
-		{"etc/slurm/gres.conf", cfg.gresConf()},
-		{"etc/slurm/cgroup.conf", cgroupConf},
+		{"etc/slurm/slurm.conf", cfg.SlurmConf()},
+		{"etc/slurm/gres.conf", cfg.GresConf()},
+		{"etc/slurm/cgroup.conf", slurmconf.CgroupConf},
 	} {
 		c, err := writeIfChanged(filepath.Join(root, f.path), f.body)
 		if err != nil {
@@ -165,10 +166,10 @@ func (l *Lab) configureSlurm(ctx context.Context) error {
 	if err := l.installAgent(); err != nil {
 		return err
 	}
-	if _, err := writeIfChanged(filepath.Join(root, releaseEpilogPath), releaseEpilog); err != nil {
+	if _, err := writeIfChanged(filepath.Join(root, slurmconf.ReleaseEpilogPath), slurmconf.ReleaseEpilog(AgentPath, ReleasePort)); err != nil {
 		return err
 	}
-	if err := os.Chmod(filepath.Join(root, releaseEpilogPath), 0o755); err != nil {
+	if err := os.Chmod(filepath.Join(root, slurmconf.ReleaseEpilogPath), 0o755); err != nil {
 		return err
 	}
 	acctChanged, err := l.configureAccounting(ctx, cfg)
