@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/test/lab/kwoknodes"
 	"github.com/onepool/onepool/test/lab/proc"
 	"github.com/onepool/onepool/test/lab/rootfs"
 )
@@ -30,8 +31,8 @@ import (
 // kubelet starts their slurmd container's command inside the Slurm chroot, so
 // a NodeSet's pods bring real slurmd (or the node agent) up and down.
 const (
-	KubeletAnnotation = "lab.onepool.dev/kubelet"
-	KubeletChroot     = "chroot"
+	KubeletAnnotation = kwoknodes.Kubelet
+	KubeletChroot     = kwoknodes.KubeletChroot
 	kubeletName       = "lab-kubelet"
 	kubeletResync     = 10 * time.Second
 )
