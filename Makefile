@@ -54,7 +54,7 @@ lab-manifest: $(BIN)/lab ## record the rootfs's packages as proven (test/lab/roo
 ci-fresh: ## what CI does, on a fresh clone of HEAD with no .lab/ (own network namespace; a running lab is left alone)
 	test/ci-fresh.sh
 
-# The images are assembled, not built (test/lab/images.go): the Slurm rootfs
+# The images are assembled, not built (test/lab/images): the Slurm rootfs
 # as Debian made it is their shared base layer, onepool's binaries and the
 # jail plugin go on top; seconds, no package installed again. The Dockerfile
 # builds the same contents with Docker (TestImagesMatchTheDockerfile);

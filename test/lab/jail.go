@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"github.com/onepool/onepool/test/lab/slurmconf"
 	"io"
 	"os"
 	"path/filepath"
@@ -31,7 +32,7 @@ const jailUID = 2001
 const jailPluginConf = "etc/slurm/plugstack.conf.d/onepool-jail.conf"
 
 // JailPluginPath is where the plugin is installed, as slurmd sees it.
-const JailPluginPath = "/usr/lib/x86_64-linux-gnu/slurm-wlm/onepool_jail.so"
+const JailPluginPath = slurmconf.JailPluginPath
 
 // busyboxApplets are the commands the lab's jail offers (one static busybox).
 var busyboxApplets = []string{

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/onepool/onepool/test/lab/images"
 	"io"
 	"os"
 	"path/filepath"
@@ -29,6 +30,16 @@ type NodeImage struct {
 	// localhost/REPO:TAG (buildah's local name) and localhost/REPO:lab (a
 	// stable tag: the newest import wins).
 	Names []string
+}
+
+// ImageNames are the targets `make images` builds, in order.
+func ImageNames() []string { return images.Names() }
+
+// BuildImages writes .lab/images/NAME.tar (OCI archive, image
+// onepool/NAME:version) for each target (package images), from the
+// rootfs, .lab/bin and the source tree src.
+func (l *Lab) BuildImages(ctx context.Context, src, version string, targets []string) error {
+	return images.Builder{RootFS: l.RootFS(), BinDir: l.BinDir(), Dir: l.ImageDir(), Src: src, Log: l.cfg.Log}.Build(ctx, version, targets)
 }
 
 // ImageDir holds the OCI archives `make images` writes.

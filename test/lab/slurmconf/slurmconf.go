@@ -54,6 +54,10 @@ const (
 	AcctDB           = "slurm_acct_db"
 )
 
+// JailPluginPath is where the jail SPANK plugin sits in the rootfs and in
+// the Slurm images (plugstack.conf names it).
+const JailPluginPath = "/usr/lib/x86_64-linux-gnu/slurm-wlm/onepool_jail.so"
+
 // Config is what the files depend on: the control host's short name
 // (slurmctld must find itself in SlurmctldHost) and the lab's nodes.
 type Config struct {

@@ -1,4 +1,4 @@
-package lab
+package images
 
 import (
 	"encoding/json"
@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/onepool/onepool/test/lab/rootfs"
+	"github.com/onepool/onepool/test/lab/slurmconf"
 )
 
 // dockerStage is what one stage of the Dockerfile installs and sets.
@@ -27,7 +28,7 @@ type dockerStage struct {
 // FROM ... AS, apt-get install, COPY, USER and ENTRYPOINT.
 func parseDockerfile(t *testing.T) map[string]*dockerStage {
 	t.Helper()
-	b, err := os.ReadFile("../../Dockerfile")
+	b, err := os.ReadFile("../../../Dockerfile")
 	require.NoError(t, err)
 	text := strings.ReplaceAll(string(b), "\\\n", " ")
 	stages := map[string]*dockerStage{}
@@ -75,11 +76,11 @@ func TestImagesMatchTheDockerfile(t *testing.T) {
 		}
 	}
 	slices.Sort(targets)
-	names := ImageNames()
+	names := Names()
 	slices.Sort(names)
 	require.Equal(t, targets, names, "the Dockerfile's targets")
 
-	for _, spec := range imageSpecs {
+	for _, spec := range specs {
 		t.Run(spec.Name, func(t *testing.T) {
 			var pkgs, copies []string
 			common := false
@@ -106,7 +107,7 @@ func TestImagesMatchTheDockerfile(t *testing.T) {
 				for _, s := range slurmCommonScripts {
 					assert.Contains(t, copies, "build/slurm/"+s)
 				}
-				assert.Contains(t, copies, JailPluginPath)
+				assert.Contains(t, copies, slurmconf.JailPluginPath)
 			}
 			assert.Equal(t, stages[spec.Name].entrypoint, spec.Config.Entrypoint, "entrypoint")
 			user := ""
@@ -121,7 +122,7 @@ func TestImagesMatchTheDockerfile(t *testing.T) {
 // The Dockerfile fixes the uids of slurm and slurmrestd; the rootfs the
 // images are made of makes them with the same ids.
 func TestImageUsersMatchTheDockerfile(t *testing.T) {
-	b, err := os.ReadFile("../../Dockerfile")
+	b, err := os.ReadFile("../../../Dockerfile")
 	require.NoError(t, err)
 	df := string(b)
 	for _, argv := range rootfs.ImageUsers() {

@@ -1,4 +1,6 @@
-package lab
+// Package images assembles onepool's images (the Dockerfile's targets) as
+// OCI archives from what the lab already built: see Builder.
+package images
 
 import (
 	"context"
@@ -9,8 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"io"
+
 	"github.com/onepool/onepool/test/lab/oci"
 	"github.com/onepool/onepool/test/lab/rootfs"
+	"github.com/onepool/onepool/test/lab/slurmconf"
 )
 
 // `make images` assembles the Dockerfile's targets as OCI archives from
@@ -22,9 +27,9 @@ import (
 // TestImagesMatchTheDockerfile keeps the two in step (targets, packages,
 // files, users, entrypoints).
 
-// imageSpec is one of the Dockerfile's targets: what it adds over the
+// spec is one of the Dockerfile's targets: what it adds over the
 // base rootfs and how it starts.
-type imageSpec struct {
+type spec struct {
 	Name string
 	// Packages the Dockerfile installs for it (all are in the lab rootfs:
 	// rootfs.Packages()), its own and its parent stage's.
@@ -44,7 +49,7 @@ var slurmCommonScripts = []string{"onepool-munged", "onepool-users", "onepool-lo
 
 var slurmCommonPackages = []string{"munge", "slurm-client", "ca-certificates"}
 
-var imageSpecs = []imageSpec{
+var specs = []spec{
 	{Name: "controller-manager", Binary: "onepool-controller-manager",
 		Config: oci.Config{Entrypoint: []string{"/usr/local/bin/onepool-controller-manager"}, User: "65532:65532"}},
 	{Name: "scheduler", Binary: "onepool-scheduler",
@@ -63,10 +68,10 @@ var imageSpecs = []imageSpec{
 		Config: oci.Config{Entrypoint: []string{"/usr/local/bin/onepool-mariadb"}, User: "0"}},
 }
 
-// ImageNames are the targets `make images` builds, in order.
-func ImageNames() []string {
-	names := make([]string, len(imageSpecs))
-	for i, s := range imageSpecs {
+// Names are the targets `make images` builds, in order.
+func Names() []string {
+	names := make([]string, len(specs))
+	for i, s := range specs {
 		names[i] = s.Name
 	}
 	return names
@@ -75,22 +80,30 @@ func ImageNames() []string {
 // debianPath is the PATH of Debian's base images.
 const debianPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// BuildImages writes .lab/images/NAME.tar (OCI archive, image
-// onepool/NAME:version) for each target, from the rootfs's base layer,
-// the binaries in .lab/bin and, from the source tree src, build/slurm's
-// scripts and the jail plugin (spank/onepool_jail.so, `make spank`).
-func (l *Lab) BuildImages(ctx context.Context, src, version string, targets []string) error {
-	base, err := oci.LoadLayer(l.RootFS() + rootfs.BaseLayerSuffix)
+// Builder is where an image's parts are and where it goes.
+type Builder struct {
+	RootFS string    // the Slurm rootfs; its base layer is RootFS + rootfs.BaseLayerSuffix
+	BinDir string    // .lab/bin: onepool's binaries
+	Dir    string    // where the archives go (.lab/images)
+	Src    string    // the source tree: build/slurm's scripts, spank/onepool_jail.so (`make spank`)
+	Log    io.Writer // a line per image
+}
+
+// Build writes Dir/NAME.tar (OCI archive, image onepool/NAME:version) for
+// each target, from the rootfs's base layer, the binaries in BinDir and,
+// from Src, build/slurm's scripts and the jail plugin.
+func (b Builder) Build(ctx context.Context, version string, targets []string) error {
+	base, err := oci.LoadLayer(b.RootFS + rootfs.BaseLayerSuffix)
 	if err != nil {
 		return fmt.Errorf("the base image layer (written when the rootfs is built) is missing or broken: %w; "+
-			"a rootfs built before it existed needs building again: `make down && rm -rf %s && make images`", err, l.RootFS())
+			"a rootfs built before it existed needs building again: `make down && rm -rf %s && make images`", err, b.RootFS)
 	}
 	// Every package an image needs must be in the rootfs it is made of.
-	have, err := dpkgInstalled(l.RootFS())
+	have, err := dpkgInstalled(b.RootFS)
 	if err != nil {
 		return err
 	}
-	dir := l.ImageDir()
+	dir := b.Dir
 	layers := filepath.Join(dir, "layers")
 	if err := os.MkdirAll(layers, 0o755); err != nil {
 		return err
@@ -100,14 +113,14 @@ func (l *Lab) BuildImages(ctx context.Context, src, version string, targets []st
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		i := slices.IndexFunc(imageSpecs, func(s imageSpec) bool { return s.Name == name })
+		i := slices.IndexFunc(specs, func(s spec) bool { return s.Name == name })
 		if i < 0 {
-			return fmt.Errorf("no image target %q (targets: %s)", name, strings.Join(ImageNames(), " "))
+			return fmt.Errorf("no image target %q (targets: %s)", name, strings.Join(Names(), " "))
 		}
-		spec := imageSpecs[i]
+		spec := specs[i]
 		for _, p := range spec.Packages {
 			if !have[p] {
-				return fmt.Errorf("image %s needs Debian's %s, which the rootfs %s lacks", name, p, l.RootFS())
+				return fmt.Errorf("image %s needs Debian's %s, which the rootfs %s lacks", name, p, b.RootFS)
 			}
 		}
 		ref := "onepool/" + name + ":" + version
@@ -117,7 +130,7 @@ func (l *Lab) BuildImages(ctx context.Context, src, version string, targets []st
 		if !strings.HasSuffix(version, "-dirty") {
 			if v, err := os.ReadFile(filepath.Join(dir, name+".version")); err == nil && strings.TrimSpace(string(v)) == version {
 				if _, err := os.Stat(archive); err == nil {
-					fmt.Fprintf(l.cfg.Log, "images: %s is built (%s)\n", ref, archive)
+					fmt.Fprintf(b.Log, "images: %s is built (%s)\n", ref, archive)
 					continue
 				}
 			}
@@ -126,9 +139,9 @@ func (l *Lab) BuildImages(ctx context.Context, src, version string, targets []st
 		imgLayers := []oci.Layer{base}
 		if spec.Common {
 			if common == nil {
-				files := []oci.File{{Name: JailPluginPath, Mode: 0o755, Source: filepath.Join(src, "spank/onepool_jail.so")}}
+				files := []oci.File{{Name: slurmconf.JailPluginPath, Mode: 0o755, Source: filepath.Join(b.Src, "spank/onepool_jail.so")}}
 				for _, s := range slurmCommonScripts {
-					files = append(files, oci.File{Name: "usr/local/bin/" + s, Mode: 0o755, Source: filepath.Join(src, "build/slurm", s)})
+					files = append(files, oci.File{Name: "usr/local/bin/" + s, Mode: 0o755, Source: filepath.Join(b.Src, "build/slurm", s)})
 				}
 				c, err := oci.LayerFromFiles(filepath.Join(layers, "slurm-common.tar"), files)
 				if err != nil {
@@ -140,10 +153,10 @@ func (l *Lab) BuildImages(ctx context.Context, src, version string, targets []st
 		}
 		var own []oci.File
 		if spec.Binary != "" {
-			own = append(own, oci.File{Name: "usr/local/bin/" + spec.Binary, Mode: 0o755, Source: filepath.Join(l.BinDir(), spec.Binary)})
+			own = append(own, oci.File{Name: "usr/local/bin/" + spec.Binary, Mode: 0o755, Source: filepath.Join(b.BinDir, spec.Binary)})
 		}
 		if spec.Script != "" {
-			own = append(own, oci.File{Name: "usr/local/bin/" + spec.Script, Mode: 0o755, Source: filepath.Join(src, "build/slurm", spec.Script)})
+			own = append(own, oci.File{Name: "usr/local/bin/" + spec.Script, Mode: 0o755, Source: filepath.Join(b.Src, "build/slurm", spec.Script)})
 		}
 		if len(own) > 0 {
 			top, err := oci.LayerFromFiles(filepath.Join(layers, name+".tar"), own)
@@ -165,7 +178,7 @@ func (l *Lab) BuildImages(ctx context.Context, src, version string, targets []st
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(l.cfg.Log, "images: %s -> %s (%d MB, %s)\n", ref, archive, st.Size()>>20, time.Since(start).Round(10*time.Millisecond))
+		fmt.Fprintf(b.Log, "images: %s -> %s (%d MB, %s)\n", ref, archive, st.Size()>>20, time.Since(start).Round(10*time.Millisecond))
 	}
 	return nil
 }
