@@ -72,7 +72,7 @@ gpu-proof: ## the real-GPU proof (test/gpuproof): build its binaries into .gpupr
 images-dockerfile: ## the Dockerfile's targets built with buildah (slow: packages installed per image); OCI archives in .lab/images
 	build/images-dockerfile.sh
 
-tools: $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kubectl $(BIN)/etcd $(BIN)/kwok $(LAB_DIR)/kwok-stages.yaml $(BIN)/lab $(BIN)/onepool-controller-manager $(BIN)/onepool-scheduler $(BIN)/onepool-node-agent $(BIN)/helm $(LAB_DIR)/podgroup-crd.yaml $(BIN)/lws-controller $(LAB_DIR)/lws-crd.yaml ## build the lab's binaries (cached in .lab/bin) and onepool's
+tools: $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kubectl $(BIN)/etcd $(BIN)/kwok $(LAB_DIR)/kwok-stages.yaml $(BIN)/lab $(BIN)/onepool-controller-manager $(BIN)/onepool-scheduler $(BIN)/onepool-node-agent $(BIN)/helm $(LAB_DIR)/podgroup-crd.yaml $(BIN)/lws-controller $(LAB_DIR)/lws-crd.yaml $(BIN)/jobset-controller $(LAB_DIR)/jobset-crd.yaml ## build the lab's binaries (cached in .lab/bin) and onepool's
 
 # onepool's own binaries, rebuilt when any Go file changes; the lab restarts them then.
 $(BIN)/onepool-controller-manager: $(shell git ls-files '*.go' 2>/dev/null | grep -v '^test/') go.mod go.sum
@@ -161,6 +161,16 @@ $(LAB_DIR)/lws-crd.yaml:
 	@mkdir -p $(LAB_DIR)
 	dir=$$(go mod download -json sigs.k8s.io/lws@$(LWS_VERSION) | sed -n 's/^\s*"Dir": "\(.*\)",/\1/p'); \
 	cp $$dir/config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml $@.tmp && chmod 644 $@.tmp && mv $@.tmp $@
+
+# JobSet (sigs.k8s.io/jobset) likewise, from test/tools/jobset (controller-
+# runtime v0.22.1, its own).
+JOBSET_VERSION := v0.10.1
+$(BIN)/jobset-controller: test/tools/jobset/go.mod test/tools/jobset/go.sum
+	cd test/tools/jobset && go build -o $@ sigs.k8s.io/jobset
+$(LAB_DIR)/jobset-crd.yaml:
+	@mkdir -p $(LAB_DIR)
+	dir=$$(go mod download -json sigs.k8s.io/jobset@$(JOBSET_VERSION) | sed -n 's/^\s*"Dir": "\(.*\)",/\1/p'); \
+	cp $$dir/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml $@.tmp && chmod 644 $@.tmp && mv $@.tmp $@
 
 $(BIN)/lab: $(shell find test/lab -name '*.go' -not -name '*_test.go') $(wildcard test/lab/*.manifest) go.mod
 	go build -o $@ ./test/lab/cmd/lab
@@ -288,7 +298,7 @@ LAB_2605_NETNS ?= onepool-lab-26.05
 lab-26.05-beside: tools ## prepare the second lab make test runs the 26.05 suites (and the 24.11 short soak) in, beside the first (LAB_2605_DIR, LAB_2605_NETNS)
 	mkdir -p $(LAB_2605_DIR)/bin
 	for f in $(BIN)/*; do ln -f "$$f" $(LAB_2605_DIR)/bin/; done
-	cp -p $(LAB_DIR)/kwok-stages.yaml $(LAB_DIR)/podgroup-crd.yaml $(LAB_DIR)/lws-crd.yaml $(LAB_2605_DIR)/
+	cp -p $(LAB_DIR)/kwok-stages.yaml $(LAB_DIR)/podgroup-crd.yaml $(LAB_DIR)/lws-crd.yaml $(LAB_DIR)/jobset-crd.yaml $(LAB_2605_DIR)/
 	ONEPOOL_LAB_DIR=$(LAB_2605_DIR) ONEPOOL_LAB_SLURM=26.05 $(BIN)/lab rootfs
 	ONEPOOL_LAB_DIR=$(LAB_2605_DIR) ONEPOOL_LAB_SLURM=24.11 $(BIN)/lab rootfs
 	ip netns list | grep -qw $(LAB_2605_NETNS) || ip netns add $(LAB_2605_NETNS)

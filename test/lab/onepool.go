@@ -41,7 +41,7 @@ func (l *Lab) onepoolSteps() []step {
 	}
 	steps = append(steps, step{"chart rbac", l.ensureChartRBAC})
 	steps = append(steps, l.componentSteps()...)
-	return append(steps, step{"lws controller", l.startLWS}, step{"gpu node drivers", l.startStaticDRA})
+	return append(steps, step{"workload controllers", l.startWorkloadControllers}, step{"gpu node drivers", l.startStaticDRA})
 }
 
 func (l *Lab) ensureSystemNamespace(ctx context.Context) error {

@@ -227,13 +227,17 @@ func (l *Lab) SchedulerLeader(ctx context.Context) (int, string, error) {
 	return 0, id, fmt.Errorf("lease holder %q is no running replica's", id)
 }
 
-// ensureCRDs installs scheduler-plugins' PodGroup CRD and LeaderWorkerSet's
-// (fetched by `make tools` into the lab dir) so gangs can be tested, and
+// ensureCRDs installs scheduler-plugins' PodGroup CRD and the workload
+// controllers' (fetched by `make tools` into the lab dir) so gangs can be tested, and
 // onepool's own CRDs (config/crd/bases, made by `make generate`) when the
 // checkout has them.
 func (l *Lab) ensureCRDs(ctx context.Context) error {
 	var files []string
-	for _, name := range []string{"podgroup-crd.yaml", "lws-crd.yaml"} {
+	names := []string{"podgroup-crd.yaml"}
+	for _, w := range workloadControllers {
+		names = append(names, w.CRD)
+	}
+	for _, name := range names {
 		crd := l.path(name)
 		if _, err := os.Stat(crd); err != nil {
 			return fmt.Errorf("%s is missing: run `make tools`", crd)
