@@ -34,6 +34,13 @@ const (
 	LabelLWSName       = "leaderworkerset.sigs.k8s.io/name"
 	LabelLWSGroupIndex = "leaderworkerset.sigs.k8s.io/group-index"
 
+	// JobSet's labels on its pods: the JobSet, the replicated job and the
+	// restart attempt (a JobSet restarted after a failure makes its Jobs
+	// again, attempt + 1). See AnnotationGang.
+	LabelJobSetName           = "jobset.sigs.k8s.io/jobset-name"
+	LabelJobSetReplicatedJob  = "jobset.sigs.k8s.io/replicatedjob-name"
+	LabelJobSetRestartAttempt = "jobset.sigs.k8s.io/restart-attempt"
+
 	// LabelNodeSet on a slurmd pod names the NodeSet that made it.
 	LabelNodeSet = "onepool.dev/nodeset"
 	// LabelNodeSetNamespace "true" on a Namespace lets onepool's controller
@@ -111,6 +118,12 @@ const (
 	AnnotationJobExclusive = "slurm.onepool.dev/exclusive"
 	// AnnotationJobTimeLimit is a Go duration ("90m", "12h") or "UNLIMITED".
 	AnnotationJobTimeLimit = "slurm.onepool.dev/time-limit"
+	// AnnotationGang=GangReplicatedJob on a JobSet replicated job's pod
+	// template makes all its pods of one restart attempt (replicas ×
+	// parallelism, read from the JobSet) one gang, one Slurm job. JobSet
+	// has no gang field of its own; a pod without it is placed alone.
+	AnnotationGang    = "slurm.onepool.dev/gang"
+	GangReplicatedJob = "replicated-job"
 
 	// AnnotationJobID is written by the scheduler: the Slurm job that holds
 	// the pod's place (for a gang: the group's job).

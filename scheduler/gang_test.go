@@ -23,11 +23,18 @@ import (
 )
 
 // fixedGroups answers every PodGroup with g (or err); with lws set, every
-// LeaderWorkerSet instead, and no PodGroup exists.
+// LeaderWorkerSet and JobSet instead, and no PodGroup exists.
 type fixedGroups struct {
 	g   Group
 	err error
 	lws bool
+}
+
+func (f fixedGroups) JobSet(_ context.Context, _, name, _ string) (Group, error) {
+	if !f.lws {
+		return Group{}, fmt.Errorf("jobsets %q not found", name)
+	}
+	return f.g, f.err
 }
 
 func (f fixedGroups) PodGroup(_ context.Context, _, name string) (Group, error) {
@@ -225,6 +232,8 @@ func TestOwnerOfGangs(t *testing.T) {
 		"LWS name without an index": {map[string]string{keys.LabelLWSName: "vllm"}, owner{Namespace: "ns", Name: "p", UID: "u"}},
 		"an index that is no number": {map[string]string{keys.LabelLWSName: "vllm", keys.LabelLWSGroupIndex: "0,1"},
 			owner{Namespace: "ns", Name: "p", UID: "u"}},
+		"a JobSet's pod that does not ask for a gang": {map[string]string{keys.LabelJobSetName: "train", keys.LabelJobSetReplicatedJob: "workers", keys.LabelJobSetRestartAttempt: "0"},
+			owner{Namespace: "ns", Name: "p", UID: "u"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			o := ownerOf(pod(tc.labels))
@@ -317,4 +326,39 @@ func TestCoreGangMadeAgainAfterItsJobClosedWaitsForAJobOfItsOwn(t *testing.T) {
 			require.Len(t, f.slurm.submitted, 2, "the group made again gets its own job")
 		})
 	}
+}
+
+// A JobSet replicated job that asks for it (slurm.onepool.dev/gang) is one
+// gang per restart attempt: one job of the size the JobSet says; its
+// next attempt's pods are another gang; pods that do not ask are alone.
+func TestCoreJobSetReplicatedJobIsOneGang(t *testing.T) {
+	f := gangFixture(t, fixedGroups{g: Group{UID: "js-uid", MinMember: 2}, lws: true})
+	member := func(name, attempt string, gang bool) *corev1.Pod {
+		p := podWith(nil, 8, "", "")
+		p.Name, p.UID = name, types.UID("uid-"+name)
+		p.Labels = map[string]string{keys.LabelJobSetName: "train", keys.LabelJobSetReplicatedJob: "workers", keys.LabelJobSetRestartAttempt: attempt}
+		if gang {
+			p.Annotations = map[string]string{keys.AnnotationGang: keys.GangReplicatedJob}
+		}
+		p.Spec.SchedulerName = keys.SchedulerName
+		p.CreationTimestamp.Time = time.Now().Add(-time.Minute)
+		f.core.podChanged(nil, p)
+		return p
+	}
+	w0 := member("train-workers-0-0", "0", true)
+	require.NoError(t, f.submitGang(t, w0))
+	assert.Empty(t, f.slurm.submitted)
+	assert.Equal(t, "waiting for JobSet ns/train replicated job workers (restart attempt 0): 1 of its 2 pods exist", f.core.Place(w0).Message)
+	w1 := member("train-workers-1-0", "0", true)
+	require.NoError(t, f.submitGang(t, w1))
+	require.Len(t, f.slurm.submitted, 1, f.core.Place(w1).Message)
+	j := f.slurm.submitted[0]
+	assert.Equal(t, "onepool/ns/train/workers/0", j.Name)
+	assert.Equal(t, "2", j.Nodes)
+	gang := owner{Kind: kindJobSet, Namespace: "ns", Name: "train", Index: "workers/0", UID: "js-uid"}
+	assert.Equal(t, f.core.proof.comment(gang, ""), j.Comment)
+	next := member("train-workers-0-0-again", "1", true)
+	assert.Equal(t, "jobset/ns/train/workers/1", ownerOf(next).key(), "the next attempt's pod is another gang")
+	alone := member("train-workers-2-0", "0", false)
+	assert.Equal(t, owner{Namespace: "ns", Name: alone.Name, UID: alone.UID}, ownerOf(alone), "without the annotation a pod is placed alone")
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,13 +17,17 @@ import (
 )
 
 // owner is what one placeholder job holds a place for: a single pod, or
-// a gang placed as one multi-node job: all pods of a PodGroup, or one
-// group (leader and workers) of a LeaderWorkerSet.
+// a gang placed as one multi-node job: all pods of a PodGroup, one group
+// (leader and workers) of a LeaderWorkerSet, or one replicated job of a
+// JobSet that asks for it (keys.AnnotationGang).
 type owner struct {
 	Kind      ownerKind
 	Namespace string
-	Name      string // the pod's, the PodGroup's or the LeaderWorkerSet's name
-	Index     string // a LeaderWorkerSet group's index (digits); empty otherwise
+	Name      string // the pod's, the PodGroup's, the LeaderWorkerSet's or the JobSet's name
+	// Index is a LeaderWorkerSet group's index (digits), or a JobSet's
+	// replicated job and restart attempt ("<replicated job>/<attempt>");
+	// empty otherwise.
+	Index string
 	// UID is the pod's, or the PodGroup's or LeaderWorkerSet's once read
 	// (a group owner made from a pod has none; its key does not need one).
 	UID types.UID
@@ -35,6 +40,7 @@ const (
 	kindPod ownerKind = iota
 	kindPodGroup
 	kindLWS
+	kindJobSet
 )
 
 // group is true for an owner of several pods.
@@ -48,6 +54,12 @@ func ownerOf(pod *corev1.Pod) owner {
 	}
 	if n, i := pod.Labels[keys.LabelLWSName], pod.Labels[keys.LabelLWSGroupIndex]; n != "" && digits(i) {
 		return owner{Kind: kindLWS, Namespace: pod.Namespace, Name: n, Index: i}
+	}
+	if pod.Annotations[keys.AnnotationGang] == keys.GangReplicatedJob {
+		n, r, a := pod.Labels[keys.LabelJobSetName], pod.Labels[keys.LabelJobSetReplicatedJob], pod.Labels[keys.LabelJobSetRestartAttempt]
+		if n != "" && r != "" && !strings.ContainsAny(r, "/;") && digits(a) {
+			return owner{Kind: kindJobSet, Namespace: pod.Namespace, Name: n, Index: r + "/" + a}
+		}
 	}
 	return owner{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}
 }
@@ -63,8 +75,17 @@ func (o owner) selector() labels.Set {
 		return labels.Set{keys.LabelPodGroup: o.Name}
 	case kindLWS:
 		return labels.Set{keys.LabelLWSName: o.Name, keys.LabelLWSGroupIndex: o.Index}
+	case kindJobSet:
+		r, a := o.replicatedJob()
+		return labels.Set{keys.LabelJobSetName: o.Name, keys.LabelJobSetReplicatedJob: r, keys.LabelJobSetRestartAttempt: a}
 	}
 	return nil
+}
+
+// replicatedJob is a JobSet owner's replicated job and restart attempt.
+func (o owner) replicatedJob() (name, attempt string) {
+	name, attempt, _ = strings.Cut(o.Index, "/")
+	return name, attempt
 }
 
 // has says whether pod is one of the owner's.
@@ -82,6 +103,8 @@ func (o owner) key() string {
 		return "group/" + o.Namespace + "/" + o.Name
 	case kindLWS:
 		return "lws/" + o.Namespace + "/" + o.Name + "/" + o.Index
+	case kindJobSet:
+		return "jobset/" + o.Namespace + "/" + o.Name + "/" + o.Index
 	}
 	return "pod/" + string(o.UID)
 }
@@ -92,6 +115,9 @@ func (o owner) String() string {
 		return "PodGroup " + o.Namespace + "/" + o.Name
 	case kindLWS:
 		return "LeaderWorkerSet " + o.Namespace + "/" + o.Name + " group " + o.Index
+	case kindJobSet:
+		r, a := o.replicatedJob()
+		return "JobSet " + o.Namespace + "/" + o.Name + " replicated job " + r + " (restart attempt " + a + ")"
 	}
 	return "pod " + o.Namespace + "/" + o.Name
 }
@@ -101,9 +127,9 @@ func (o owner) String() string {
 const commentPrefix = keys.PlaceholderCommentPrefix
 
 // path is the owner as namespace/name, and /index for a LeaderWorkerSet
-// group: in its job's name and comment.
+// group or a JobSet's replicated job: in its job's name and comment.
 func (o owner) path() string {
-	if o.Kind == kindLWS {
+	if o.Kind == kindLWS || o.Kind == kindJobSet {
 		return o.Namespace + "/" + o.Name + "/" + o.Index
 	}
 	return o.Namespace + "/" + o.Name
@@ -116,7 +142,7 @@ func (o owner) jobName() string { return "onepool/" + o.path() }
 var bodyKinds = []struct {
 	kind ownerKind
 	word string
-}{{kindPod, "pod="}, {kindPodGroup, "group="}, {kindLWS, "lws="}}
+}{{kindPod, "pod="}, {kindPodGroup, "group="}, {kindLWS, "lws="}, {kindJobSet, "jobset="}}
 
 // body is what a placeholder's comment says of its owner: its kind,
 // namespace, name (and group index) and uid.
@@ -150,18 +176,24 @@ func parseBody(b string) (owner, bool) {
 		return owner{}, false
 	}
 	parts := strings.Split(path, "/")
-	want := 2
-	if o.Kind == kindLWS {
-		want = 3
+	want := map[ownerKind]int{kindLWS: 3, kindJobSet: 4}[o.Kind]
+	if want == 0 {
+		want = 2
 	}
-	if len(parts) != want || parts[0] == "" || parts[1] == "" || strings.Contains(parts[1], ";") {
+	if len(parts) != want || slices.Contains(parts, "") || strings.Contains(parts[1], ";") {
 		return owner{}, false
 	}
-	if o.Kind == kindLWS {
+	switch o.Kind {
+	case kindLWS:
 		if !digits(parts[2]) {
 			return owner{}, false
 		}
 		o.Index = parts[2]
+	case kindJobSet:
+		if strings.Contains(parts[2], ";") || !digits(parts[3]) {
+			return owner{}, false
+		}
+		o.Index = parts[2] + "/" + parts[3]
 	}
 	o.Namespace, o.Name, o.UID = parts[0], parts[1], types.UID(uid)
 	return o, true

@@ -32,6 +32,7 @@ func listOf(o owner) metav1.ListOptions {
 type GroupReader interface {
 	PodGroup(ctx context.Context, namespace, name string) (Group, error)
 	LeaderWorkerSet(ctx context.Context, namespace, name string) (Group, error)
+	JobSet(ctx context.Context, namespace, name, replicatedJob string) (Group, error)
 }
 
 // Group is what onepool reads of a gang's object: its uid (named in the
@@ -43,8 +44,12 @@ type Group struct {
 
 // groupOf reads the object behind a group owner.
 func groupOf(ctx context.Context, r GroupReader, o owner) (Group, error) {
-	if o.Kind == kindLWS {
+	switch o.Kind {
+	case kindLWS:
 		return r.LeaderWorkerSet(ctx, o.Namespace, o.Name)
+	case kindJobSet:
+		rj, _ := o.replicatedJob()
+		return r.JobSet(ctx, o.Namespace, o.Name, rj)
 	}
 	return r.PodGroup(ctx, o.Namespace, o.Name)
 }
@@ -54,6 +59,73 @@ var PodGroupGVR = schema.GroupVersionResource{Group: "scheduling.x-k8s.io", Vers
 
 // LeaderWorkerSetGVR is sigs.k8s.io/lws's LeaderWorkerSet.
 var LeaderWorkerSetGVR = schema.GroupVersionResource{Group: "leaderworkerset.x-k8s.io", Version: "v1", Resource: "leaderworkersets"}
+
+// JobSetGVR is sigs.k8s.io/jobset's JobSet.
+var JobSetGVR = schema.GroupVersionResource{Group: "jobset.x-k8s.io", Version: "v1alpha2", Resource: "jobsets"}
+
+// jobSetExclusiveTopology is JobSet's annotation for Jobs alone in a
+// topology domain.
+const jobSetExclusiveTopology = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+
+// JobSet reads the size of a replicated job's gang from the JobSet: its
+// replicas × its Job template's parallelism (each 1 when unset). A
+// replicated job whose Jobs run their pods in waves (completions above
+// parallelism) or that asks JobSet for exclusive placement (its leader
+// pods placed first) cannot be one job of all its pods at once: refused
+// with the reason.
+func (g DynamicGroups) JobSet(ctx context.Context, namespace, name, replicatedJob string) (Group, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	u, err := g.Client.Resource(JobSetGVR).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return Group{}, fmt.Errorf("JobSet %s/%s: %w", namespace, name, err)
+	}
+	n, err := jobSetGang(u, replicatedJob)
+	if err != nil {
+		return Group{}, fmt.Errorf("JobSet %s/%s: %w", namespace, name, err)
+	}
+	return Group{UID: u.GetUID(), MinMember: n}, nil
+}
+
+func jobSetGang(u *unstructured.Unstructured, replicatedJob string) (int, error) {
+	if _, ok := u.GetAnnotations()[jobSetExclusiveTopology]; ok {
+		return 0, fmt.Errorf("%s places a Job's leader pod before its others, and onepool places a replicated job as one job, all its pods at once: Slurm gives each pod a node of its own", jobSetExclusiveTopology)
+	}
+	rjs, _, _ := unstructured.NestedSlice(u.Object, "spec", "replicatedJobs")
+	for _, r := range rjs {
+		rj, ok := r.(map[string]any)
+		if !ok || rj["name"] != replicatedJob {
+			continue
+		}
+		num := func(path ...string) (int64, error) {
+			v, found, err := unstructured.NestedInt64(rj, path...)
+			switch {
+			case err != nil:
+				return 0, fmt.Errorf("replicated job %s: %s: %w", replicatedJob, strings.Join(path, "."), err)
+			case !found:
+				return 1, nil
+			}
+			return v, nil
+		}
+		replicas, err1 := num("replicas")
+		parallelism, err2 := num("template", "spec", "parallelism")
+		completions, err3 := num("template", "spec", "completions")
+		if err := errors.Join(err1, err2, err3); err != nil {
+			return 0, err
+		}
+		if ann, _, _ := unstructured.NestedStringMap(rj, "template", "metadata", "annotations"); ann[jobSetExclusiveTopology] != "" {
+			return 0, fmt.Errorf("replicated job %s: %s places a Job's leader pod before its others, and onepool places a replicated job as one job, all its pods at once", replicatedJob, jobSetExclusiveTopology)
+		}
+		if completions > parallelism {
+			return 0, fmt.Errorf("replicated job %s: its Jobs run %d pods in waves of %d (completions above parallelism), and onepool places a replicated job as one job, all its pods at once", replicatedJob, completions, parallelism)
+		}
+		if n := replicas * parallelism; n >= 1 && n <= maxGang {
+			return int(n), nil
+		}
+		return 0, fmt.Errorf("replicated job %s: replicas × parallelism must be 1 to %d", replicatedJob, maxGang)
+	}
+	return 0, fmt.Errorf("no replicated job %s", replicatedJob)
+}
 
 // maxGang is the most pods one gang's job places.
 const maxGang = 4096

@@ -278,3 +278,57 @@ func withLWS(u *unstructured.Unstructured, change func(*unstructured.Unstructure
 	change(u)
 	return u
 }
+
+// A JobSet replicated job's gang is its replicas × parallelism; one that
+// runs in waves or asks for exclusive placement is refused with the reason.
+func TestJobSetGang(t *testing.T) {
+	js := func(rj map[string]any, annotations map[string]string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+			"metadata": map[string]any{"name": "train", "namespace": "ns"},
+			"spec":     map[string]any{"replicatedJobs": []any{map[string]any{"name": "driver"}, rj}},
+		}}
+		u.SetAnnotations(annotations)
+		return u
+	}
+	workers := func(replicas, parallelism, completions any) map[string]any {
+		spec := map[string]any{}
+		if parallelism != nil {
+			spec["parallelism"] = parallelism
+		}
+		if completions != nil {
+			spec["completions"] = completions
+		}
+		rj := map[string]any{"name": "workers", "template": map[string]any{"spec": spec}}
+		if replicas != nil {
+			rj["replicas"] = replicas
+		}
+		return rj
+	}
+	for _, tc := range []struct {
+		name string
+		u    *unstructured.Unstructured
+		want int
+		err  string
+	}{
+		{"replicas of one pod", js(workers(int64(4), nil, nil), nil), 4, ""},
+		{"replicas × parallelism", js(workers(int64(2), int64(3), int64(3)), nil), 6, ""},
+		{"all defaults", js(workers(nil, nil, nil), nil), 1, ""},
+		{"waves", js(workers(int64(1), int64(2), int64(4)), nil), 0, "replicated job workers: its Jobs run 4 pods in waves of 2"},
+		{"exclusive placement", js(workers(int64(2), nil, nil), map[string]string{jobSetExclusiveTopology: "rack"}), 0, "alpha.jobset.sigs.k8s.io/exclusive-topology places a Job's leader pod before its others"},
+		{"too big", js(workers(int64(5000), nil, nil), nil), 0, "replicas × parallelism must be 1 to 4096"},
+		{"zero", js(workers(int64(0), nil, nil), nil), 0, "replicas × parallelism must be 1 to 4096"},
+		{"not a number", js(workers("2", nil, nil), nil), 0, "replicated job workers: replicas"},
+		{"no such replicated job", js(map[string]any{"name": "other"}, nil), 0, "no replicated job workers"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, err := jobSetGang(tc.u, "workers")
+			if tc.err != "" {
+				assert.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, n)
+		})
+	}
+}

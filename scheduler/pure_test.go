@@ -31,7 +31,8 @@ func TestCommentRoundTripAndForgeries(t *testing.T) {
 	pod := owner{Namespace: "ml", Name: "llama-7b-0", UID: "0b8e6a1c-1111-2222-3333-444455556666"}
 	group := owner{Kind: kindPodGroup, Namespace: "ml", Name: "trio", UID: "7c1d"}
 	lws := owner{Kind: kindLWS, Namespace: "ml", Name: "vllm", Index: "12", UID: "9e2f"}
-	for _, o := range []owner{pod, group, lws} {
+	js := owner{Kind: kindJobSet, Namespace: "ml", Name: "train", Index: "workers/3", UID: "5a1b"}
+	for _, o := range []owner{pod, group, lws, js} {
 		got, user, ok := k.parse(k.comment(o, "team-b"))
 		assert.True(t, ok, "onepool reads back its own comment %q", k.comment(o, "team-b"))
 		assert.Equal(t, o, got)
@@ -52,6 +53,8 @@ func TestCommentRoundTripAndForgeries(t *testing.T) {
 		"an LWS group's comment turned into a PodGroup's":  strings.Replace(k.comment(lws, ""), "lws=", "group=", 1),
 		"another LWS group under a copied signature":       strings.Replace(k.comment(lws, ""), "vllm/12", "vllm/13", 1),
 		"an LWS group without its index":                   "onepool:lws=ml/vllm;uid=9e2f;user=;sig=AAAAAAAAAAAAAAAAAAAAAA",
+		"another restart attempt under a copied signature": strings.Replace(k.comment(js, ""), "workers/3", "workers/4", 1),
+		"a JobSet gang without its attempt":                "onepool:jobset=ml/train/workers;uid=5a1b;user=;sig=AAAAAAAAAAAAAAAAAAAAAA",
 		"another user under a copied signature":            strings.Replace(signed, "user=team-b", "user=team-a", 1),
 		"a cut signature":                                  signed[:len(signed)-2],
 		"a signature that is not base64":                   strings.SplitAfter(signed, ";sig=")[0] + "!!!!!!!!!!!!!!!!!!!!!!",

@@ -187,7 +187,8 @@ func (e *schedEnv) jobs(name string) []slurmrest.Job {
 	var out []slurmrest.Job
 	for _, j := range l.Jobs {
 		if strings.HasPrefix(j.Comment, "onepool:pod="+e.ns+"/"+name) && (name == "" || strings.HasPrefix(j.Comment, "onepool:pod="+e.ns+"/"+name+";")) ||
-			strings.HasPrefix(j.Comment, "onepool:group="+e.ns+"/"+name) || strings.HasPrefix(j.Comment, "onepool:lws="+e.ns+"/"+name) {
+			strings.HasPrefix(j.Comment, "onepool:group="+e.ns+"/"+name) || strings.HasPrefix(j.Comment, "onepool:lws="+e.ns+"/"+name) ||
+			strings.HasPrefix(j.Comment, "onepool:jobset="+e.ns+"/"+name) {
 			out = append(out, j)
 		}
 	}

@@ -90,7 +90,7 @@ var componentRights = map[string]struct{ anywhere, own []string }{
 			// Delegated authentication and authorization of its secure port.
 			"create authentication.k8s.io/tokenreviews", "create authorization.k8s.io/subjectaccessreviews",
 			"get scheduling.x-k8s.io/podgroups", "list scheduling.x-k8s.io/podgroups", "watch scheduling.x-k8s.io/podgroups",
-			"get leaderworkerset.x-k8s.io/leaderworkersets",
+			"get leaderworkerset.x-k8s.io/leaderworkersets", "get jobset.x-k8s.io/jobsets",
 			// onepool: the Slurm job on the pod (patch), eviction of a pod
 			// whose job ended (delete past a PDB that keeps refusing), the
 			// GPU claim the webhook named, each namespace's TenantPolicy.
