@@ -15,7 +15,6 @@ import (
 
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/scheduler"
-	"github.com/onepool/onepool/slurmrest"
 	"github.com/onepool/onepool/test/lab"
 )
 
@@ -92,25 +91,13 @@ func (e *schedEnv) createJobSet(name string, replicas, gpus int64) string {
 			}}}},
 		},
 	}}
-	dyn := e.dynamic()
-	got, err := dyn.Resource(scheduler.JobSetGVR).Namespace(e.ns).Create(context.Background(), u, metav1.CreateOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() {
-		ctx := context.Background()
-		fg := metav1.DeletePropagationForeground
-		_ = dyn.Resource(scheduler.JobSetGVR).Namespace(e.ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &fg})
-		eventually(e.t, 60*time.Second, "JobSet "+name+" and its Jobs gone", func() (bool, string) {
-			jobs, err := e.kc.BatchV1().Jobs(e.ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return false, err.Error()
-			}
-			_, err = dyn.Resource(scheduler.JobSetGVR).Namespace(e.ns).Get(ctx, name, metav1.GetOptions{})
-			return len(jobs.Items) == 0 && err != nil, fmt.Sprintf("%d Jobs, get: %v", len(jobs.Items), err)
-		})
+	return e.createWorkload(scheduler.JobSetGVR, u, func(ctx context.Context) (int, error) {
+		jobs, err := e.kc.BatchV1().Jobs(e.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return 0, err
+		}
+		return len(jobs.Items), nil
 	})
-	return string(got.GetUID())
 }
 
 func toAny(m map[string]string) map[string]any {
@@ -150,20 +137,6 @@ func (e *schedEnv) liveJobSetPods(name, attempt string) []corev1.Pod {
 func (e *schedEnv) jobSetRunsOnItsJob(name, attempt string, size int, timeout time.Duration) {
 	e.t.Helper()
 	eventually(e.t, timeout, "JobSet "+name+" attempt "+attempt+" runs on its job's nodes", func() (bool, string) {
-		pods := e.liveJobSetPods(name, attempt)
-		running, _ := runningBound(pods)
-		js := slices.DeleteFunc(e.activeJobs(name+"/workers/"+attempt), refusedAllocation)
-		if len(js) != 1 || js[0].State.Base() != slurmrest.JobRunning {
-			return false, fmt.Sprintf("pods %s; active jobs %v", replicaStates(pods), jobIDs(js))
-		}
-		nodes := expandForTest(e.t, js[0].Nodes)
-		seen := map[string]bool{}
-		for _, p := range running {
-			if !strings.Contains(nodes, p.Spec.NodeName) || seen[p.Spec.NodeName] {
-				return false, fmt.Sprintf("%s on %s; job %d on %s", p.Name, p.Spec.NodeName, js[0].ID, js[0].Nodes)
-			}
-			seen[p.Spec.NodeName] = true
-		}
-		return len(running) == size && len(pods) == size, fmt.Sprintf("pods %s; job %d on %s", replicaStates(pods), js[0].ID, js[0].Nodes)
+		return e.gangRuns(e.liveJobSetPods(name, attempt), name+"/workers/"+attempt, size)
 	})
 }

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/scheduler"
@@ -91,33 +90,13 @@ func (e *schedEnv) createLWS(name string, groups, size, gpus int64) string {
 			"size": size, "workerTemplate": map[string]any{"spec": tmpl},
 		}},
 	}}
-	dyn := e.dynamic()
-	got, err := dyn.Resource(scheduler.LeaderWorkerSetGVR).Namespace(e.ns).Create(context.Background(), u, metav1.CreateOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() {
-		ctx := context.Background()
-		fg := metav1.DeletePropagationForeground
-		_ = dyn.Resource(scheduler.LeaderWorkerSetGVR).Namespace(e.ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &fg})
-		eventually(e.t, 60*time.Second, "LeaderWorkerSet "+name+" and its StatefulSets gone", func() (bool, string) {
-			sts, err := e.kc.AppsV1().StatefulSets(e.ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return false, err.Error()
-			}
-			_, err = dyn.Resource(scheduler.LeaderWorkerSetGVR).Namespace(e.ns).Get(ctx, name, metav1.GetOptions{})
-			return len(sts.Items) == 0 && err != nil, fmt.Sprintf("%d StatefulSets, get: %v", len(sts.Items), err)
-		})
+	return e.createWorkload(scheduler.LeaderWorkerSetGVR, u, func(ctx context.Context) (int, error) {
+		sts, err := e.kc.AppsV1().StatefulSets(e.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return 0, err
+		}
+		return len(sts.Items), nil
 	})
-	return string(got.GetUID())
-}
-
-func (e *schedEnv) dynamic() dynamic.Interface {
-	cfg, err := e.l.RESTConfig()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return dynamic.NewForConfigOrDie(cfg)
 }
 
 // lwsPods lists the live (not terminating) pods of LeaderWorkerSet name
@@ -159,20 +138,7 @@ func (e *schedEnv) lwsGroupRuns(name, group string, size int, timeout time.Durat
 	var pods []corev1.Pod
 	eventually(e.t, timeout, "LeaderWorkerSet "+name+" group "+group+" runs on its job's nodes", func() (bool, string) {
 		pods = e.lwsPods(name, group)
-		running, _ := runningBound(pods)
-		js := slices.DeleteFunc(e.activeJobs(name+"/"+group), refusedAllocation)
-		if len(js) != 1 || js[0].State.Base() != slurmrest.JobRunning {
-			return false, fmt.Sprintf("pods %s; active jobs %v", replicaStates(pods), jobIDs(js))
-		}
-		nodes := expandForTest(e.t, js[0].Nodes)
-		seen := map[string]bool{}
-		for _, p := range running {
-			if !strings.Contains(nodes, p.Spec.NodeName) || seen[p.Spec.NodeName] {
-				return false, fmt.Sprintf("%s on %s; job %d on %s", p.Name, p.Spec.NodeName, js[0].ID, js[0].Nodes)
-			}
-			seen[p.Spec.NodeName] = true
-		}
-		return len(running) == size && len(pods) == size, fmt.Sprintf("pods %s; job %d on %s", replicaStates(pods), js[0].ID, js[0].Nodes)
+		return e.gangRuns(pods, name+"/"+group, size)
 	})
 	return pods
 }
