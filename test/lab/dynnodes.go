@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/onepool/onepool/test/lab/slurmconf"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/onepool/onepool/test/lab/podkubelet"
+	"github.com/onepool/onepool/test/lab/slurmconf"
 )
 
 // Dynamic nodes: kwok Nodes that slurm.conf does not list. A slurmd pod on
@@ -91,7 +93,7 @@ func (l *Lab) prepareDynNodes(ctx context.Context) error {
 		return nil
 	}
 	// A kubelet killed hard leaves its slurmd running; they would register again.
-	if err := killPodProcs(l.RootFS()); err != nil {
+	if err := podkubelet.KillLeftovers(l.RootFS()); err != nil {
 		return err
 	}
 	return l.deleteDynRecords(ctx)

@@ -9,32 +9,23 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/cache"
-
-	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/test/lab/kwoknodes"
+	"github.com/onepool/onepool/test/lab/podkubelet"
 	"github.com/onepool/onepool/test/lab/proc"
 	"github.com/onepool/onepool/test/lab/rootfs"
 )
 
-// The lab kubelet runs the slurmd pods of the Nodes that carry
-// KubeletAnnotation=KubeletChroot: kwok marks those pods Running, and the lab
-// kubelet starts their slurmd container's command inside the Slurm chroot, so
-// a NodeSet's pods bring real slurmd (or the node agent) up and down.
+// The lab kubelet (package podkubelet) runs the slurmd pods of the Nodes
+// that carry KubeletAnnotation=KubeletChroot: kwok marks those pods Running,
+// and the lab kubelet starts their slurmd container's command inside the
+// Slurm chroot, so a NodeSet's pods bring real slurmd (or the node agent) up
+// and down.
 const (
 	KubeletAnnotation = kwoknodes.Kubelet
 	KubeletChroot     = kwoknodes.KubeletChroot
 	kubeletName       = "lab-kubelet"
-	kubeletResync     = 10 * time.Second
 )
 
 func (l *Lab) kubeletDaemon() daemon {
@@ -85,135 +76,46 @@ func (l *Lab) StopKubelet() error {
 	return nil
 }
 
-// kubelet is the state of a running lab kubelet: one podProc per pod UID,
-// and the last podProc of each node, which a new pod on the node waits for.
-type kubelet struct {
-	l      *Lab
-	log    *log.Logger
-	procs  map[types.UID]*podProc
-	byNode map[string]*podProc
-	wg     sync.WaitGroup
-}
-
 // RunKubelet is `lab kubelet`: it runs until ctx ends, then stops every
 // process it started.
 func (l *Lab) RunKubelet(ctx context.Context) error {
-	k := &kubelet{l: l, log: log.New(os.Stderr, "lab-kubelet: ", log.LstdFlags|log.Lmicroseconds),
-		procs: map[types.UID]*podProc{}, byNode: map[string]*podProc{}}
-	_ = os.Remove(l.kubeletReadyFile())
-	defer os.Remove(l.kubeletReadyFile())
-	// A predecessor killed hard leaves its processes; they hold the ports.
-	if err := killPodProcs(l.RootFS()); err != nil {
-		return err
-	}
 	kc, err := l.KubeClient()
 	if err != nil {
 		return err
 	}
-	// Two factories: the label selector is for pods only.
-	podInf := informers.NewSharedInformerFactoryWithOptions(kc, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = keys.LabelComponent + "=" + keys.ComponentSlurmd
-	}))
-	nodeInf := informers.NewSharedInformerFactory(kc, 0)
-	pods, nodes := podInf.Core().V1().Pods(), nodeInf.Core().V1().Nodes()
-	poke := make(chan struct{}, 1)
-	h := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { notify(poke) },
-		UpdateFunc: func(any, any) { notify(poke) },
-		DeleteFunc: func(any) { notify(poke) },
-	}
-	for _, inf := range []cache.SharedIndexInformer{pods.Informer(), nodes.Informer()} {
-		if _, err := inf.AddEventHandler(h); err != nil {
-			return err
-		}
-	}
-	infCtx, stopInformers := context.WithCancel(context.Background())
-	defer func() { stopInformers(); podInf.Shutdown(); nodeInf.Shutdown() }()
-	podInf.Start(infCtx.Done())
-	nodeInf.Start(infCtx.Done())
-	syncCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	synced := cache.WaitForCacheSync(syncCtx.Done(), pods.Informer().HasSynced, nodes.Informer().HasSynced)
-	cancel()
-	if !synced {
-		return errors.New("pod and node informers did not sync within 60 s")
-	}
-	if err := os.WriteFile(l.kubeletReadyFile(), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
-		return err
-	}
-	k.log.Printf("watching slurmd pods on Nodes with %s=%s", KubeletAnnotation, KubeletChroot)
-	// Events only poke; each pass compares all wanted pods with all
-	// processes, so a missed or coalesced event is made good by the next.
-	tick := time.NewTicker(kubeletResync)
-	defer tick.Stop()
-	for {
-		k.sync(pods.Lister(), nodes.Lister())
-		select {
-		case <-ctx.Done():
-			k.log.Printf("stopping %d pod processes", len(k.procs))
-			for uid := range k.procs {
-				k.stop(uid)
-			}
-			k.wg.Wait() // each stop is bounded (podProc.run)
-			k.log.Printf("stopped")
-			return nil
-		case <-poke:
-		case <-tick.C:
-		}
-	}
+	return podkubelet.Run(ctx, podkubelet.Config{
+		Root:      l.RootFS(),
+		Client:    kc,
+		ReadyFile: l.kubeletReadyFile(),
+		LogFile:   l.KubeletLog,
+		Node:      kubeletNode,
+		Log:       log.New(os.Stderr, "lab-kubelet: ", log.LstdFlags|log.Lmicroseconds),
+	})
 }
 
-func notify(c chan struct{}) {
-	select {
-	case c <- struct{}{}:
-	default:
+// kubeletNode is what the lab gives a slurmd pod on a dynamic node: its
+// slurmd port, the fake GPUs' inventory, its own configuration and state
+// directories, and the chroot's kubeconfig for the DRA driver.
+func kubeletNode(node string) (podkubelet.Node, error) {
+	port, ok := DynSlurmdPort(node)
+	if !ok {
+		return podkubelet.Node{}, fmt.Errorf("node %s is no dynamic lab node (%s0 ... %s%d): no slurmd port for it", node, DynNodePrefix, DynNodePrefix, maxDynNodes-1)
 	}
-}
-
-// sync starts a process for every pod that should run and stops the
-// processes of pods that are gone, deleting, no longer Running or moved off
-// a chroot Node.
-func (k *kubelet) sync(pods corelisters.PodLister, nodes corelisters.NodeLister) {
-	all, err := pods.List(labels.Everything())
-	if err != nil {
-		k.log.Printf("list pods: %v", err)
-		return
-	}
-	want := map[types.UID]*corev1.Pod{}
-	for _, p := range all {
-		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Spec.NodeName == "" {
-			continue
-		}
-		if n, err := nodes.Get(p.Spec.NodeName); err != nil || n.Annotations[KubeletAnnotation] != KubeletChroot {
-			continue
-		}
-		want[p.UID] = p
-	}
-	for uid := range k.procs {
-		if want[uid] == nil {
-			k.stop(uid)
-		}
-	}
-	for uid, p := range want {
-		if k.procs[uid] != nil {
-			continue
-		}
-		pp := &podProc{k: k, pod: p.Namespace + "/" + p.Name, node: p.Spec.NodeName, stopCh: make(chan struct{}), done: make(chan struct{})}
-		var prev <-chan struct{}
-		if old := k.byNode[pp.node]; old != nil {
-			prev = old.done // the old pod's slurmd must free the node's port first
-		}
-		k.procs[uid], k.byNode[pp.node] = pp, pp
-		k.wg.Add(1)
-		go func() {
-			defer k.wg.Done()
-			pp.run(p, prev)
-		}()
-	}
-}
-
-func (k *kubelet) stop(uid types.UID) {
-	pp := k.procs[uid]
-	k.log.Printf("pod %s on %s: stopping", pp.pod, pp.node)
-	close(pp.stopCh)
-	delete(k.procs, uid)
+	stateDir := "/run/onepool/" + node
+	return podkubelet.Node{
+		Env: []string{
+			"ONEPOOL_SLURMD_PORT=" + strconv.Itoa(port),
+			"ONEPOOL_GPU_INVENTORY=" + FakeGPUInventory,
+			"ONEPOOL_CONF_DIR=" + stateDir + "/slurm",
+			"ONEPOOL_STATE_DIR=" + stateDir,
+			// The DRA driver (on when the pod sets ONEPOOL_DRA=true): no
+			// kubelet calls it here, so it does not register; tests call its
+			// socket in the chroot at <stateDir>/dra/dra.sock.
+			"KUBECONFIG=" + ChrootKubeconfig,
+			"ONEPOOL_DRA_PLUGIN_DIR=" + stateDir + "/dra",
+			"ONEPOOL_DRA_REGISTRAR_DIR=",
+			"ONEPOOL_CDI_DIR=" + stateDir + "/cdi",
+		},
+		Dirs: []string{stateDir + "/slurm"},
+	}, nil
 }

@@ -1,4 +1,4 @@
-package lab
+package podkubelet
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"syscall"
 
 	"github.com/onepool/onepool/test/lab/proc"
@@ -15,9 +14,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// podCommand turns a slurmd pod into the command the lab kubelet runs in the
+// podCommand turns a slurmd pod into the command the kubelet runs in the
 // chroot: the container named slurmd (else the first), its command and args
-// as Kubernetes joins them, its env, and the lab's own env last so it wins.
+// as Kubernetes joins them, its env, and the lab's (Config.Node) last so
+// it wins.
 // Its error is about the pod's spec; the maker's (an exec.Cmd runs only
 // once) is about the chroot, which can change before the next try.
 func (k *kubelet) podCommand(pod *corev1.Pod, logf func(string, ...any)) (func() (*exec.Cmd, error), error) {
@@ -34,12 +34,11 @@ func (k *kubelet) podCommand(pod *corev1.Pod, logf func(string, ...any)) (func()
 		return nil, fmt.Errorf("container %q has no command: the lab runs no images, so the pod must name its program", c.Name)
 	}
 	node := pod.Spec.NodeName
-	port, ok := DynSlurmdPort(node)
-	if !ok {
-		return nil, fmt.Errorf("node %s is no dynamic lab node (%s0 ... %s%d): no slurmd port for it", node, DynNodePrefix, DynNodePrefix, maxDynNodes-1)
+	setup, err := k.cfg.Node(node)
+	if err != nil {
+		return nil, err
 	}
-	root := k.l.RootFS()
-	stateDir := "/run/onepool/" + node
+	root := k.cfg.Root
 	env := []string{podEnvPath}
 	for _, e := range c.Env {
 		switch {
@@ -51,27 +50,17 @@ func (k *kubelet) podCommand(pod *corev1.Pod, logf func(string, ...any)) (func()
 			logf("env %s: only values and fieldRef to metadata.name, metadata.namespace, metadata.uid, spec.nodeName are supported; left out", e.Name)
 		}
 	}
-	env = append(env,
-		"ONEPOOL_SLURMD_PORT="+strconv.Itoa(port),
-		"ONEPOOL_GPU_INVENTORY="+FakeGPUInventory,
-		"ONEPOOL_CONF_DIR="+stateDir+"/slurm",
-		"ONEPOOL_STATE_DIR="+stateDir,
-		// The DRA driver (on when the pod sets ONEPOOL_DRA=true): no
-		// kubelet calls it here, so it does not register; tests call its
-		// socket in the chroot at <stateDir>/dra/dra.sock.
-		"KUBECONFIG="+ChrootKubeconfig,
-		"ONEPOOL_DRA_PLUGIN_DIR="+stateDir+"/dra",
-		"ONEPOOL_DRA_REGISTRAR_DIR=",
-		"ONEPOOL_CDI_DIR="+stateDir+"/cdi",
-		podMarkerEnv+"="+string(pod.UID))
+	env = append(append(env, setup.Env...), podMarkerEnv+"="+string(pod.UID))
 	argv := append(append([]string{}, c.Command...), c.Args...)
 	return func() (*exec.Cmd, error) {
 		prog, err := rootfs.LookPath(root, c.Command[0])
 		if err != nil {
 			return nil, err
 		}
-		if err := os.MkdirAll(filepath.Join(root, stateDir, "slurm"), 0o755); err != nil {
-			return nil, err
+		for _, d := range setup.Dirs {
+			if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+				return nil, err
+			}
 		}
 		// exec.Command would look the program up on the host.
 		return &exec.Cmd{Path: prog, Args: argv, Env: env, Dir: "/",
@@ -97,9 +86,9 @@ func fieldValue(pod *corev1.Pod, path string) *string {
 	return &v
 }
 
-// killPodProcs ends processes a lab kubelet started and did not stop (it was
-// killed): they carry podMarkerEnv in their environment.
-func killPodProcs(root string) error {
+// KillLeftovers ends processes a kubelet started in root and did not stop
+// (it was killed): they carry podMarkerEnv in their environment.
+func KillLeftovers(root string) error {
 	marker := []byte(podMarkerEnv + "=")
 	return proc.KillChrootedIf(root, func(pid int) bool {
 		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))

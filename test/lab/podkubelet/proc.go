@@ -1,4 +1,4 @@
-package lab
+package podkubelet
 
 import (
 	"errors"
@@ -18,7 +18,7 @@ const (
 	backoffMax    = 30 * time.Second
 	podEnvPath    = "PATH=/usr/sbin:/usr/bin:/sbin:/bin"
 	podMarkerEnv  = "ONEPOOL_LAB_KUBELET_POD" // finds a dead kubelet's leftovers
-	slurmdName    = "slurmd"                  // the container the lab kubelet runs
+	slurmdName    = "slurmd"                  // the container the kubelet runs
 	longEnoughRun = time.Minute               // a run this long resets the backoff
 )
 
@@ -33,7 +33,7 @@ type podProc struct {
 }
 
 func (pp *podProc) logf(format string, a ...any) {
-	pp.k.log.Printf("pod %s on %s: %s", pp.pod, pp.node, fmt.Sprintf(format, a...))
+	pp.k.cfg.Log.Printf("pod %s on %s: %s", pp.pod, pp.node, fmt.Sprintf(format, a...))
 }
 
 // run starts the pod's command after prev (the node's previous pod) has
@@ -99,7 +99,7 @@ func exitText(err error) string {
 // start runs cmd with its output appended to the node's kubelet log. The
 // channel yields cmd.Wait's result.
 func (pp *podProc) start(cmd *exec.Cmd) (int, <-chan error, error) {
-	logPath := pp.k.l.KubeletLog(pp.node)
+	logPath := pp.k.cfg.LogFile(pp.node)
 	out, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return 0, nil, err
