@@ -11,6 +11,7 @@ import (
 
 	"github.com/onepool/onepool/slurmrest"
 	"github.com/onepool/onepool/test/lab"
+	"github.com/onepool/onepool/test/lab/charts"
 )
 
 // TestBenchInstall installs charts/onepool with helm on the lab's real node
@@ -58,13 +59,13 @@ func TestBenchInstall(t *testing.T) {
 	createGPUPod(t, kc, "install-first")
 	at := w.waitBound(t, "install-first", 5*time.Minute)
 	report("install_to_first_pod_bound_s", at.Sub(start).Seconds(), "s")
-	eventually(t, 3*time.Minute, "the chart's Deployments rolled out", func() (bool, string) { return lab.ChartRolledOut(ctx, kc) })
+	eventually(t, 3*time.Minute, "the chart's Deployments rolled out", func() (bool, string) { return charts.RolledOut(ctx, kc) })
 
 	// Idle: a minute after both leaders hold their leases.
-	leaders := make([]string, len(lab.ChartDeployments))
-	for i, d := range lab.ChartDeployments {
+	leaders := make([]string, len(charts.Deployments))
+	for i, d := range charts.Deployments {
 		eventually(t, time.Minute, d+" has a leader pod", func() (bool, string) {
-			leaders[i], err = lab.ChartLeader(ctx, kc, d, lab.ChartLeases[i])
+			leaders[i], err = charts.Leader(ctx, kc, d, charts.Leases[i])
 			return err == nil && leaders[i] != "", "no leader pod"
 		})
 	}
@@ -87,7 +88,7 @@ func TestBenchInstall(t *testing.T) {
 	createGPUPod(t, kc, "after-failover")
 	at = w.waitBound(t, "after-failover", 2*time.Minute)
 	report("scheduler_failover_s", at.Sub(start).Seconds(), "s")
-	now, _ := lab.ChartLeader(ctx, kc, lab.ChartDeployments[1], lab.ChartLeases[1])
+	now, _ := charts.Leader(ctx, kc, charts.Deployments[1], charts.Leases[1])
 	t.Logf("scheduler leader %s killed; leader now %s", leader.Name, now)
 }
 

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/onepool/onepool/test/lab"
+	"github.com/onepool/onepool/test/lab/charts"
 )
 
 // helm lint is clean with the values the lab installs, and everything the
@@ -25,7 +26,7 @@ import (
 func TestChartLintsAndTheAPIServerAcceptsIt(t *testing.T) {
 	l := lab.Shared(t)
 	ctx := context.Background()
-	dir, err := lab.ChartDir()
+	dir, err := charts.Dir("onepool")
 	require.NoError(t, err)
 	out, err := l.Helm(ctx, "lint", dir, "-f", filepath.Join(dir, "ci", "lab-values.yaml"))
 	require.NoError(t, err, "%s", out)

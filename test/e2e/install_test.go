@@ -16,6 +16,7 @@ import (
 
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/test/lab"
+	"github.com/onepool/onepool/test/lab/charts"
 )
 
 // chartInstall is the chart installed for real: `helm install` with the
@@ -78,7 +79,7 @@ func (c *chartInstall) upgrade(extra ...string) {
 // pods are the live pods of a chart Deployment.
 func (c *chartInstall) pods(deploy string) []corev1.Pod {
 	c.t.Helper()
-	pods, err := lab.ChartPods(context.Background(), c.kc, deploy)
+	pods, err := charts.Pods(context.Background(), c.kc, deploy)
 	require.NoError(c.t, err)
 	return pods
 }
@@ -89,9 +90,9 @@ func (c *chartInstall) waitRolledOut(timeout time.Duration) {
 	c.t.Helper()
 	deadline := time.Now().Add(timeout)
 	eventually(c.t, timeout, "the chart's Deployments rolled out", func() (bool, string) {
-		done, state := lab.ChartRolledOut(context.Background(), c.kc)
+		done, state := charts.RolledOut(context.Background(), c.kc)
 		if !done && time.Now().After(deadline) {
-			state += lab.ChartPodLogs(context.Background(), c.kc)
+			state += charts.PodLogs(context.Background(), c.kc)
 		}
 		return done, state
 	})
@@ -106,12 +107,12 @@ func (c *chartInstall) waitStarted(timeout time.Duration) {
 	eventually(c.t, timeout, "the chart's pods started", func() (bool, string) {
 		var states []string
 		done := true
-		for _, name := range lab.ChartDeployments {
+		for _, name := range charts.Deployments {
 			d, err := c.kc.AppsV1().Deployments(lab.SystemNamespace).Get(context.Background(), name, metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
 			}
-			pods, err := lab.ChartPods(context.Background(), c.kc, name)
+			pods, err := charts.Pods(context.Background(), c.kc, name)
 			if err != nil {
 				return false, err.Error()
 			}
@@ -122,7 +123,7 @@ func (c *chartInstall) waitStarted(timeout time.Duration) {
 				}
 			}
 			done = done && running == int(*d.Spec.Replicas) && len(pods) == running
-			states = append(states, name+": "+lab.PodStates(pods))
+			states = append(states, name+": "+charts.PodStates(pods))
 		}
 		return done, strings.Join(states, " | ")
 	})
@@ -143,7 +144,7 @@ func (c *chartInstall) waitLeaderIsPod(deploy, lease string, timeout time.Durati
 	leader := ""
 	eventually(c.t, timeout, "a pod of "+deploy+" holds lease "+lease, func() (bool, string) {
 		var err error
-		leader, err = lab.ChartLeader(context.Background(), c.kc, deploy, lease)
+		leader, err = charts.Leader(context.Background(), c.kc, deploy, lease)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -155,7 +156,7 @@ func (c *chartInstall) waitLeaderIsPod(deploy, lease string, timeout time.Durati
 // leftovers lists every object of the release still in the cluster, by
 // kind, except CRDs (kept by design).
 func (c *chartInstall) leftovers(ctx context.Context) []string {
-	sel := metav1.ListOptions{LabelSelector: lab.ChartInstanceSelector}
+	sel := metav1.ListOptions{LabelSelector: charts.InstanceSelector}
 	ns := lab.SystemNamespace
 	var left []string
 	add := func(kind string, n int, err error) {
@@ -207,7 +208,7 @@ func TestChartInstallUpgradeUninstallOnTheRealNode(t *testing.T) {
 	c.waitRolledOut(3 * time.Minute)
 	t.Logf("helm install → both Deployments rolled out (2+2 Ready pods): %s", time.Since(start).Round(100*time.Millisecond))
 
-	for _, name := range lab.ChartDeployments {
+	for _, name := range charts.Deployments {
 		for _, p := range c.pods(name) {
 			assert.Equal(t, lab.RealNodeName, p.Spec.NodeName, "pod %s", p.Name)
 			assert.Equal(t, name, p.Spec.ServiceAccountName, "pod %s runs as its component's ServiceAccount", p.Name)
@@ -217,8 +218,8 @@ func TestChartInstallUpgradeUninstallOnTheRealNode(t *testing.T) {
 			assert.True(t, *p.Spec.SecurityContext.RunAsNonRoot, "pod %s runs as non-root", p.Name)
 		}
 	}
-	cmLeader := c.waitLeaderIsPod(lab.ChartDeployments[0], lab.ChartLeases[0], time.Minute)
-	schedLeader := c.waitLeaderIsPod(lab.ChartDeployments[1], lab.SchedulerLease, time.Minute)
+	cmLeader := c.waitLeaderIsPod(charts.Deployments[0], charts.Leases[0], time.Minute)
+	schedLeader := c.waitLeaderIsPod(charts.Deployments[1], lab.SchedulerLease, time.Minute)
 	t.Logf("leaders: %s, %s", cmLeader, schedLeader)
 
 	// The chart's scheduler places a pod through Slurm.
@@ -245,10 +246,10 @@ func TestChartInstallUpgradeUninstallOnTheRealNode(t *testing.T) {
 	})
 	e.create(e.pod("during-bad-upgrade", 1, nil))
 	e.waitBound("during-bad-upgrade", 90*time.Second)
-	for _, name := range lab.ChartDeployments {
+	for _, name := range charts.Deployments {
 		d, err := c.kc.AppsV1().Deployments(lab.SystemNamespace).Get(context.Background(), name, metav1.GetOptions{})
 		require.NoError(t, err)
-		assert.GreaterOrEqual(t, d.Status.AvailableReplicas, int32(1), "%s keeps an available replica during a bad upgrade: %s", name, lab.PodStates(c.pods(name)))
+		assert.GreaterOrEqual(t, d.Status.AvailableReplicas, int32(1), "%s keeps an available replica during a bad upgrade: %s", name, charts.PodStates(c.pods(name)))
 	}
 
 	// A good upgrade with a changed value rolls both Deployments.
@@ -256,10 +257,10 @@ func TestChartInstallUpgradeUninstallOnTheRealNode(t *testing.T) {
 	c.upgrade("--set", "scheduler.logLevel=3", "--set", "controllerManager.logLevel=1")
 	c.waitRolledOut(3 * time.Minute)
 	after := c.replicaSets()
-	for _, name := range lab.ChartDeployments {
+	for _, name := range charts.Deployments {
 		assert.NotEqual(t, before[name], after[name], "%s rolled to a new ReplicaSet", name)
 	}
-	c.waitLeaderIsPod(lab.ChartDeployments[1], lab.SchedulerLease, time.Minute)
+	c.waitLeaderIsPod(charts.Deployments[1], lab.SchedulerLease, time.Minute)
 	e.create(e.pod("after-upgrade", 1, nil))
 	e.waitBound("after-upgrade", 90*time.Second)
 
@@ -294,7 +295,7 @@ func TestChartInstallUpgradeUninstallOnTheRealNode(t *testing.T) {
 // replicaSets maps each chart Deployment to its newest ReplicaSet.
 func (c *chartInstall) replicaSets() map[string]string {
 	c.t.Helper()
-	l, err := c.kc.AppsV1().ReplicaSets(lab.SystemNamespace).List(context.Background(), metav1.ListOptions{LabelSelector: lab.ChartInstanceSelector})
+	l, err := c.kc.AppsV1().ReplicaSets(lab.SystemNamespace).List(context.Background(), metav1.ListOptions{LabelSelector: charts.InstanceSelector})
 	require.NoError(c.t, err)
 	out := map[string]string{}
 	newest := map[string]*appsv1.ReplicaSet{}
@@ -325,13 +326,13 @@ func TestChartUnreachableSlurmrestd(t *testing.T) {
 
 	c.install("--set", fmt.Sprintf("slurm.restURL=http://%s:1", lab.SlurmRESTServiceIP), "--set", "slurm.staleAfter=5s")
 	c.waitStarted(3 * time.Minute)
-	cm := c.waitLeaderIsPod(lab.ChartDeployments[0], lab.ChartLeases[0], time.Minute)
+	cm := c.waitLeaderIsPod(charts.Deployments[0], charts.Leases[0], time.Minute)
 	eventually(t, time.Minute, "the controller manager's leader "+cm+" not Ready", func() (bool, string) {
 		p, err := c.kc.CoreV1().Pods(lab.SystemNamespace).Get(context.Background(), cm, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
-		return !podReady(p), lab.PodStates([]corev1.Pod{*p})
+		return !podReady(p), charts.PodStates([]corev1.Pod{*p})
 	})
 	e.create(e.pod("waits", 1, nil))
 	e.waitPendingWith("waits", "Slurm", time.Minute)
@@ -346,7 +347,7 @@ func TestChartUnreachableSlurmrestd(t *testing.T) {
 		}
 		return !strings.Contains(kv["State"], "DRAIN") && p.Spec.NodeName == "", kv["State"] + " " + kv["Reason"] + "; pod on " + p.Spec.NodeName
 	})
-	for _, name := range lab.ChartDeployments {
+	for _, name := range charts.Deployments {
 		for _, p := range c.pods(name) {
 			for _, cs := range p.Status.ContainerStatuses {
 				assert.Zero(t, cs.RestartCount, "pod %s restarted: an unreachable slurmrestd is not a crash", p.Name)

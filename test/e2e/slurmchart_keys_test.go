@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/onepool/onepool/test/lab"
+	"github.com/onepool/onepool/test/lab/charts"
 )
 
 // The slurm chart installed the GitOps way (`helm template | kubectl
@@ -26,7 +27,7 @@ func TestSlurmChartKeysSurviveGitOpsRenders(t *testing.T) {
 	ctx := context.Background()
 	kc, err := l.KubeClient()
 	require.NoError(t, err)
-	dir, err := lab.SlurmChartDir()
+	dir, err := charts.Dir("slurm")
 	require.NoError(t, err)
 	render := func() string {
 		t.Helper()

@@ -12,13 +12,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/onepool/onepool/test/lab"
+	"github.com/onepool/onepool/test/lab/charts"
 )
 
 // slurmTemplate renders charts/slurm as the lab would install it, with
 // extra helm arguments.
 func slurmTemplate(t *testing.T, l *lab.Lab, extra ...string) ([]byte, error) {
 	t.Helper()
-	dir, err := lab.SlurmChartDir()
+	dir, err := charts.Dir("slurm")
 	require.NoError(t, err)
 	args := append([]string{"template", "slurm", dir, "--namespace", "default", "-f", filepath.Join(dir, "ci", "lab-values.yaml"),
 		"--kube-version", "1.35.4"}, extra...)
@@ -30,7 +31,7 @@ func slurmTemplate(t *testing.T, l *lab.Lab, extra ...string) ([]byte, error) {
 // onepool chart's).
 func TestSlurmChartLintsAndTheAPIServerAcceptsIt(t *testing.T) {
 	l := lab.Shared(t)
-	dir, err := lab.SlurmChartDir()
+	dir, err := charts.Dir("slurm")
 	require.NoError(t, err)
 	out, err := l.Helm(context.Background(), "lint", dir, "-f", filepath.Join(dir, "ci", "lab-values.yaml"), "--kube-version", "1.35.4")
 	require.NoError(t, err, "%s", out)

@@ -6,13 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/onepool/onepool/test/lab/rootfs"
-	"github.com/onepool/onepool/test/lab/slurmconf"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/onepool/onepool/test/lab/rootfs"
+	"github.com/onepool/onepool/test/lab/slurmconf"
 )
 
 // Accounting: MariaDB and slurmdbd in the chroot (their config: package

@@ -11,6 +11,8 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/onepool/onepool/test/lab/charts"
 )
 
 // EnvComponents set to "chart" makes the lab run onepool's controller
@@ -97,11 +99,11 @@ func (l *Lab) awaitChart(ctx context.Context) error {
 	}
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		done, state := ChartRolledOut(ctx, kc)
+		done, state := charts.RolledOut(ctx, kc)
 		if done {
-			for i, d := range ChartDeployments {
-				if leader, err := ChartLeader(ctx, kc, d, ChartLeases[i]); err != nil || leader == "" {
-					done, state = false, fmt.Sprintf("no pod of %s holds lease %s yet (%v)", d, ChartLeases[i], err)
+			for i, d := range charts.Deployments {
+				if leader, err := charts.Leader(ctx, kc, d, charts.Leases[i]); err != nil || leader == "" {
+					done, state = false, fmt.Sprintf("no pod of %s holds lease %s yet (%v)", d, charts.Leases[i], err)
 				}
 			}
 		}
@@ -109,7 +111,7 @@ func (l *Lab) awaitChart(ctx context.Context) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the chart's components are not up after 3 min: %s%s", state, ChartPodLogs(ctx, kc))
+			return fmt.Errorf("the chart's components are not up after 3 min: %s%s", state, charts.PodLogs(ctx, kc))
 		}
 		select {
 		case <-ctx.Done():
@@ -147,10 +149,10 @@ func (l *Lab) scaleChart(ctx context.Context, deploy string, replicas int32) err
 		return l.awaitChart(ctx)
 	}
 	for {
-		pods, err := ChartPods(ctx, kc, deploy)
+		pods, err := charts.Pods(ctx, kc, deploy)
 		if err == nil && len(pods) == 0 {
 			// Terminating pods are not listed by ChartPods: wait for those too.
-			all, err := kc.CoreV1().Pods(SystemNamespace).List(ctx, metav1.ListOptions{LabelSelector: ChartInstanceSelector})
+			all, err := kc.CoreV1().Pods(SystemNamespace).List(ctx, metav1.ListOptions{LabelSelector: charts.InstanceSelector})
 			if err == nil && countPrefix(all.Items, deploy+"-") == 0 {
 				return nil
 			}
@@ -169,7 +171,7 @@ func (l *Lab) killChartPods(ctx context.Context, deploy string) error {
 	if err != nil {
 		return err
 	}
-	pods, err := ChartPods(ctx, kc, deploy)
+	pods, err := charts.Pods(ctx, kc, deploy)
 	if err != nil {
 		return err
 	}

@@ -3,13 +3,14 @@ package lab
 import (
 	"context"
 	"fmt"
-	"github.com/onepool/onepool/test/lab/slurmconf"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/onepool/onepool/test/lab/slurmconf"
 
 	"github.com/onepool/onepool/test/lab/mount"
 	"github.com/onepool/onepool/test/lab/rootfs"

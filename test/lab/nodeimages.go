@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/onepool/onepool/test/lab/images"
 	"io"
 	"os"
 	"path/filepath"
@@ -18,6 +17,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/onepool/onepool/test/lab/images"
 )
 
 // NodeImage is an image archive of .lab/images (made by `make images`) as

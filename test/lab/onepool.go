@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/onepool/onepool/test/lab/controlplane"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/onepool/onepool/test/lab/charts"
+	"github.com/onepool/onepool/test/lab/controlplane"
 )
 
 // Ports of onepool's own components in the lab.
@@ -20,7 +22,7 @@ const (
 	ManagerMetricsPort = 26080
 	ManagerProbePort   = 26081
 	// SystemNamespace holds onepool's leader lease in the lab.
-	SystemNamespace = "onepool-system"
+	SystemNamespace = charts.Namespace
 	// NotReadyGrace is the syncer's grace for a not-Ready slurmd pod in the lab.
 	NotReadyGrace = 10 * time.Second
 	// StaleAfter is how long the lab's controller manager trusts its last good Slurm refresh.
@@ -88,7 +90,7 @@ func (l *Lab) controllerManager() daemon {
 // is ready.
 func (l *Lab) StartControllerManager(ctx context.Context) error {
 	if ChartMode() {
-		return l.scaleChart(ctx, ChartDeployments[0], ChartReplicas)
+		return l.scaleChart(ctx, charts.Deployments[0], ChartReplicas)
 	}
 	return l.startControllerManager(ctx, "readyz")
 }
@@ -176,7 +178,7 @@ func (l *Lab) startOwn(d daemon, configChanged bool, stop func() error) error {
 // With the chart (ChartMode) its Deployment is scaled to 0.
 func (l *Lab) StopControllerManager() error {
 	if ChartMode() {
-		return l.scaleChart(context.Background(), ChartDeployments[0], 0)
+		return l.scaleChart(context.Background(), charts.Deployments[0], 0)
 	}
 	return l.procs.Stop("onepool-controller-manager")
 }
@@ -185,7 +187,7 @@ func (l *Lab) StopControllerManager() error {
 // With the chart (ChartMode): the containers of all its pods.
 func (l *Lab) KillControllerManager() error {
 	if ChartMode() {
-		return l.killChartPods(context.Background(), ChartDeployments[0])
+		return l.killChartPods(context.Background(), charts.Deployments[0])
 	}
 	return l.KillDaemon(l.controllerManager().Name)
 }

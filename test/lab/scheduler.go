@@ -10,10 +10,12 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/onepool/onepool/test/lab/charts"
 	"github.com/onepool/onepool/test/lab/controlplane"
 	"github.com/onepool/onepool/test/lab/proc"
 	"github.com/onepool/onepool/test/lab/rootfs"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Ports of onepool's scheduler in the lab. Replica i serves kube-scheduler's
@@ -28,7 +30,7 @@ const (
 	// starts it (StartSchedulerReplica).
 	SchedulerReplicas = 2
 	// SchedulerLease is the scheduler replicas' leader lease (in SystemNamespace).
-	SchedulerLease = "onepool-scheduler"
+	SchedulerLease = charts.SchedulerLease
 	// PlaceholderKeySecret holds the key the scheduler signs its
 	// placeholders' comments with (in SystemNamespace; the chart's name).
 	PlaceholderKeySecret = "onepool-scheduler-placeholder-key"
@@ -141,7 +143,7 @@ func (l *Lab) StartScheduler(ctx context.Context) error {
 		return err
 	}
 	if ChartMode() {
-		return l.scaleChart(ctx, ChartDeployments[1], ChartReplicas)
+		return l.scaleChart(ctx, charts.Deployments[1], ChartReplicas)
 	}
 	return l.StartSchedulerReplica(ctx, 0)
 }
@@ -178,7 +180,7 @@ func (l *Lab) StartSchedulerReplica(ctx context.Context, i int) error {
 // With the chart (ChartMode) it scales the scheduler's Deployment to 0.
 func (l *Lab) StopScheduler() error {
 	if ChartMode() {
-		return l.scaleChart(context.Background(), ChartDeployments[1], 0)
+		return l.scaleChart(context.Background(), charts.Deployments[1], 0)
 	}
 	return l.StopSchedulerReplica(0)
 }

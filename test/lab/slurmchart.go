@@ -3,7 +3,6 @@ package lab
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -13,28 +12,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/onepool/onepool/test/lab/charts"
 )
 
-// The slurm chart as the lab installs it: release "slurm" in namespace
-// "slurm", every pod on the real node (charts/slurm/ci/lab-values.yaml).
-// It is a second Slurm cluster beside the lab's own (chroot processes),
-// with its own munge key, JWT key and database.
+// The slurm chart as the lab installs it (package charts): a second Slurm
+// cluster beside the lab's own (chroot processes), every pod on the real node.
 const (
-	SlurmRelease   = "slurm"
-	SlurmNamespace = "slurm"
+	SlurmRelease   = charts.SlurmRelease
+	SlurmNamespace = charts.SlurmNamespace
 	// SlurmChartNode is the NodeSet pod's Slurm node: the real node.
 	SlurmChartNode = RealNodeName
 )
-
-// Containers of the slurm chart's pods, by component label.
-var slurmChartContainers = map[string]string{
-	"slurmctld":  "slurmctld",
-	"slurmrestd": "slurmrestd",
-	"slurmdbd":   "slurmdbd",
-	"login":      "login",
-	"slurmd":     "slurmd",
-	"mariadb":    "mariadb",
-}
 
 // InstallSlurmChart runs `helm upgrade --install` of charts/slurm with the
 // lab's values, the jail on (the lab's jail directory on the host, which is
@@ -43,7 +32,7 @@ func (l *Lab) InstallSlurmChart(ctx context.Context, extra ...string) ([]byte, e
 	if !RealKubeletEnabled() {
 		return nil, fmt.Errorf("the slurm chart's pods need the real node: set %s=1", EnvRealKubelet)
 	}
-	dir, err := SlurmChartDir()
+	dir, err := charts.Dir("slurm")
 	if err != nil {
 		return nil, err
 	}
@@ -56,16 +45,8 @@ func (l *Lab) InstallSlurmChart(ctx context.Context, extra ...string) ([]byte, e
 	if err := ServeNodeSets(ctx, c, SlurmNamespace); err != nil {
 		return nil, err
 	}
-	args := []string{"upgrade", "--install", SlurmRelease, dir, "--namespace", SlurmNamespace, "--create-namespace",
-		"-f", filepath.Join(dir, "ci", "lab-values.yaml"),
-		"--set", "jail.enabled=true", "--set", "jail.hostPath=" + filepath.Join(l.RootFS(), JailRoot),
-		// The lab's rootfs is a private mount: the kubelet refuses
-		// HostToContainer under it.
-		"--set", "jail.mountPropagation=None",
-		// The agents register their DRA driver with the lab kubelet, whose
-		// root is not /var/lib/kubelet.
-		"--set", "dra.kubeletDir=" + l.nodePath("kubelet"), "--set", "dra.cdiDir=" + l.NodeCDIDir()}
-	return l.Helm(ctx, append(args, extra...)...)
+	return l.Helm(ctx, charts.SlurmUpgradeArgs(dir, charts.SlurmNode{
+		JailHostPath: filepath.Join(l.RootFS(), JailRoot), KubeletDir: l.nodePath("kubelet"), CDIDir: l.NodeCDIDir()}, extra...)...)
 }
 
 // UninstallSlurmChart removes the release and then its namespace, with what
@@ -80,7 +61,7 @@ func (l *Lab) UninstallSlurmChart(ctx context.Context) error {
 	if _, err := kc.CoreV1().Namespaces().Get(ctx, SlurmNamespace, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 		return nil
 	}
-	if out, err := l.Helm(ctx, "uninstall", SlurmRelease, "--namespace", SlurmNamespace, "--ignore-not-found", "--wait", "--timeout", "2m"); err != nil {
+	if out, err := l.Helm(ctx, charts.SlurmUninstallArgs()...); err != nil {
 		return fmt.Errorf("helm uninstall: %w: %s", err, out)
 	}
 	if err := kc.CoreV1().Namespaces().Delete(ctx, SlurmNamespace, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
@@ -106,24 +87,13 @@ func (l *Lab) SlurmChartPod(ctx context.Context, component string) (*corev1.Pod,
 	if err != nil {
 		return nil, err
 	}
-	pods, err := kc.CoreV1().Pods(SlurmNamespace).List(ctx, metav1.ListOptions{
-		LabelSelector: "app.kubernetes.io/instance=" + SlurmRelease + ",app.kubernetes.io/component=" + component})
-	if err != nil {
-		return nil, err
-	}
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
-			return p, nil
-		}
-	}
-	return nil, fmt.Errorf("no running %s pod of the slurm chart (%d pods)", component, len(pods.Items))
+	return charts.SlurmPod(ctx, kc, component)
 }
 
 // SlurmChartExec runs a command in a slurm chart component's container
 // (kubectl exec) and returns its stdout; stderr goes into the error.
 func (l *Lab) SlurmChartExec(ctx context.Context, component string, argv ...string) ([]byte, error) {
-	container, ok := slurmChartContainers[component]
+	container, ok := charts.SlurmContainers[component]
 	if !ok {
 		return nil, fmt.Errorf("no slurm chart component %q", component)
 	}
@@ -157,18 +127,9 @@ func (l *Lab) SlurmChartAsUser(ctx context.Context, user, command string) ([]byt
 
 // SlurmChartNodeStates is `sinfo -N` of the chart's Slurm: node → state.
 func (l *Lab) SlurmChartNodeStates(ctx context.Context) (map[string]string, error) {
-	out, err := l.SlurmChartExec(ctx, "login", "sinfo", "-h", "-N", "-o", "%N %T")
+	out, err := l.SlurmChartExec(ctx, "login", charts.SinfoNodeArgs...)
 	if err != nil {
 		return nil, err
 	}
-	states := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if f := strings.Fields(line); len(f) == 2 {
-			states[f[0]] = f[1]
-		}
-	}
-	if len(states) == 0 {
-		return nil, errors.New("sinfo shows no node")
-	}
-	return states, nil
+	return charts.SinfoNodeStates(out)
 }

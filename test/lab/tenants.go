@@ -3,11 +3,12 @@ package lab
 import (
 	"context"
 	"fmt"
-	"github.com/onepool/onepool/test/lab/rootfs"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/onepool/onepool/test/lab/rootfs"
 )
 
 // The lab's two teams for the tenancy tests: each a Slurm user of its own
