@@ -49,13 +49,13 @@ func TestHelmRunsWithTheLabsKubeconfigAndSaysWhyItFailed(t *testing.T) {
 
 func pod(name string, phase corev1.PodPhase, ready bool, restarts int32) corev1.Pod {
 	return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace, Labels: map[string]string{"app.kubernetes.io/instance": Release}},
-		Spec: corev1.PodSpec{NodeName: "lab-node"},
+		Spec:   corev1.PodSpec{NodeName: "lab-node"},
 		Status: corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{Name: "c", Ready: ready, RestartCount: restarts}}}}
 }
 
 func deployment(name string, want, ready int32) *appsv1.Deployment {
 	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace, Generation: 2},
-		Spec: appsv1.DeploymentSpec{Replicas: ptr.To(want)},
+		Spec:   appsv1.DeploymentSpec{Replicas: ptr.To(want)},
 		Status: appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: want, UpdatedReplicas: want, ReadyReplicas: ready, AvailableReplicas: ready}}
 }
 
