@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/onepool/onepool/test/lab/podkubelet"
+	"github.com/onepool/onepool/test/lab/rootfs"
 	"github.com/onepool/onepool/test/lab/slurmconf"
 )
 
@@ -82,7 +83,7 @@ func fakeGPUInventory() string {
 // prepareDynNodes readies the chroot for slurmd pods: the fake GPU list, the
 // node agent, and no Slurm records left from an earlier run.
 func (l *Lab) prepareDynNodes(ctx context.Context) error {
-	if _, err := writeIfChanged(filepath.Join(l.RootFS(), FakeGPUInventory), fakeGPUInventory()); err != nil {
+	if _, err := rootfs.WriteIfChanged(filepath.Join(l.RootFS(), FakeGPUInventory), fakeGPUInventory()); err != nil {
 		return err
 	}
 	if err := l.installAgent(); err != nil {

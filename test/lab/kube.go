@@ -5,6 +5,7 @@ import (
 
 	"github.com/onepool/onepool/test/lab/controlplane"
 	"github.com/onepool/onepool/test/lab/pki"
+	"github.com/onepool/onepool/test/lab/rootfs"
 )
 
 func (l *Lab) kubeSteps() []step {
@@ -41,6 +42,6 @@ func (l *Lab) ensurePKI(context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = writeIfChanged(l.Kubeconfig(), kc)
+	_, err = rootfs.WriteIfChanged(l.Kubeconfig(), kc)
 	return err
 }

@@ -328,7 +328,7 @@ func (l *Lab) startRealKubelet(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cfgChanged, err := writeIfChanged(l.nodePath("kubelet.yaml"), l.kubeletConfig(nodeIP))
+	cfgChanged, err := rootfs.WriteIfChanged(l.nodePath("kubelet.yaml"), l.kubeletConfig(nodeIP))
 	if err != nil {
 		return err
 	}
@@ -359,7 +359,7 @@ func (l *Lab) ensureNodeCredentials(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	changed, err := writeIfChanged(l.nodePath("kubelet.kubeconfig"), kc)
+	changed, err := rootfs.WriteIfChanged(l.nodePath("kubelet.kubeconfig"), kc)
 	if err != nil {
 		return false, err
 	}

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/onepool/onepool/test/lab/rootfs"
 )
 
 func (l *Lab) containerdConfig() string {
@@ -105,11 +107,11 @@ func (l *Lab) startContainerd(ctx context.Context) error {
 	if err := l.linkContainerd(); err != nil {
 		return err
 	}
-	changed, err := writeIfChanged(l.nodePath("containerd.toml"), l.containerdConfig())
+	changed, err := rootfs.WriteIfChanged(l.nodePath("containerd.toml"), l.containerdConfig())
 	if err != nil {
 		return err
 	}
-	cniChanged, err := writeIfChanged(l.nodePath("cni", "net.d", "10-onepool-lab.conflist"), l.cniConfig())
+	cniChanged, err := rootfs.WriteIfChanged(l.nodePath("cni", "net.d", "10-onepool-lab.conflist"), l.cniConfig())
 	if err != nil {
 		return err
 	}

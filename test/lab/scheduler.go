@@ -161,7 +161,7 @@ func (l *Lab) startSchedulerService() error {
 // StartSchedulerReplica starts replica i (0 or 1) and waits until it is
 // healthy (a standby is healthy too).
 func (l *Lab) StartSchedulerReplica(ctx context.Context, i int) error {
-	changed, err := writeIfChanged(l.schedulerConfigPath(i), l.schedulerConfig(i))
+	changed, err := rootfs.WriteIfChanged(l.schedulerConfigPath(i), l.schedulerConfig(i))
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/test/lab/rootfs"
 )
 
 // The static GPU nodes (gpu-N) publish their GPUs as DRA devices like
@@ -64,7 +65,7 @@ func (l *Lab) startStaticDRA(ctx context.Context) error {
 		return err
 	}
 	// Another release's rootfs holds the device files now: restart.
-	changed, err := writeIfChanged(l.path("run", "fake-gpus-host.json"), inv)
+	changed, err := rootfs.WriteIfChanged(l.path("run", "fake-gpus-host.json"), inv)
 	if err != nil {
 		return err
 	}

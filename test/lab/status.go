@@ -38,12 +38,12 @@ func (l *Lab) StoppedDaemons() []string {
 
 // daemons are every daemon of the lab (what cannot be listed is said on w).
 func (l *Lab) daemons(w io.Writer) []daemon {
-	ds, err := l.slurmDaemons()
+	ds, err := l.slurm().Daemons()
 	if err != nil {
 		fmt.Fprintf(w, "slurm rootfs: %v\n", err)
-		ds = nil
+		ds = []daemon{l.slurm().Slurmrestd()}
 	}
-	ds = append(ds, l.slurmrestd(),
+	ds = append(ds,
 		daemon{Name: "etcd", Argv: []string{"etcd"}},
 		daemon{Name: "kube-apiserver", Argv: []string{"kube-apiserver"}},
 		l.controlPlane().ControllerManager(),
