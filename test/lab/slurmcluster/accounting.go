@@ -264,4 +264,3 @@ func (c *Cluster) ensureAssociations(ctx context.Context) error {
 	}
 	return nil
 }
-
