@@ -241,7 +241,7 @@ e2e: tools ## e2e tests on the real lab (brings it up or reuses it; E2E_RUN / E2
 	$(call e2e_run,$(E2E_LOG),-timeout 30m -run '$(E2E_RUN)' -skip '$(E2E_SKIP)' ./test/e2e/...)
 
 # The chart installed for real: onepool's images in the real node's containerd,
-# helm install, the components as pods (see test/lab/NODE.md). First the install
+# helm install, the components as pods (see test/lab/realnode/README.md). First the install
 # tests (they install, upgrade and uninstall it themselves), then the syncer,
 # scheduler and NodeSet suites against the chart's pods (ONEPOOL_LAB_COMPONENTS=chart),
 # then the lab back to its processes.

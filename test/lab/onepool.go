@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -154,24 +153,9 @@ func (l *Lab) SetComponentRESTURL(ctx context.Context, url string) error {
 	return l.StartSchedulerReplica(ctx, 0)
 }
 
-// startOwn starts one of onepool's own daemons. A running one is kept
-// unless its binary was rebuilt after it started, its command line differs
-// or configChanged; then stop ends it first.
+// startOwn starts one of the lab's own daemons (proc.Supervisor.StartOwn).
 func (l *Lab) startOwn(d daemon, configChanged bool, stop func() error) error {
-	bin, err := os.Stat(d.Argv[0])
-	if err != nil {
-		return fmt.Errorf("%s is not built: run `make tools`", d.Argv[0])
-	}
-	if l.procs.Running(d) != 0 {
-		pf, err := os.Stat(l.procs.PidFile(d.Name))
-		if configChanged || !l.procs.RunsArgv(d) || (err == nil && bin.ModTime().After(pf.ModTime())) {
-			if err := stop(); err != nil {
-				return err
-			}
-		}
-	}
-	_, err = l.procs.Start(d)
-	return err
+	return l.procs.StartOwn(d, configChanged, stop)
 }
 
 // StopControllerManager stops it gracefully (it hands its lease back).

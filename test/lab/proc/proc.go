@@ -140,6 +140,27 @@ func (s Supervisor) Start(d Daemon) (int, error) {
 	return pid, nil
 }
 
+// StartOwn starts d, one of the lab's own builds (its Argv[0] a binary the
+// lab made). A running one is kept unless its binary is newer than its pid
+// file, it runs another command line, or configChanged: then stop (the
+// daemon's own way to stop) runs first.
+func (s Supervisor) StartOwn(d Daemon, configChanged bool, stop func() error) error {
+	bin, err := os.Stat(d.Argv[0])
+	if err != nil {
+		return fmt.Errorf("%s is not built: run `make tools`", d.Argv[0])
+	}
+	if s.Running(d) != 0 {
+		pf, err := os.Stat(s.PidFile(d.Name))
+		if configChanged || !s.RunsArgv(d) || (err == nil && bin.ModTime().After(pf.ModTime())) {
+			if err := stop(); err != nil {
+				return err
+			}
+		}
+	}
+	_, err = s.Start(d)
+	return err
+}
+
 // RunsArgv says whether d's running process was started with d.Argv (true
 // when its command line cannot be read).
 func (s Supervisor) RunsArgv(d Daemon) bool {

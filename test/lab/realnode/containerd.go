@@ -1,4 +1,4 @@
-package lab
+package realnode
 
 // The real node's container runtime: containerd (trixie's, from the lab
 // rootfs) with runc and the CNI bridge, and ctr against it.
@@ -12,27 +12,28 @@ import (
 	"strings"
 	"time"
 
+	"github.com/onepool/onepool/test/lab/proc"
 	"github.com/onepool/onepool/test/lab/rootfs"
 )
 
-func (l *Lab) containerdConfig() string {
+func (n *Node) containerdConfig() string {
 	q := func(s string) string { return fmt.Sprintf("%q", s) }
-	return `# Written by the onepool lab (test/lab/node.go) for containerd 1.7 (Debian trixie).
+	return `# Written by the onepool lab (test/lab/realnode) for containerd 1.7 (Debian trixie).
 version = 2
-root = ` + q(l.nodePath("containerd", "root")) + `
-state = ` + q(l.nodePath("containerd", "state")) + `
+root = ` + q(n.path("containerd", "root")) + `
+state = ` + q(n.path("containerd", "state")) + `
 
 [grpc]
-  address = ` + q(l.ContainerdSocket()) + `
+  address = ` + q(n.ContainerdSocket()) + `
 
 [ttrpc]
-  address = ` + q(l.nodePath("run", "containerd-ttrpc.sock")) + `
+  address = ` + q(n.path("run", "containerd-ttrpc.sock")) + `
 
 [debug]
-  address = ` + q(l.nodePath("run", "containerd-debug.sock")) + `
+  address = ` + q(n.path("run", "containerd-debug.sock")) + `
 
 [plugins."io.containerd.internal.v1.opt"]
-  path = ` + q(l.nodePath("containerd", "opt")) + `
+  path = ` + q(n.path("containerd", "opt")) + `
 
 [plugins."io.containerd.grpc.v1.cri"]
   # Nothing can be pulled here: the lab imports this image itself.
@@ -47,7 +48,7 @@ state = ` + q(l.nodePath("containerd", "state")) + `
   enable_selinux = false
   # Devices from DRA drivers (the node agent's CDI specs, one per claim).
   enable_cdi = true
-  cdi_spec_dirs = [` + q(l.nodePath("cdi")) + `]
+  cdi_spec_dirs = [` + q(n.path("cdi")) + `]
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
@@ -58,15 +59,15 @@ state = ` + q(l.nodePath("containerd", "state")) + `
         # The host's runc (bookworm), not one found in PATH.
         BinaryName = "/usr/sbin/runc"
         # runc's state, not /run/containerd/runc.
-        Root = ` + q(l.nodePath("run", "runc")) + `
+        Root = ` + q(n.path("run", "runc")) + `
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = ` + q(cniBinDir) + `
-    conf_dir = ` + q(l.nodePath("cni", "net.d")) + `
+    conf_dir = ` + q(n.path("cni", "net.d")) + `
     max_conf_num = 1
 `
 }
 
-func (l *Lab) cniConfig() string {
+func (n *Node) cniConfig() string {
 	return fmt.Sprintf(`{
   "cniVersion": "0.4.0",
   "name": "onepool-lab",
@@ -86,41 +87,43 @@ func (l *Lab) cniConfig() string {
     }
   ]
 }
-`, l.nodeBridge(), realPodSubnet, l.nodePath("cni", "ipam"))
+`, n.Bridge(), podSubnet, n.path("cni", "ipam"))
 }
 
-func (l *Lab) containerdDaemon() daemon {
-	return daemon{
-		Name: containerdDaemon,
-		Argv: []string{l.nodePath("bin", "containerd"), "--config", l.nodePath("containerd.toml"), "--log-level", "info"},
+func (n *Node) containerdDaemon() proc.Daemon {
+	return proc.Daemon{
+		Name: containerdName,
+		Argv: []string{n.path("bin", "containerd"), "--config", n.path("containerd.toml"), "--log-level", "info"},
 		// The shim is found in PATH: the 1.7 one first.
-		Env: []string{"PATH=" + l.nodePath("bin") + ":" + nodePATH, "HOME=" + l.nodePath("run"), "TMPDIR=" + l.nodePath("tmp")},
+		Env: []string{"PATH=" + n.path("bin") + ":" + nodePATH, "HOME=" + n.path("run"), "TMPDIR=" + n.path("tmp")},
 	}
 }
 
-func (l *Lab) startContainerd(ctx context.Context) error {
+// StartContainerd writes containerd's and the CNI config, links trixie's containerd
+// 1.7 in, (re)starts it when they changed and waits until ctr reaches it.
+func (n *Node) StartContainerd(ctx context.Context) error {
 	for _, d := range []string{"run", "tmp", "cni/net.d", "cni/ipam", "containerd", "cdi"} {
-		if err := os.MkdirAll(l.nodePath(d), 0o755); err != nil {
+		if err := os.MkdirAll(n.path(d), 0o755); err != nil {
 			return err
 		}
 	}
-	if err := l.linkContainerd(); err != nil {
+	if err := n.linkContainerd(); err != nil {
 		return err
 	}
-	changed, err := rootfs.WriteIfChanged(l.nodePath("containerd.toml"), l.containerdConfig())
+	changed, err := rootfs.WriteIfChanged(n.path("containerd.toml"), n.containerdConfig())
 	if err != nil {
 		return err
 	}
-	cniChanged, err := rootfs.WriteIfChanged(l.nodePath("cni", "net.d", "10-onepool-lab.conflist"), l.cniConfig())
+	cniChanged, err := rootfs.WriteIfChanged(n.path("cni", "net.d", "10-onepool-lab.conflist"), n.cniConfig())
 	if err != nil {
 		return err
 	}
-	d := l.containerdDaemon()
-	if err := l.startOwn(d, changed || cniChanged, func() error { return l.procs.Stop(d.Name) }); err != nil {
+	d := n.containerdDaemon()
+	if err := n.Procs.StartOwn(d, changed || cniChanged, func() error { return n.Procs.Stop(d.Name) }); err != nil {
 		return err
 	}
-	return l.procs.Await(ctx, d, 30*time.Second, l.procs.OutFile(d.Name), func(ctx context.Context) error {
-		_, err := l.ctr(ctx, "version")
+	return n.Procs.Await(ctx, d, 30*time.Second, n.Procs.OutFile(d.Name), func(ctx context.Context) error {
+		_, err := n.Ctr(ctx, "version")
 		return err
 	})
 }
@@ -131,16 +134,16 @@ var containerdBinaries = []string{"containerd", "containerd-shim-runc-v2", "ctr"
 
 // linkContainerd links the rootfs's containerd binaries into the node's bin
 // directory (the daemon's PATH starts there).
-func (l *Lab) linkContainerd() error {
-	if err := os.MkdirAll(l.nodePath("bin"), 0o755); err != nil {
+func (n *Node) linkContainerd() error {
+	if err := os.MkdirAll(n.path("bin"), 0o755); err != nil {
 		return err
 	}
 	for _, b := range containerdBinaries {
-		src := filepath.Join(l.RootFS(), "usr", "bin", b)
+		src := filepath.Join(n.RootFS, "usr", "bin", b)
 		if _, err := os.Stat(src); err != nil {
 			return fmt.Errorf("containerd 1.7 is not in the lab rootfs (%w): run `lab rootfs` where the Debian mirror is reachable", err)
 		}
-		dst := l.nodePath("bin", b)
+		dst := n.path("bin", b)
 		if cur, err := os.Readlink(dst); err == nil && cur == src {
 			continue
 		}
@@ -152,13 +155,13 @@ func (l *Lab) linkContainerd() error {
 	return nil
 }
 
-// ctr runs containerd's ctr against the lab's containerd, in its k8s.io
+// Ctr runs containerd's ctr against the lab's containerd, in its k8s.io
 // namespace (the CRI's), with a deadline from ctx (at most 5 min).
-func (l *Lab) ctr(ctx context.Context, args ...string) ([]byte, error) {
+func (n *Node) Ctr(ctx context.Context, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, l.nodePath("bin", "ctr"), append([]string{"--address", l.ContainerdSocket(), "--namespace", "k8s.io"}, args...)...)
-	cmd.Env = []string{"PATH=" + nodePATH, "TMPDIR=" + l.nodePath("tmp")}
+	cmd := exec.CommandContext(ctx, n.path("bin", "ctr"), append([]string{"--address", n.ContainerdSocket(), "--namespace", "k8s.io"}, args...)...)
+	cmd.Env = []string{"PATH=" + nodePATH, "TMPDIR=" + n.path("tmp")}
 	cmd.WaitDelay = 5 * time.Second
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

@@ -1,4 +1,4 @@
-package lab
+package realnode
 
 import (
 	"context"
@@ -18,31 +18,33 @@ import (
 // platform's "local" class would be. PVCs of that class (the slurm chart's
 // slurmctld state, MariaDB's data) bind to them when their pod is placed.
 const (
-	// LabStorageClass is the real node's StorageClass.
-	LabStorageClass = "lab-local"
-	labPVs          = 6
-	labPVSize       = "5Gi"
+	// StorageClass is the real node's StorageClass.
+	StorageClass = "lab-local"
+	volumes      = 6
+	volumeSize   = "5Gi"
 )
 
-func (l *Lab) ensureNodePVs(ctx context.Context) error {
-	kc, err := l.KubeClient()
+// EnsureVolumes makes the StorageClass and the volumes, and makes a
+// Released one Available again.
+func (n *Node) EnsureVolumes(ctx context.Context) error {
+	kc, err := n.Client()
 	if err != nil {
 		return err
 	}
 	wait := storagev1.VolumeBindingWaitForFirstConsumer
 	reclaim := corev1.PersistentVolumeReclaimRetain
 	sc := &storagev1.StorageClass{
-		ObjectMeta:        metav1.ObjectMeta{Name: LabStorageClass},
+		ObjectMeta:        metav1.ObjectMeta{Name: StorageClass},
 		Provisioner:       "kubernetes.io/no-provisioner",
 		VolumeBindingMode: &wait,
 		ReclaimPolicy:     &reclaim,
 	}
 	if _, err := kc.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("storage class %s: %w", LabStorageClass, err)
+		return fmt.Errorf("storage class %s: %w", StorageClass, err)
 	}
-	for i := range labPVs {
+	for i := range volumes {
 		name := fmt.Sprintf("lab-pv-%d", i)
-		dir := l.nodePath("pv", name)
+		dir := n.path("pv", name)
 		if err := os.MkdirAll(dir, 0o777); err != nil {
 			return err
 		}
@@ -50,19 +52,19 @@ func (l *Lab) ensureNodePVs(ctx context.Context) error {
 		pv := &corev1.PersistentVolume{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: corev1.PersistentVolumeSpec{
-				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(labPVSize)},
+				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(volumeSize)},
 				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 				PersistentVolumeReclaimPolicy: reclaim,
-				StorageClassName:              LabStorageClass,
+				StorageClassName:              StorageClass,
 				PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: &hostPath}},
 				NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-					MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{RealNodeName}}},
+					MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{Name}}},
 				}}}},
 			},
 		}
 		_, err := kc.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
-			err = l.recycleNodePV(ctx, name, dir)
+			err = n.recycleVolume(ctx, name, dir)
 		}
 		if err != nil {
 			return fmt.Errorf("persistent volume %s: %w", name, err)
@@ -71,10 +73,10 @@ func (l *Lab) ensureNodePVs(ctx context.Context) error {
 	return nil
 }
 
-// recycleNodePV makes a Released volume (its claim deleted) Available
+// recycleVolume makes a Released volume (its claim deleted) Available
 // again, empty, as a platform's delete-and-reprovision would.
-func (l *Lab) recycleNodePV(ctx context.Context, name, dir string) error {
-	kc, err := l.KubeClient()
+func (n *Node) recycleVolume(ctx context.Context, name, dir string) error {
+	kc, err := n.Client()
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package lab
+package realnode
 
 import (
 	"archive/tar"
@@ -17,13 +17,11 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/onepool/onepool/test/lab/images"
 )
 
-// NodeImage is an image archive of .lab/images (made by `make images`) as
+// Image is an image archive of .lab/images (made by `make images`) as
 // the real node knows it.
-type NodeImage struct {
+type Image struct {
 	Archive string // .lab/images/NAME.tar
 	Ref     string // the archive's own name, e.g. onepool/controller-manager:13a76b8
 	// Names the image has in containerd after the import: the normalized
@@ -33,52 +31,39 @@ type NodeImage struct {
 	Names []string
 }
 
-// ImageNames are the targets `make images` builds, in order.
-func ImageNames() []string { return images.Names() }
-
-// BuildImages writes .lab/images/NAME.tar (OCI archive, image
-// onepool/NAME:version) for each target (package images), from the
-// rootfs, .lab/bin and the source tree src.
-func (l *Lab) BuildImages(ctx context.Context, src, version string, targets []string) error {
-	return images.Builder{RootFS: l.RootFS(), BinDir: l.BinDir(), Dir: l.ImageDir(), Src: src, Log: l.cfg.Log}.Build(ctx, version, targets)
-}
-
-// ImageDir holds the OCI archives `make images` writes.
-func (l *Lab) ImageDir() string { return l.path("images") }
-
-// NodeImages lists the archives in ImageDir and the names their images get.
-func (l *Lab) NodeImages() ([]NodeImage, error) {
-	files, err := filepath.Glob(filepath.Join(l.ImageDir(), "*.tar"))
+// Images lists the archives in ImageDir and the names their images get.
+func (n *Node) Images() ([]Image, error) {
+	files, err := filepath.Glob(filepath.Join(n.ImageDir, "*.tar"))
 	if err != nil {
 		return nil, err
 	}
 	sort.Strings(files)
-	var out []NodeImage
+	var out []Image
 	for _, f := range files {
 		ref, err := archiveRef(f)
 		if err != nil {
 			return nil, err
 		}
 		repo, tag := splitRef(ref)
-		out = append(out, NodeImage{Archive: f, Ref: ref, Names: []string{
+		out = append(out, Image{Archive: f, Ref: ref, Names: []string{
 			normalizeRef(ref), "localhost/" + strings.TrimPrefix(repo, "localhost/") + ":" + tag,
 			"localhost/" + strings.TrimPrefix(repo, "localhost/") + ":lab"}})
 	}
 	return out, nil
 }
 
-// NodeImage returns the image whose archive is .lab/images/NAME.tar.
-func (l *Lab) NodeImage(name string) (NodeImage, error) {
-	imgs, err := l.NodeImages()
+// Image returns the image whose archive is .lab/images/NAME.tar.
+func (n *Node) Image(name string) (Image, error) {
+	imgs, err := n.Images()
 	if err != nil {
-		return NodeImage{}, err
+		return Image{}, err
 	}
 	for _, im := range imgs {
 		if filepath.Base(im.Archive) == name+".tar" {
 			return im, nil
 		}
 	}
-	return NodeImage{}, fmt.Errorf("no image archive %s.tar in %s: run `make images`", name, l.ImageDir())
+	return Image{}, fmt.Errorf("no image archive %s.tar in %s: run `make images`", name, n.ImageDir)
 }
 
 // archiveRef reads the image name from an OCI archive's index.json
@@ -195,27 +180,27 @@ func pauseArchive(pauseBin string) ([]byte, error) {
 }
 
 // containerdImages returns the images containerd's k8s.io namespace holds.
-func (l *Lab) containerdImages(ctx context.Context) (map[string]bool, error) {
-	out, err := l.ctr(ctx, "images", "ls", "-q")
+func (n *Node) containerdImages(ctx context.Context) (map[string]bool, error) {
+	out, err := n.Ctr(ctx, "images", "ls", "-q")
 	if err != nil {
 		return nil, err
 	}
 	have := map[string]bool{}
-	for _, n := range strings.Fields(string(out)) {
-		have[n] = true
+	for _, name := range strings.Fields(string(out)) {
+		have[name] = true
 	}
 	return have, nil
 }
 
-// importNodeImages imports the pause image and every archive of .lab/images
+// ImportImages imports the pause image and every archive of .lab/images
 // into containerd (k8s.io namespace), each under all its Names. An archive
 // is imported again only when it changed (size, mtime) or a name is gone.
-func (l *Lab) importNodeImages(ctx context.Context) error {
-	pause, err := pauseArchive(filepath.Join(l.BinDir(), "pause"))
+func (n *Node) ImportImages(ctx context.Context) error {
+	pause, err := pauseArchive(filepath.Join(n.BinDir, "pause"))
 	if err != nil {
 		return fmt.Errorf("pause image: %w", err)
 	}
-	pauseTar := l.nodePath("images", "pause.tar")
+	pauseTar := n.path("images", "pause.tar")
 	if err := os.MkdirAll(filepath.Dir(pauseTar), 0o755); err != nil {
 		return err
 	}
@@ -224,38 +209,38 @@ func (l *Lab) importNodeImages(ctx context.Context) error {
 			return err
 		}
 	}
-	imgs, err := l.NodeImages()
+	imgs, err := n.Images()
 	if err != nil {
 		return err
 	}
 	if len(imgs) == 0 {
-		fmt.Fprintf(l.cfg.Log, "lab: no image archives in %s (`make images` makes them): only the pause image\n", l.ImageDir())
+		fmt.Fprintf(n.Log, "lab: no image archives in %s (`make images` makes them): only the pause image\n", n.ImageDir)
 	}
-	have, err := l.containerdImages(ctx)
+	have, err := n.containerdImages(ctx)
 	if err != nil {
 		return err
 	}
-	all := append([]NodeImage{{Archive: pauseTar, Ref: PauseImage, Names: []string{PauseImage}}}, imgs...)
+	all := append([]Image{{Archive: pauseTar, Ref: PauseImage, Names: []string{PauseImage}}}, imgs...)
 	var errs []error
 	for _, im := range all {
-		if err := l.importNodeImage(ctx, im, have); err != nil {
+		if err := n.importImage(ctx, im, have); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (l *Lab) importNodeImage(ctx context.Context, im NodeImage, have map[string]bool) error {
+func (n *Node) importImage(ctx context.Context, im Image, have map[string]bool) error {
 	st, err := os.Stat(im.Archive)
 	if err != nil {
 		return err
 	}
-	stampFile := l.nodePath("images", filepath.Base(im.Archive)+".imported")
+	stampFile := n.path("images", filepath.Base(im.Archive)+".imported")
 	stamp := fmt.Sprintf("%d %d %s\n", st.Size(), st.ModTime().UnixNano(), strings.Join(im.Names, " "))
 	if old, _ := os.ReadFile(stampFile); string(old) == stamp {
 		missing := false
-		for _, n := range im.Names {
-			missing = missing || !have[n]
+		for _, name := range im.Names {
+			missing = missing || !have[name]
 		}
 		if !missing {
 			return nil
@@ -265,35 +250,35 @@ func (l *Lab) importNodeImage(ctx context.Context, im NodeImage, have map[string
 	// ctr names an OCI archive's image after its ref.name annotation as it
 	// stands ("onepool/x:tag", which the CRI never looks up): import it
 	// under that name, then tag it with the names pods use.
-	if _, err := l.ctr(ctx, "images", "import", im.Archive); err != nil {
+	if _, err := n.Ctr(ctx, "images", "import", im.Archive); err != nil {
 		return fmt.Errorf("import %s: %w", im.Archive, err)
 	}
 	imported := im.Ref
 	if !strings.Contains(imported, "/") || im.Ref == PauseImage {
 		imported = normalizeRef(im.Ref)
 	}
-	after, err := l.containerdImages(ctx)
+	after, err := n.containerdImages(ctx)
 	if err != nil {
 		return err
 	}
 	if !after[imported] {
 		return fmt.Errorf("import %s: containerd has no image %q afterwards (it has %s)", im.Archive, imported, strings.Join(sortedKeys(after), ", "))
 	}
-	for _, n := range im.Names {
-		if n == imported {
+	for _, name := range im.Names {
+		if name == imported {
 			continue
 		}
-		if _, err := l.ctr(ctx, "images", "tag", "--force", imported, n); err != nil {
+		if _, err := n.Ctr(ctx, "images", "tag", "--force", imported, name); err != nil {
 			return err
 		}
 	}
 	if imported != normalizeRef(imported) && !slices.Contains(im.Names, imported) {
 		// The un-normalized name only confuses `ctr images ls`.
-		if _, err := l.ctr(ctx, "images", "rm", imported); err != nil {
+		if _, err := n.Ctr(ctx, "images", "rm", imported); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(l.cfg.Log, "lab: imported %s as %s (%s)\n", filepath.Base(im.Archive), strings.Join(im.Names, ", "), time.Since(start).Round(10*time.Millisecond))
+	fmt.Fprintf(n.Log, "lab: imported %s as %s (%s)\n", filepath.Base(im.Archive), strings.Join(im.Names, ", "), time.Since(start).Round(10*time.Millisecond))
 	return os.WriteFile(stampFile, []byte(stamp), 0o644)
 }
 

@@ -1,4 +1,4 @@
-package lab
+package realnode
 
 import (
 	"context"
@@ -23,53 +23,53 @@ import (
 	"github.com/onepool/onepool/test/lab/mount"
 )
 
-// StopNode stops the real node: its pods first (through the apiserver,
-// while the kubelet still runs), then the kubelet, the containers left,
-// containerd, leftover shims and pod processes; then it unmounts everything
-// under .lab/node and removes the node's cgroups. It does nothing when the
-// node never ran, and it never stops the control plane. Down calls it first.
-func (l *Lab) StopNode(ctx context.Context) error {
-	if _, err := os.Stat(l.nodePath()); errors.Is(err, os.ErrNotExist) {
-		return nil
+// Exists says whether the node ever ran here (its dir exists).
+func (n *Node) Exists() bool {
+	_, err := os.Stat(n.Dir)
+	return err == nil
+}
+
+// KubeletRunning says whether the node's kubelet runs.
+func (n *Node) KubeletRunning() bool { return n.Procs.Running(n.kubeletDaemon("")) != 0 }
+
+// Teardown removes what the node leaves once its kubelet has stopped: it
+// marks the Node's Ready Unknown, kills and deletes the containerd tasks
+// left, stops containerd, kills leftover shims and pod processes, unmounts
+// everything under Dir and removes the node's cgroups, log links, bridge
+// and IPAM state.
+func (n *Node) Teardown(ctx context.Context) error {
+	n.markUnknown(ctx)
+	if n.Procs.Running(n.containerdDaemon()) != 0 {
+		n.stopTasks(ctx)
 	}
 	var errs []error
-	if l.procs.Running(l.realKubeletDaemon("")) != 0 {
-		if err := l.deleteNodePods(ctx); err != nil {
-			// Not fatal: what is left is killed below.
-			fmt.Fprintf(l.cfg.Log, "lab: node pods not deleted through the apiserver: %v\n", err)
-		}
-	}
-	errs = append(errs, l.stopRealKubelet(), l.procs.Stop("kube-scheduler"), l.stopClusterNet(ctx))
-	l.markNodeUnknown(ctx)
-	if l.procs.Running(l.containerdDaemon()) != 0 {
-		l.stopNodeTasks(ctx)
-	}
-	errs = append(errs, l.procs.Stop(containerdDaemon))
-	errs = append(errs, l.killNodeLeftovers())
-	l.removeShimSockets()
-	errs = append(errs, mount.UnmountUnder(l.nodePath()))
-	errs = append(errs, l.removeNodeCgroup())
-	errs = append(errs, l.removeContainerLogLinks())
-	errs = append(errs, l.removeNodeBridge())
+	errs = append(errs, n.Procs.Stop(containerdName))
+	errs = append(errs, n.killLeftovers())
+	n.removeShimSockets()
+	errs = append(errs, mount.UnmountUnder(n.Dir))
+	errs = append(errs, n.removeCgroup())
+	errs = append(errs, n.removeContainerLogLinks())
+	errs = append(errs, n.removeBridge())
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
 	// Every sandbox is gone: no address the IPAM store holds is in use.
-	return os.RemoveAll(l.nodePath("cni", "ipam"))
+	return os.RemoveAll(n.path("cni", "ipam"))
 }
 
-func (l *Lab) stopRealKubelet() error { return l.procs.Stop(realKubeletDaemon) }
+// StopKubelet stops the node's kubelet.
+func (n *Node) StopKubelet() error { return n.Procs.Stop(kubeletName) }
 
-// deleteNodePods deletes every pod bound to the node (grace 5 s) and waits,
+// DeletePods deletes every pod bound to the node (grace 5 s) and waits,
 // at most 60 s, until the kubelet has stopped them and they are gone.
-func (l *Lab) deleteNodePods(ctx context.Context) error {
-	cs, err := l.KubeClient()
+func (n *Node) DeletePods(ctx context.Context) error {
+	cs, err := n.Client()
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	sel := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", RealNodeName).String()}
+	sel := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", Name).String()}
 	grace := int64(5)
 	for {
 		pods, err := cs.CoreV1().Pods("").List(ctx, sel)
@@ -86,34 +86,34 @@ func (l *Lab) deleteNodePods(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%d pods still on %s: %w", len(pods.Items), RealNodeName, ctx.Err())
+			return fmt.Errorf("%d pods still on %s: %w", len(pods.Items), Name, ctx.Err())
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
 }
 
-// stopNodeTasks kills and deletes the containerd tasks (pod sandboxes and
+// stopTasks kills and deletes the containerd tasks (pod sandboxes and
 // containers) that outlived the kubelet, static pods among them. It never
-// fails StopNode: a task whose delete does not go through (its shim already
+// fails Teardown: a task whose delete does not go through (its shim already
 // gone, containerd slow: "context deadline exceeded" in CI, 2026-11-26) is
 // logged, and what it leaves is killed and unmounted by the steps after,
 // which do report what stays.
-func (l *Lab) stopNodeTasks(ctx context.Context) {
+func (n *Node) stopTasks(ctx context.Context) {
 	lsCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	out, err := l.ctr(lsCtx, "tasks", "ls", "-q")
+	out, err := n.Ctr(lsCtx, "tasks", "ls", "-q")
 	cancel()
 	if err != nil {
-		fmt.Fprintf(l.cfg.Log, "lab: node tasks not listed (the processes left are killed next): %v\n", err)
+		fmt.Fprintf(n.Log, "lab: node tasks not listed (the processes left are killed next): %v\n", err)
 		return
 	}
 	for _, id := range strings.Fields(string(out)) {
 		// Each task has its own bound, so one slow task does not use up
 		// the others' time.
 		tctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		_, _ = l.ctr(tctx, "tasks", "kill", "--signal", "SIGKILL", id)
+		_, _ = n.Ctr(tctx, "tasks", "kill", "--signal", "SIGKILL", id)
 		var last error
 		for tctx.Err() == nil {
-			if _, last = l.ctr(tctx, "tasks", "delete", id); last == nil {
+			if _, last = n.Ctr(tctx, "tasks", "delete", id); last == nil {
 				break
 			}
 			select {
@@ -123,16 +123,16 @@ func (l *Lab) stopNodeTasks(ctx context.Context) {
 		}
 		cancel()
 		if last != nil {
-			fmt.Fprintf(l.cfg.Log, "lab: node task %s not deleted (its processes are killed next): %v\n", id, last)
+			fmt.Fprintf(n.Log, "lab: node task %s not deleted (its processes are killed next): %v\n", id, last)
 		}
 	}
 }
 
-// killNodeLeftovers kills what the daemons left: shims of this lab's
+// killLeftovers kills what the daemons left: shims of this lab's
 // containerd (their command line names its socket) and every process in
 // the node's cgroup (pause and container processes).
-func (l *Lab) killNodeLeftovers() error {
-	pids := l.nodeLeftoverPids()
+func (n *Node) killLeftovers() error {
+	pids := n.leftoverPids()
 	if len(pids) == 0 {
 		return nil
 	}
@@ -140,17 +140,17 @@ func (l *Lab) killNodeLeftovers() error {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	for i := 0; i < 100; i++ { // 10 s
-		if len(l.nodeLeftoverPids()) == 0 {
+		if len(n.leftoverPids()) == 0 {
 			return nil
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("node processes survive SIGKILL: %v", l.nodeLeftoverPids())
+	return fmt.Errorf("node processes survive SIGKILL: %v", n.leftoverPids())
 }
 
-func (l *Lab) nodeLeftoverPids() []int {
+func (n *Node) leftoverPids() []int {
 	set := map[int]bool{}
-	sock := l.ContainerdSocket()
+	sock := n.ContainerdSocket()
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -168,7 +168,7 @@ func (l *Lab) nodeLeftoverPids() []int {
 	}
 	ms, _ := cgroupMounts()
 	for _, m := range ms {
-		_ = filepath.WalkDir(filepath.Join(m, l.nodeCgroup()), func(path string, d os.DirEntry, err error) error {
+		_ = filepath.WalkDir(filepath.Join(m, n.Cgroup()), func(path string, d os.DirEntry, err error) error {
 			if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
 				return nil
 			}
@@ -199,16 +199,16 @@ func zombie(pid int) bool {
 	return i < 0 || i+2 >= len(s) || s[i+2] == 'Z' || s[i+2] == 'X'
 }
 
-// removeNodeCgroup removes the node's cgroup tree in every hierarchy,
+// removeCgroup removes the node's cgroup tree in every hierarchy,
 // deepest first (a cgroup dir goes with rmdir once it has no processes).
-func (l *Lab) removeNodeCgroup() error {
+func (n *Node) removeCgroup() error {
 	ms, err := cgroupMounts()
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, m := range ms {
-		root := filepath.Join(m, l.nodeCgroup())
+		root := filepath.Join(m, n.Cgroup())
 		var dirs []string
 		_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
@@ -236,13 +236,13 @@ func (l *Lab) removeNodeCgroup() error {
 
 // removeContainerLogLinks removes the kubelet's links in /var/log/containers
 // (a path built into the kubelet) that point into this lab.
-func (l *Lab) removeContainerLogLinks() error {
+func (n *Node) removeContainerLogLinks() error {
 	const dir = "/var/log/containers"
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil
 	}
-	prefix := l.nodePath() + "/"
+	prefix := n.Dir + "/"
 	var errs []error
 	for _, e := range entries {
 		p := filepath.Join(dir, e.Name())
@@ -255,25 +255,25 @@ func (l *Lab) removeContainerLogLinks() error {
 	return errors.Join(errs...)
 }
 
-// removeNodeBridge deletes the pods' bridge the CNI plugin made (it would
+// removeBridge deletes the pods' bridge the CNI plugin made (it would
 // stay on the host otherwise).
-func (l *Lab) removeNodeBridge() error {
-	if _, err := net.InterfaceByName(l.nodeBridge()); err != nil {
+func (n *Node) removeBridge() error {
+	if _, err := net.InterfaceByName(n.Bridge()); err != nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, "ip", "link", "delete", l.nodeBridge()).CombinedOutput(); err != nil {
-		return fmt.Errorf("ip link delete %s: %v: %s", l.nodeBridge(), err, strings.TrimSpace(string(out)))
+	if out, err := exec.CommandContext(ctx, "ip", "link", "delete", n.Bridge()).CombinedOutput(); err != nil {
+		return fmt.Errorf("ip link delete %s: %v: %s", n.Bridge(), err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }
 
-// markNodeUnknown sets the Node's Ready condition to Unknown, as the node
+// markUnknown sets the Node's Ready condition to Unknown, as the node
 // lifecycle controller would (none runs in the lab: a stopped kubelet's Node
 // would stay Ready). Best effort: the apiserver may be gone already.
-func (l *Lab) markNodeUnknown(ctx context.Context) {
-	cs, err := l.KubeClient()
+func (n *Node) markUnknown(ctx context.Context) {
+	cs, err := n.Client()
 	if err != nil {
 		return
 	}
@@ -281,9 +281,9 @@ func (l *Lab) markNodeUnknown(ctx context.Context) {
 	defer cancel()
 	now := time.Now().UTC().Format(time.RFC3339)
 	patch := fmt.Sprintf(`{"status":{"conditions":[{"type":"Ready","status":"Unknown","reason":"NodeStatusUnknown","message":"the lab stopped the kubelet","lastTransitionTime":%q}]}}`, now)
-	_, err = cs.CoreV1().Nodes().Patch(ctx, RealNodeName, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
+	_, err = cs.CoreV1().Nodes().Patch(ctx, Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
 	if err != nil && !apierrors.IsNotFound(err) {
-		fmt.Fprintf(l.cfg.Log, "lab: node %s not marked NotReady: %v\n", RealNodeName, err)
+		fmt.Fprintf(n.Log, "lab: node %s not marked NotReady: %v\n", Name, err)
 	}
 }
 
@@ -291,8 +291,8 @@ func (l *Lab) markNodeUnknown(ctx context.Context) {
 // without cleaning up: containerd 1.6 puts them at /run/containerd/s/HASH
 // (not under its state dir) and writes each task's one into an "address"
 // file of the task's state folder.
-func (l *Lab) removeShimSockets() {
-	addrs, _ := filepath.Glob(l.nodePath("containerd", "state", "io.containerd.runtime.v2.task", "*", "*", "address"))
+func (n *Node) removeShimSockets() {
+	addrs, _ := filepath.Glob(n.path("containerd", "state", "io.containerd.runtime.v2.task", "*", "*", "address"))
 	for _, a := range addrs {
 		b, err := os.ReadFile(a)
 		if err != nil {
