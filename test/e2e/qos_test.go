@@ -14,7 +14,7 @@ import (
 	"github.com/onepool/onepool/test/lab"
 )
 
-// The lab's QOS as slurm.conf and sacctmgr set them (test/lab/accounting.go).
+// The lab's QOS as slurm.conf and sacctmgr set them (test/lab/slurmcluster/accounting.go).
 const (
 	qosGrace = 30 * time.Second // GraceTime of QOS normal and low
 	killWait = 30 * time.Second // KillWait in slurm.conf

@@ -33,7 +33,7 @@ func Packages() []string {
 		"ca-certificates",
 		// The static shell of the SPANK jail's small rootfs.
 		"busybox-static",
-		// The real node's container runtime (test/lab/node.go runs these
+		// The real node's container runtime (test/lab/realnode runs these
 		// binaries on the host): trixie's containerd 1.7 injects CDI devices,
 		// bookworm's 1.6 ignores them.
 		"containerd",
