@@ -26,6 +26,20 @@ func slurmClient(t *testing.T, l *lab.Lab) *slurmrest.Client {
 }
 
 // eventually polls cond every 200 ms until it holds or timeout passes.
+// soon is check, asked again for up to 15 s until it holds: events are
+// posted asynchronously (client-go's broadcaster), after the action a test
+// saw. It returns check's last answer.
+func soon(check func() (bool, string)) (bool, string) {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ok, seen := check()
+		if ok || time.Now().After(deadline) {
+			return ok, seen
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)

@@ -100,12 +100,13 @@ func TestNodeSetFeatureLabelsBecomeSlurmFeatures(t *testing.T) {
 	})
 }
 
-// nodeSetEvent says whether the NodeSet got an event with reason and text.
+// nodeSetEvent says whether the NodeSet got an event with reason and text
+// (waiting up to 15 s for it).
 func nodeSetEvent(t *testing.T, e *nodeSetEnv, reason, text string) (bool, string) {
 	t.Helper()
 	kc, err := e.l.KubeClient()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return testenv.HasEvent(kc, nodeSetNS, e.name, reason, text)
+	return soon(func() (bool, string) { return testenv.HasEvent(kc, nodeSetNS, e.name, reason, text) })
 }

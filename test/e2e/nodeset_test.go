@@ -143,9 +143,19 @@ func TestNodeSetSlurmdOnSelectedNodes(t *testing.T) {
 
 func (e *nodeSetEnv) wantEvents(reasons ...string) {
 	e.t.Helper()
+	for _, r := range reasons {
+		if ok, seen := soon(func() (bool, string) { return e.nodeSetHasEvent(r) }); !ok {
+			e.t.Errorf("no %s event on NodeSet %s within 15 s (seen %s)", r, e.name, seen)
+		}
+	}
+}
+
+// nodeSetHasEvent says whether the NodeSet got an event with reason, and
+// which reasons it got.
+func (e *nodeSetEnv) nodeSetHasEvent(reason string) (bool, string) {
 	var list corev1.EventList
 	if err := e.c.List(context.Background(), &list, client.InNamespace(nodeSetNS)); err != nil {
-		e.t.Fatal(err)
+		return false, err.Error()
 	}
 	seen := map[string]bool{}
 	for _, ev := range list.Items {
@@ -153,11 +163,7 @@ func (e *nodeSetEnv) wantEvents(reasons ...string) {
 			seen[ev.Reason] = true
 		}
 	}
-	for _, r := range reasons {
-		if !seen[r] {
-			e.t.Errorf("no %s event on NodeSet %s (seen %v)", r, e.name, seen)
-		}
-	}
+	return seen[reason], fmt.Sprint(seen)
 }
 
 func TestNodeSetRollingUpdateDrainsFirst(t *testing.T) {

@@ -227,14 +227,7 @@ func (e *schedEnv) onlyJob(name string) slurmrest.Job {
 // eventSoon is hasEvent, waiting up to 15 s for the event: components
 // record events in the background, after what the test saw happen.
 func (e *schedEnv) eventSoon(name, reason, text string) (bool, string) {
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		ok, seen := e.hasEvent(name, reason, text)
-		if ok || time.Now().After(deadline) {
-			return ok, seen
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+	return soon(func() (bool, string) { return e.hasEvent(name, reason, text) })
 }
 
 // hasEvent says whether the pod got an event with reason (and text).
