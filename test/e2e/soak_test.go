@@ -189,6 +189,12 @@ func newSoak(t *testing.T, seed uint64) *soak {
 	}
 	s.awaitConvergence("start", time.Now())
 	s.converge = nil // the start is no fault
+	// The claim pod goes to the NodeSet's nodes: start once Slurm has them.
+	// Otherwise its immediate allocation can come before their slurmd has
+	// registered, Slurm answers that no node could ever run it, and nothing
+	// Kubernetes sees changes to bring the pod back soon (a CI run, Nov 27:
+	// the Nodes and their ResourceSlices were there from the soak before).
+	s.nodeSetEnv().waitRegistered(s.l.DynNodeNames()[:2], 90*time.Second)
 	if err := s.startClaimPod(ctx); err != nil {
 		t.Fatalf("a pod with a GPU claim before the run: %v", err)
 	}
