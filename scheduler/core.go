@@ -28,10 +28,6 @@ import (
 	"github.com/onepool/onepool/slurmrest"
 )
 
-// rejectRetry: a job Slurm refused is asked again after this long even
-// when its pod does not change (an admin may have fixed the QOS).
-const rejectRetry = 5 * time.Minute
-
 // Core is the scheduler's logic behind the framework plugin: it keeps one
 // placement per pod (or gang), submits placeholder jobs, answers where a
 // pod goes, and ends pods and jobs together.
@@ -77,6 +73,7 @@ type Core struct {
 
 	submitQ workqueue.TypedRateLimitingInterface[string]
 	lifeQ   workqueue.TypedRateLimitingInterface[string]
+	retryQ  workqueue.TypedRateLimitingInterface[retryItem]
 }
 
 // CoreConfig wires a Core.
@@ -160,6 +157,7 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 		lifeQ: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "onepool-lifecycle"}),
+		retryQ: newRetryQueue(),
 	}, nil
 }
 
@@ -175,6 +173,9 @@ type Decision struct {
 func (c *Core) Place(pod *corev1.Pod) Decision {
 	if _, err := c.request(pod); err != nil {
 		c.invalidRequest(pod, err)
+		if errors.Is(err, errNotCached) {
+			c.retryPod(pod)
+		}
 		if errors.Is(err, errPolicy) {
 			return Decision{Message: "refused: " + err.Error()}
 		}
@@ -204,7 +205,7 @@ func (c *Core) Place(pod *corev1.Pod) Decision {
 		if c.jobs.Stale() {
 			return Decision{Message: "Slurm's state is unknown (slurmrestd has not answered lately); nothing is submitted until it does"}
 		}
-		retry := !p.submitting && (p.err == nil || (p.rejected && time.Since(p.errAt) > rejectRetry) || p.waiting != "")
+		retry := !p.submitting && (p.err == nil || (p.rejected && time.Since(p.errAt) >= rejectDelay(p.rejections)) || p.waiting != "")
 		if retry {
 			p.submitting = true
 			c.submitQ.Add(o.key())
@@ -410,7 +411,7 @@ func (c *Core) observe(j slurmrest.Job) {
 			// Neither placed a pod: the pods wait for a job of their own.
 			break
 		}
-		p.jobID, p.err, p.rejected, p.waiting = j.ID, nil, false, ""
+		p.jobID, p.err, p.rejected, p.waiting, p.rejections = j.ID, nil, false, "", 0
 		c.byJob[j.ID] = key
 	case !j.State.Finished():
 		// Two live jobs for one owner: keep the one onepool knows it made
@@ -581,6 +582,7 @@ func (c *Core) podDeleted(pod *corev1.Pod) {
 	delete(c.invalid, pod.UID)
 	delete(c.evicting, pod.UID)
 	c.mu.Unlock()
+	c.forgetRetry(pod)
 	c.lifeQ.Add(ownerOf(pod).key())
 }
 

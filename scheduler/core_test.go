@@ -20,6 +20,8 @@ import (
 
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 type fakeSlurm struct {
@@ -155,7 +157,7 @@ func newCoreFixture(t *testing.T) *coreFixture {
 	}
 	f.core.synced = true
 	f.core.podChanged(nil, pod)
-	t.Cleanup(func() { f.core.submitQ.ShutDown(); f.core.lifeQ.ShutDown() })
+	t.Cleanup(func() { f.core.submitQ.ShutDown(); f.core.lifeQ.ShutDown(); f.core.retryQ.ShutDown() })
 	return f
 }
 
@@ -297,12 +299,53 @@ func TestCoreRejectedSubmitLeavesPodPendingWithTheReason(t *testing.T) {
 			t.Errorf("pending message lacks %q: %s", want, d.Message)
 		}
 	}
-	// No retry storm: Place asks for no new submission before rejectRetry.
+	// No retry storm: Place asks for no new submission before the
+	// refusal's delay has passed.
 	for range 5 {
 		f.core.Place(f.pod)
 	}
 	if n := f.core.submitQ.Len(); n != 0 || len(f.slurm.submitted) != 1 {
 		t.Errorf("after a rejection: %d queued, %d submitted; want 0 and 1", n, len(f.slurm.submitted))
+	}
+	// Once it has (a node may have registered since), the retry queue
+	// wakes the pod, and its cycle asks Slurm again; a second refusal
+	// waits twice as long.
+	p := f.core.places[key]
+	assert.Equal(t, 1, p.rejections)
+	assert.Equal(t, []string{"p"}, names(f.core.toRetry(retryItem{Owner: key})))
+	p.errAt = time.Now().Add(-rejectDelay(1))
+	f.core.Place(f.pod)
+	queued, _ = f.core.submitQ.Get()
+	require.NoError(t, f.core.submit(context.Background(), queued))
+	f.core.submitQ.Done(queued)
+	assert.Len(t, f.slurm.submitted, 2, "asked again after the delay")
+	assert.Equal(t, 2, p.rejections)
+	p.errAt = time.Now().Add(-rejectDelay(1))
+	f.core.Place(f.pod)
+	assert.Zero(t, f.core.submitQ.Len(), "the second refusal waits longer")
+	// A job granted ends the refusals, and the retry wakes nobody.
+	f.slurm.reject = nil
+	p.errAt = time.Now().Add(-rejectDelay(2))
+	f.core.Place(f.pod)
+	queued, _ = f.core.submitQ.Get()
+	require.NoError(t, f.core.submit(context.Background(), queued))
+	f.core.submitQ.Done(queued)
+	assert.Zero(t, p.rejections)
+	assert.Empty(t, f.core.toRetry(retryItem{Owner: key}))
+}
+
+func names(pods []*corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+func TestRejectDelayDoublesUpToRejectRetry(t *testing.T) {
+	for n, want := range map[int]time.Duration{1: 10 * time.Second, 2: 20 * time.Second, 3: 40 * time.Second,
+		5: 160 * time.Second, 6: 5 * time.Minute, 40: 5 * time.Minute} {
+		assert.Equal(t, want, rejectDelay(n), "refusal %d", n)
 	}
 }
 

@@ -276,7 +276,7 @@ func TestCoreGPUClaimPodLeavesOutNodesWithoutDevices(t *testing.T) {
 
 // A Node that changes wakes the pods no Slurm node fitted, and those whose
 // constrained job Slurm refused (asked again at once, not after
-// rejectRetry); a refusal of a job that left nothing out stays.
+// rejectDelay); a refusal of a job that left nothing out stays.
 func TestCoreNodeChangeWakesConstrainedPods(t *testing.T) {
 	f := newCoreFixture(t)
 	key := ownerOf(f.pod).key()

@@ -30,8 +30,10 @@ type placement struct {
 	// inDoubt: when a submission failed without an answer from Slurm
 	// itself (it may have made the job); zero when none is in doubt.
 	inDoubt  time.Time
-	rejected bool   // Slurm refused the job as asked: wait for a pod change
-	waiting  string // why nothing is submitted yet (an incomplete gang)
+	rejected bool // Slurm refused the job as asked: wait for a pod change or rejectDelay
+	// rejections: Slurm's refusals of this placement's job in a row.
+	rejections int
+	waiting    string // why nothing is submitted yet (an incomplete gang)
 	// reserved: GPUs counted against the TenantPolicy's cap while the
 	// submission is under way (0 once it ends).
 	reserved int64
@@ -40,7 +42,7 @@ type placement struct {
 	// last told in an event); placed again when a Node changes.
 	unfit string
 	// constrained: Slurm refused a job that left nodes out; a Node that
-	// changes may let it run (asked again then, not after rejectRetry).
+	// changes may let it run (asked again then, not after rejectDelay).
 	constrained bool
 
 	nodes    []string             // the allocation, in Slurm's order

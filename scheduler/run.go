@@ -63,6 +63,7 @@ func (c *Core) Listen() (net.Listener, error) {
 func (c *Core) Run(ctx context.Context, podsSynced cache.InformerSynced, jobs JobEvents, l net.Listener) {
 	defer c.submitQ.ShutDown()
 	defer c.lifeQ.ShutDown()
+	defer c.retryQ.ShutDown()
 	done := make(chan struct{})
 	go func() { defer close(done); c.serveRelease(ctx, l) }()
 	defer func() { <-done }()
@@ -123,7 +124,7 @@ func (c *Core) Run(ctx context.Context, podsSynced cache.InformerSynced, jobs Jo
 	c.requeueAll()
 
 	workers := make(chan struct{})
-	n := c.args.SubmitWorkers + 4 + 1
+	n := c.args.SubmitWorkers + 4 + 2
 	for range c.args.SubmitWorkers {
 		go func() { defer func() { workers <- struct{}{} }(); c.submitWorker(ctx) }()
 	}
@@ -131,6 +132,7 @@ func (c *Core) Run(ctx context.Context, podsSynced cache.InformerSynced, jobs Jo
 		go func() { defer func() { workers <- struct{}{} }(); c.lifecycleWorker(ctx) }()
 	}
 	go func() { defer func() { workers <- struct{}{} }(); c.watchOwned(ctx) }()
+	go func() { defer func() { workers <- struct{}{} }(); c.retryWorker(ctx) }()
 	t := time.NewTicker(resyncEvery)
 	defer t.Stop()
 loop:
@@ -145,6 +147,7 @@ loop:
 	}
 	c.submitQ.ShutDown()
 	c.lifeQ.ShutDown()
+	c.retryQ.ShutDown()
 	for range n {
 		<-workers
 	}

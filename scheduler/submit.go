@@ -89,7 +89,15 @@ func (c *Core) submit(ctx context.Context, key string) error {
 		if err != nil {
 			p.errAt = time.Now()
 		}
+		var again time.Duration
+		if rejected {
+			p.rejections++
+			again = rejectDelay(p.rejections)
+		}
 		c.mu.Unlock()
+		if again > 0 {
+			c.retryRejected(key, again)
+		}
 		// The pods woken may run a cycle (Place) at once: what it marks
 		// on p is its own, read only under the lock.
 		c.activate(members)
@@ -201,7 +209,7 @@ func (c *Core) submit(ctx context.Context, key string) error {
 		p.jobID = id
 		c.byJob[id] = key
 	}
-	p.submitting, p.err, p.rejected, p.waiting = false, nil, false, ""
+	p.submitting, p.err, p.rejected, p.waiting, p.rejections = false, nil, false, "", 0
 	p.inDoubt, p.reserved = time.Time{}, 0
 	p.excluded = excluded
 	p.submitted = time.Now()

@@ -24,6 +24,10 @@ type Tenants interface {
 // setting the policy does not allow.
 var errPolicy = errors.New("tenancy")
 
+// errNotCached: a pod's namespace has not reached the scheduler's
+// informer yet; the pod is placed again soon (retryPod).
+var errNotCached = errors.New("not in the scheduler's cache yet")
+
 // policyError wraps a tenancy decision so callers can tell it apart.
 type policyError struct{ err error }
 
@@ -47,8 +51,8 @@ func (t InformerTenants) PolicyFor(namespace string) (*v1alpha1.TenantPolicy, er
 		// A namespace made a moment before its pod: deciding on its name
 		// alone could pick another policy than its labels select. The pod
 		// is placed again when the namespace reaches the cache
-		// (NamespaceEventHandler).
-		return nil, fmt.Errorf("namespace %s is not in the scheduler's cache yet", namespace)
+		// (NamespaceEventHandler), and soon after in any case (retryPod).
+		return nil, fmt.Errorf("namespace %s is %w", namespace, errNotCached)
 	} else if err != nil {
 		return nil, fmt.Errorf("namespace %s: %w", namespace, err)
 	}

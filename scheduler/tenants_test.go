@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -121,6 +122,21 @@ func TestCoreWaitsForANamespaceItHasNotSeen(t *testing.T) {
 	d := f.core.Place(f.pod)
 	assert.Contains(t, d.Message, "is not in the scheduler's cache yet", "not given the default policy by its name alone")
 	assert.Zero(t, f.core.submitQ.Len())
+	// The namespace's event may come while the pod is between the
+	// scheduling queue's queues, where waking it is lost: the pod is
+	// woken again soon in any case.
+	got := make(chan retryItem, 1)
+	go func() {
+		it, _ := f.core.retryQ.Get()
+		f.core.retryQ.Done(it)
+		got <- it
+	}()
+	select {
+	case it := <-got:
+		assert.Equal(t, []string{f.pod.Name}, names(f.core.toRetry(it)))
+	case <-time.After(10 * time.Second):
+		t.Fatal("a pod refused for a namespace not yet cached is not woken again")
+	}
 
 	other := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere"}}
 	f.core.NamespaceEventHandler().OnAdd(other, false)
