@@ -294,8 +294,20 @@ func TestSchedulerImpossiblePodWaitsWithTheReason(t *testing.T) {
 	if ok, msg := e.hasEvent("huge", keys.EventJobEnded, ""); ok {
 		t.Errorf("the pod was told its job ended: %s", msg)
 	}
-	if n := len(e.jobs("huge")); n > 1 {
-		t.Errorf("%d submissions in 10 s: a retry storm", n)
+	// Slurm is asked again unchanged (a node that fits may have come
+	// since), but no sooner than 10 s after its refusal, then twice as
+	// long each time: no retry storm.
+	var js []slurmrest.Job
+	eventually(t, 30*time.Second, "the pod's job asked again after its delay", func() (bool, string) {
+		js = e.jobs("huge")
+		return len(js) >= 2, fmt.Sprint(jobIDs(js))
+	})
+	slices.SortFunc(js, func(a, b slurmrest.Job) int { return a.SubmitTime.Compare(b.SubmitTime) })
+	for i := 1; i < len(js); i++ {
+		// Slurm's times are whole seconds.
+		if gap, least := js[i].SubmitTime.Sub(js[i-1].SubmitTime), (10*time.Second)<<(i-1)-time.Second; gap < least {
+			t.Errorf("job %d submitted %s after job %d; want at least %s: a retry storm", js[i].ID, gap, js[i-1].ID, least)
+		}
 	}
 }
 
