@@ -332,6 +332,7 @@ func TestChartsRefuseBadConventionValues(t *testing.T) {
 		{"onepool", []string{"controllerManager.image.pullPolicy=Sometimes"}, "/controllerManager/image/pullPolicy"},
 		{"onepool", []string{"scheduler.serviceAccount.name=Bad_Name"}, "/scheduler/serviceAccount/name"},
 		{"onepool", []string{"fullnameOverride=Bad_Name"}, "/fullnameOverride"},
+		{"onepool", []string{"fullnameOverride=a-fullname-of-thirty-seven-characters"}, "/fullnameOverride"},
 		{"slurm", []string{"keys.serviceAccount.create=false"},
 			"keys.serviceAccount.name is required when keys.serviceAccount.create is false"},
 		{"slurm", []string{"dra.serviceAccount.create=false"},
