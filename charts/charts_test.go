@@ -355,3 +355,32 @@ func TestChartsRefuseBadConventionValues(t *testing.T) {
 		})
 	}
 }
+
+// A component that is off, or has nothing to do, needs no ServiceAccount
+// name even with serviceAccount.create false.
+func TestChartsNeedNoServiceAccountForWhatIsOff(t *testing.T) {
+	h := newHelm(t)
+	for _, tc := range []struct {
+		chart string
+		set   []string
+	}{
+		{"onepool", []string{"scheduler.enabled=false", "scheduler.serviceAccount.create=false"}},
+		{"onepool", []string{"controllerManager.enabled=false", "controllerManager.serviceAccount.create=false"}},
+		{"slurm", []string{"dra.enabled=false", "dra.serviceAccount.create=false"}},
+		// Every key named: the keys Job has nothing to make.
+		{"slurm", []string{"secrets.mungeKey=munge", "secrets.jwtKey=jwt", "accounting.mariadb.existingSecret=db",
+			"keys.serviceAccount.create=false"}},
+	} {
+		t.Run(tc.chart+"/"+strings.Join(tc.set, ","), func(t *testing.T) {
+			t.Parallel()
+			dir := chartDir(t, tc.chart)
+			args := []string{"template", "r", dir, "--namespace", "ns", "--kube-version", labcharts.KubeVersion,
+				"-f", filepath.Join(dir, "ci", "lab-values.yaml")}
+			for _, s := range tc.set {
+				args = append(args, "--set", s)
+			}
+			_, stderr, err := h.run(args...)
+			require.NoError(t, err, "helm %v: %s", args, stderr)
+		})
+	}
+}
