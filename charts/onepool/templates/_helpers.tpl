@@ -1,15 +1,29 @@
-{{/* Names: <release>-onepool unless the release is already called onepool. */}}
+{{/* The chart's name: nameOverride, or the chart's own (onepool); the
+app.kubernetes.io/name label. */}}
+{{- define "onepool.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The prefix of every name: fullnameOverride; else <release>-<name>, or
+the release's name alone when it already contains <name> (release onepool:
+onepool-controller-manager, onepool-scheduler). Cut to 40 characters, as
+components add their own suffix. */}}
 {{- define "onepool.fullname" -}}
-{{- if contains "onepool" .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "onepool.name" . -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 40 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-onepool" .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
 {{- define "onepool.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
-app.kubernetes.io/name: onepool
+app.kubernetes.io/name: {{ include "onepool.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
@@ -18,7 +32,7 @@ app.kubernetes.io/part-of: onepool
 
 {{/* Selector labels of one component: (dict "ctx" $ "component" "scheduler") */}}
 {{- define "onepool.selectorLabels" -}}
-app.kubernetes.io/name: onepool
+app.kubernetes.io/name: {{ include "onepool.name" .ctx }}
 app.kubernetes.io/instance: {{ .ctx.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
@@ -28,11 +42,37 @@ app.kubernetes.io/component: {{ .component }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
+{{/* A component's image: (dict "ctx" $ "component" "scheduler" "image"
+.Values.scheduler.image). A field the component leaves empty is the global
+image block's: <registry>/<repository>/<component>:<tag, or the chart's
+appVersion>. A component's own repository is the whole repository (no
+/<component> after it). */}}
 {{- define "onepool.image" -}}
-{{- $i := .ctx.Values.image -}}
-{{- $repo := printf "%s/%s" $i.repository .component -}}
-{{- if $i.registry -}}{{- $repo = printf "%s/%s" (trimSuffix "/" $i.registry) $repo -}}{{- end -}}
-{{- printf "%s:%s" $repo (default .ctx.Chart.AppVersion $i.tag) -}}
+{{- $g := .ctx.Values.image -}}
+{{- $c := .image | default dict -}}
+{{- $repo := $c.repository | default (printf "%s/%s" $g.repository .component) -}}
+{{- with $c.registry | default $g.registry -}}{{- $repo = printf "%s/%s" (trimSuffix "/" .) $repo -}}{{- end -}}
+{{- printf "%s:%s" $repo ($c.tag | default $g.tag | default .ctx.Chart.AppVersion) -}}
+{{- end -}}
+{{/* Its pull policy: the component's, else the global one. Same argument. */}}
+{{- define "onepool.imagePullPolicy" -}}
+{{- (.image | default dict).pullPolicy | default .ctx.Values.image.pullPolicy -}}
+{{- end -}}
+
+{{/* The ServiceAccount a component runs as: (dict "ctx" $ "key"
+"scheduler" "default" <the component's name>). With serviceAccount.create
+the chart makes it, named serviceAccount.name or the default; without, it
+is yours, named serviceAccount.name (required), and the chart binds its
+roles to it. */}}
+{{- define "onepool.serviceAccountName" -}}
+{{- $sa := (index .ctx.Values .key).serviceAccount -}}
+{{- if $sa.create -}}
+{{- $sa.name | default .default -}}
+{{- else if $sa.name -}}
+{{- $sa.name -}}
+{{- else -}}
+{{- fail (printf "%s.serviceAccount.name is required when %s.serviceAccount.create is false: the ServiceAccount you made for it (the chart binds its roles to that name)" .key .key) -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "onepool.controllerManager.name" -}}{{ include "onepool.fullname" . }}-controller-manager{{- end -}}
@@ -42,6 +82,32 @@ manager (made, rotated), or by cert-manager. Not the release's: a render
 never makes a key. */}}
 {{- define "onepool.gpuWebhook.certSecret" -}}{{ include "onepool.gpuWebhook.name" . }}-cert{{- end -}}
 {{- define "onepool.scheduler.name" -}}{{ include "onepool.fullname" . }}-scheduler{{- end -}}
+{{- define "onepool.controllerManager.serviceAccountName" -}}
+{{- include "onepool.serviceAccountName" (dict "ctx" . "key" "controllerManager" "default" (include "onepool.controllerManager.name" .)) -}}
+{{- end -}}
+{{- define "onepool.scheduler.serviceAccountName" -}}
+{{- include "onepool.serviceAccountName" (dict "ctx" . "key" "scheduler" "default" (include "onepool.scheduler.name" .)) -}}
+{{- end -}}
+{{/* The ServiceAccount object of a component whose serviceAccount.create is
+set: (dict "ctx" $ "key" "scheduler" "component" "scheduler"). Ends with a
+document separator when it renders anything. */}}
+{{- define "onepool.serviceAccount" -}}
+{{- $sa := (index .ctx.Values .key).serviceAccount -}}
+{{- if $sa.create }}
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: {{ include (printf "onepool.%s.serviceAccountName" .key) .ctx }}
+  namespace: {{ .ctx.Release.Namespace }}
+  labels:
+    {{- include "onepool.componentLabels" (dict "ctx" .ctx "component" .component) | nindent 4 }}
+  {{- with $sa.annotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+---
+{{- end }}
+{{- end -}}
 
 {{/* The release endpoint's URL as the Slurm nodes reach it. */}}
 {{- define "onepool.releaseURL" -}}

@@ -1,15 +1,29 @@
-{{/* Names: <release>-slurm unless the release is already called slurm-something. */}}
+{{/* The chart's name: nameOverride, or the chart's own (slurm); the
+app.kubernetes.io/name label. */}}
+{{- define "slurm.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The prefix of every name: fullnameOverride; else <release>-<name>, or
+the release's name alone when it already contains <name> (release slurm:
+slurm-controller, slurm-restapi). Cut to 40 characters, as components add
+their own suffix. */}}
 {{- define "slurm.fullname" -}}
-{{- if contains "slurm" .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "slurm.name" . -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 40 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-slurm" .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
 {{- define "slurm.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
-app.kubernetes.io/name: slurm
+app.kubernetes.io/name: {{ include "slurm.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
@@ -18,7 +32,7 @@ app.kubernetes.io/part-of: onepool
 
 {{/* (dict "ctx" $ "component" "slurmctld") */}}
 {{- define "slurm.selectorLabels" -}}
-app.kubernetes.io/name: slurm
+app.kubernetes.io/name: {{ include "slurm.name" .ctx }}
 app.kubernetes.io/instance: {{ .ctx.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
@@ -28,12 +42,41 @@ app.kubernetes.io/component: {{ .component }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
-{{/* (dict "ctx" $ "component" "slurmctld") */}}
+{{/* A component's image: (dict "ctx" $ "component" "slurmctld" "image"
+.Values.slurmctld.image). A field the component leaves empty is the global
+image block's: <registry>/<repository>/<component>:<tag>. A component's own
+repository is the whole repository (no /<component> after it). */}}
 {{- define "slurm.image" -}}
-{{- $i := .ctx.Values.image -}}
-{{- $repo := printf "%s/%s" $i.repository .component -}}
-{{- if $i.registry -}}{{- $repo = printf "%s/%s" (trimSuffix "/" $i.registry) $repo -}}{{- end -}}
-{{- printf "%s:%s" $repo $i.tag -}}
+{{- $g := .ctx.Values.image -}}
+{{- $c := .image | default dict -}}
+{{- $repo := $c.repository | default (printf "%s/%s" $g.repository .component) -}}
+{{- with $c.registry | default $g.registry -}}{{- $repo = printf "%s/%s" (trimSuffix "/" .) $repo -}}{{- end -}}
+{{- printf "%s:%s" $repo ($c.tag | default $g.tag) -}}
+{{- end -}}
+{{/* Its pull policy: the component's, else the global one. Same argument. */}}
+{{- define "slurm.imagePullPolicy" -}}
+{{- (.image | default dict).pullPolicy | default .ctx.Values.image.pullPolicy -}}
+{{- end -}}
+
+{{/* The ServiceAccount of a part of the chart: (dict "sa"
+.Values.keys.serviceAccount "key" "keys" "default" <its name>). With
+create the chart makes it, named name or the default; without, it is
+yours, named name (required), and the chart binds its roles to it. */}}
+{{- define "slurm.serviceAccountName" -}}
+{{- if .sa.create -}}
+{{- .sa.name | default .default -}}
+{{- else if .sa.name -}}
+{{- .sa.name -}}
+{{- else -}}
+{{- fail (printf "%s.serviceAccount.name is required when %s.serviceAccount.create is false: the ServiceAccount you made for it (the chart binds its roles to that name)" .key .key) -}}
+{{- end -}}
+{{- end -}}
+{{/* The keys Job's ServiceAccount, and the DRA driver's (slurmd pods). */}}
+{{- define "slurm.keys.serviceAccountName" -}}
+{{- include "slurm.serviceAccountName" (dict "sa" .Values.keys.serviceAccount "key" "keys" "default" (printf "%s-keys" (include "slurm.fullname" .))) -}}
+{{- end -}}
+{{- define "slurm.slurmd.serviceAccountName" -}}
+{{- include "slurm.serviceAccountName" (dict "sa" .Values.dra.serviceAccount "key" "dra" "default" (printf "%s-slurmd" (include "slurm.fullname" .))) -}}
 {{- end -}}
 
 {{/* slurmctld's pod (StatefulSet ordinal 0) and its stable DNS name. */}}
@@ -85,12 +128,12 @@ app.kubernetes.io/component: {{ .component }}
 
 {{/* munged beside a daemon, as a native sidecar (an init container that
 keeps running): it is up before the daemon starts. It copies the key so
-that munge owns it 0400. */}}
+that munge owns it 0400. Its image is slurmctld's (slurmctld.image). */}}
 {{- define "slurm.mungeSidecar" -}}
 - name: munged
   restartPolicy: Always
-  image: {{ include "slurm.image" (dict "ctx" . "component" "slurmctld") }}
-  imagePullPolicy: {{ .Values.image.pullPolicy }}
+  image: {{ include "slurm.image" (dict "ctx" . "component" "slurmctld" "image" .Values.slurmctld.image) }}
+  imagePullPolicy: {{ include "slurm.imagePullPolicy" (dict "ctx" . "image" .Values.slurmctld.image) }}
   command: [/usr/local/bin/onepool-munged]
   volumeMounts:
     {{- include "slurm.commonMounts" . | nindent 4 }}
