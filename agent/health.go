@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/drain"
 )
 
 // DefaultFatalXIDs are the XIDs that mean the GPU (not the job) is broken:
@@ -52,33 +52,15 @@ var checkRank = map[string]int{
 	checkRetiredPages: 4, checkRowRemap: 5, checkTemperature: 6,
 }
 
-// maxReason keeps drain reasons short: Slurm shows them in sinfo -R and
-// onepool copies them into annotations and conditions.
-const maxReason = 199
-
 // Failure is one failed check.
 type Failure struct {
 	Check  string
 	Detail string
 }
 
-// Reason is the Slurm drain reason: keys.ReasonGPUPrefix + "<check>: <detail>".
-func (f Failure) Reason() string {
-	r := keys.ReasonGPUPrefix + f.Check + ": " + f.Detail
-	r = strings.Map(func(c rune) rune {
-		switch {
-		case c == '"':
-			return '\''
-		case c < 0x20 || c == 0x7f:
-			return ' '
-		}
-		return c
-	}, r)
-	if len(r) > maxReason {
-		r = r[:maxReason-3] + "..."
-	}
-	return r
-}
+// Reason is the Slurm drain reason: drain.HealthReason, "onepool: gpu
+// <check>: <detail>".
+func (f Failure) Reason() string { return drain.HealthReason(f.Check, f.Detail) }
 
 // Verdict is the outcome of all checks.
 type Verdict struct {
@@ -341,7 +323,7 @@ func Health(ctx context.Context, cfg HealthConfig, lib Library) (int, error) {
 		fmt.Fprintf(cfg.Out, "unhealthy: %s (dry run: not draining)\n", reason)
 		return 1, nil
 	}
-	if err := drain(ctx, cfg.Scontrol, cfg.NodeName, reason); err != nil {
+	if err := scontrolDrain(ctx, cfg.Scontrol, cfg.NodeName, reason); err != nil {
 		fmt.Fprintf(cfg.Out, "unhealthy: %s (drain failed)\n", reason)
 		return 1, err
 	}
@@ -352,9 +334,9 @@ func Health(ctx context.Context, cfg HealthConfig, lib Library) (int, error) {
 // drainTimeout bounds scontrol: with slurmctld down every call hangs.
 const drainTimeout = 10 * time.Second
 
-// drain sets the node DRAIN with reason. Draining an already drained node is
+// scontrolDrain sets the node DRAIN with reason. Draining an already drained node is
 // accepted by Slurm and only refreshes the reason, so no check first.
-func drain(ctx context.Context, scontrol, node, reason string) error {
+func scontrolDrain(ctx context.Context, scontrol, node, reason string) error {
 	ctx, cancel := context.WithTimeout(ctx, drainTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, scontrol, "update", "nodename="+node, "state=drain", "reason="+reason)

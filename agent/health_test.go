@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/drain"
 )
 
 var notSupported = fmt.Errorf("nvml query: %w", ErrNotSupported)
@@ -113,8 +113,8 @@ func TestCheckHealth(t *testing.T) {
 			if v.Healthy() != (tc.want == "") {
 				t.Errorf("Healthy() = %v", v.Healthy())
 			}
-			if tc.want != "" && !strings.HasPrefix(v.Reason(), keys.ReasonGPUPrefix) {
-				t.Errorf("reason %q lacks %q", v.Reason(), keys.ReasonGPUPrefix)
+			if tc.want != "" && !strings.HasPrefix(v.Reason(), drain.ReasonGPUPrefix) {
+				t.Errorf("reason %q lacks %q", v.Reason(), drain.ReasonGPUPrefix)
 			}
 			if lib.initErr == nil && lib.shutdowns != 1 {
 				t.Errorf("Shutdown called %d times, want 1", lib.shutdowns)
@@ -138,17 +138,6 @@ func TestCheckHealthHungCall(t *testing.T) {
 	}
 	if l.shutdowns != 0 {
 		t.Error("Shutdown called while a call hangs in NVML")
-	}
-}
-
-func TestReasonIsShortAndClean(t *testing.T) {
-	f := Failure{Check: checkNVML, Detail: strings.Repeat("x", 300) + "\"\n"}
-	r := f.Reason()
-	if len(r) >= 200 || !strings.HasSuffix(r, "...") {
-		t.Errorf("reason %d bytes: %q", len(r), r)
-	}
-	if r := (Failure{Check: checkNVML, Detail: "a \"b\"\tc"}).Reason(); r != "onepool: gpu nvml: a 'b' c" {
-		t.Errorf("reason %q", r)
 	}
 }
 

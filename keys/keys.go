@@ -1,16 +1,9 @@
-// Package keys is onepool's registry: every label, annotation, finalizer,
-// condition type, event reason and Slurm drain-reason prefix that onepool
-// reads or writes on Kubernetes objects or Slurm nodes is declared here, and
-// only here.
+// Package keys is onepool's registry of names: every label, annotation,
+// finalizer, condition type and event reason that onepool reads or writes
+// on Kubernetes objects is declared here, and only here. It holds names
+// only; the drain reasons onepool writes into Slurm, and what its drain
+// records mean, are package drain's.
 package keys
-
-import (
-	"encoding/json"
-	"fmt"
-	"strings"
-	"time"
-	"unicode/utf8"
-)
 
 // Labels.
 const (
@@ -142,7 +135,8 @@ const (
 	AnnotationSlurmShare = "onepool.dev/slurm-share"
 
 	// AnnotationCordonReason on a Node: the operator's words for a cordon.
-	// They follow onepool's prefix in the Slurm drain reason.
+	// They follow onepool's cordon reason in the Slurm drain reason
+	// (drain.CordonReason).
 	AnnotationCordonReason = "onepool.dev/cordon-reason"
 
 	// AnnotationDrainApplied and AnnotationDrainAppliedAt are onepool's
@@ -323,37 +317,6 @@ const (
 	ActionAuthenticate    = "Authenticate"
 )
 
-// Drain reasons. Every drain onepool makes starts with DrainPrefix. The taxonomy:
-//
-//	onepool: node cordoned[: <operator's words>]   the Node is cordoned
-//	onepool: slurmd pod deleted                    the slurmd pod is going away
-//	onepool: slurmd pod not ready                  not Ready for longer than the grace
-//	onepool: nodeset update                        the NodeSet replaces the slurmd pod (new template)
-//	onepool: node left nodeset <name>              the Node no longer matches the NodeSet
-//	onepool: gpu <check>: <detail>                 the node agent's health check failed
-//
-// Each drain belongs to the part of onepool that made it, and only that part
-// resumes it: the syncer its three reasons, the NodeSet controller its own.
-// GPU health drains are never resumed by onepool: an admin resumes the node
-// after fixing the GPU. The text alone proves nothing (an admin may type
-// it): the syncer decides from its record (AnnotationDrainApplied) and uses
-// the text only as a cross-check.
-const (
-	DrainPrefix         = "onepool: "
-	ReasonCordoned      = DrainPrefix + "node cordoned"
-	ReasonPodDeleted    = DrainPrefix + "slurmd pod deleted"
-	ReasonPodNotReady   = DrainPrefix + "slurmd pod not ready"
-	ReasonNodeSetUpdate = DrainPrefix + "nodeset update"
-	ReasonNodeSetLeft   = DrainPrefix + "node left nodeset" // + " <name>"
-	ReasonGPUPrefix     = DrainPrefix + "gpu "
-	operatorReasonJoin  = ": "
-	// MaxOperatorReason bounds the operator's words in a cordon's drain
-	// reason, in bytes; longer words are cut there (on a UTF-8 boundary)
-	// and end with TruncatedMark.
-	MaxOperatorReason = 200
-	TruncatedMark     = "…"
-)
-
 // Placeholder jobs. The comment of every job onepool's scheduler makes
 // starts with PlaceholderCommentPrefix ("onepool:pod=<ns>/<name>;uid=<uid>;user=<slurm user>;sig=<hmac>"
 // or "onepool:group=<ns>/<podgroup>;uid=<uid>;user=<slurm user>;sig=<hmac>"); the signature,
@@ -368,158 +331,3 @@ const (
 	PlaceholderKeyData       = "key"
 	PlaceholderKeyPrevious   = "previous"
 )
-
-// SyncerOwns says whether a drain reason has the form of one the syncer
-// makes: one of its three reasons exactly, or the cordon reason followed by
-// ": " and the operator's words. It is a cross-check of the syncer's record,
-// never enough on its own.
-func SyncerOwns(reason string) bool {
-	return reason == ReasonCordoned || strings.HasPrefix(reason, ReasonCordoned+operatorReasonJoin) ||
-		reason == ReasonPodDeleted || reason == ReasonPodNotReady
-}
-
-// NodeSetOwns says whether a drain reason is one the NodeSet controller made.
-func NodeSetOwns(reason string) bool {
-	return reason == ReasonNodeSetUpdate || strings.HasPrefix(reason, ReasonNodeSetLeft+" ")
-}
-
-// AgentOwns says whether a drain reason is a GPU health drain of the node agent.
-func AgentOwns(reason string) bool { return strings.HasPrefix(reason, ReasonGPUPrefix) }
-
-// CordonReason builds the drain reason for a cordon with the operator's
-// words (may be empty). Control characters become spaces and words longer
-// than MaxOperatorReason bytes are cut on a UTF-8 boundary and marked with
-// TruncatedMark; note then says what was changed ("" when nothing was).
-func CordonReason(words string) (reason, note string) {
-	words = strings.TrimSpace(words)
-	if words == "" {
-		return ReasonCordoned, ""
-	}
-	var notes []string
-	if strings.ContainsFunc(words, isControl) {
-		words = strings.TrimSpace(strings.Map(func(r rune) rune {
-			if isControl(r) {
-				return ' '
-			}
-			return r
-		}, words))
-		notes = append(notes, "control characters replaced by spaces")
-	}
-	if len(words) > MaxOperatorReason {
-		cut := MaxOperatorReason - len(TruncatedMark)
-		for cut > 0 && !utf8.RuneStart(words[cut]) {
-			cut--
-		}
-		words = strings.TrimSpace(words[:cut]) + TruncatedMark
-		notes = append(notes, fmt.Sprintf("cut to %d bytes", MaxOperatorReason))
-	}
-	if words == "" {
-		return ReasonCordoned, strings.Join(notes, "; ")
-	}
-	return ReasonCordoned + operatorReasonJoin + words, strings.Join(notes, "; ")
-}
-
-func isControl(r rune) bool { return r < 0x20 || r == 0x7f || r == utf8.RuneError }
-
-// DrainRecord is what a part of onepool writes down just before it drains a
-// Slurm node: the reason and when. A drain is that part's own only when
-// Slurm shows the recorded reason, set within RecordSlack of the record.
-type DrainRecord struct {
-	Reason string
-	At     time.Time
-}
-
-// RecordSlack is how far apart the record's time and Slurm's reason time
-// may be and still be one drain: the clocks of two hosts, plus the drain
-// request that follows the record.
-const RecordSlack = time.Minute
-
-// Matches says whether Slurm's drain (drained, its reason, when the reason
-// was set; zero when Slurm gave no time) is the recorded one. A record
-// without a time matches nothing.
-//
-// Slurm appends its own cause to a drain's reason when it sets the node
-// down ("<reason> : Not responding", a slurmd that stopped answering, as
-// on a cordoned node being rebooted) and moves the reason time: that is
-// still the recorded drain (SlurmAppended).
-func (r DrainRecord) Matches(drained bool, reason string, changed time.Time) bool {
-	if r.Reason == "" || r.At.IsZero() || !drained {
-		return false
-	}
-	switch {
-	case reason == r.Reason:
-		if changed.IsZero() {
-			return true
-		}
-		d := changed.Sub(r.At)
-		return d <= RecordSlack && d >= -RecordSlack
-	case SlurmAppended(reason, r.Reason):
-		return changed.IsZero() || changed.After(r.At.Add(-RecordSlack))
-	}
-	return false
-}
-
-// SlurmAppended says reason is base with Slurm's own cause appended (Slurm
-// joins them with " : " when it sets a drained node down).
-func SlurmAppended(reason, base string) bool {
-	return base != "" && strings.HasPrefix(reason, base+" : ")
-}
-
-// ReadDrainRecord reads a record from annotations; a time that does not
-// parse leaves At zero.
-func ReadDrainRecord(a map[string]string, reasonKey, atKey string) DrainRecord {
-	at, _ := time.Parse(time.RFC3339, a[atKey])
-	return DrainRecord{Reason: a[reasonKey], At: at}
-}
-
-// Text is the record in one annotation value, "<RFC 3339 time> <reason>"
-// ("" for none).
-func (r DrainRecord) Text() string {
-	if r.Reason == "" {
-		return ""
-	}
-	return r.At.UTC().Format(time.RFC3339) + " " + r.Reason
-}
-
-// ParseDrainRecord reads a record Text wrote. A value without a time that
-// parses gives a record without a time, which matches no drain.
-func ParseDrainRecord(s string) DrainRecord {
-	at, reason, ok := strings.Cut(s, " ")
-	if !ok {
-		return DrainRecord{Reason: s}
-	}
-	t, err := time.Parse(time.RFC3339, at)
-	if err != nil {
-		return DrainRecord{Reason: s}
-	}
-	return DrainRecord{Reason: reason, At: t}
-}
-
-// Annotations returns the record as annotation values ("" for none).
-func (r DrainRecord) Annotations(reasonKey, atKey string) map[string]string {
-	if r.Reason == "" {
-		return map[string]string{reasonKey: "", atKey: ""}
-	}
-	return map[string]string{reasonKey: r.Reason, atKey: r.At.UTC().Format(time.RFC3339)}
-}
-
-// MergePatch is the JSON merge patch that writes the record into an
-// object's annotations, or removes it when the record is empty.
-func (r DrainRecord) MergePatch(reasonKey, atKey string) []byte {
-	return AnnotationsPatch(r.Annotations(reasonKey, atKey))
-}
-
-// AnnotationsPatch is the JSON merge patch that sets these annotations,
-// removing those whose value is "".
-func AnnotationsPatch(a map[string]string) []byte {
-	ann := map[string]any{}
-	for k, v := range a {
-		if v == "" {
-			ann[k] = nil
-		} else {
-			ann[k] = v
-		}
-	}
-	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}}) // strings only: cannot fail
-	return b
-}

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"github.com/onepool/onepool/drain"
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/nodeset/api/v1alpha1"
 	"github.com/onepool/onepool/slurmnode"
@@ -57,7 +58,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	r.remember(req.NamespacedName, names)
 
-	p := params{hash: hash, onDelete: ns.Spec.UpdateStrategy.Type == v1alpha1.OnDelete, leftReason: leftReason(ns.Name), slurm: ns.Spec.Slurm}
+	p := params{hash: hash, onDelete: ns.Spec.UpdateStrategy.Type == v1alpha1.OnDelete, leftReason: drain.LeftReason(ns.Name), slurm: ns.Spec.Slurm}
 	chosen := planUpdates(nodes, p, maxUnavailable(&ns, countWanted(nodes)))
 	steps := make([]step, len(nodes))
 	for i, n := range nodes {
@@ -117,8 +118,6 @@ func failedKey(ns *v1alpha1.NodeSet, slurmName string) string {
 	return ns.Namespace + "/" + ns.Name + "/" + slurmName
 }
 
-func leftReason(nodeSet string) string { return keys.ReasonNodeSetLeft + " " + nodeSet }
-
 // observe gathers every node the NodeSet has to decide on: the Nodes it
 // selects, the Nodes its pods run on, and Slurm nodes it drained to take away.
 func (r *Reconciler) observe(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *corev1.Pod, deleting bool) ([]nodeState, error) {
@@ -152,7 +151,7 @@ func (r *Reconciler) observe(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *co
 		if ok && !deleting {
 			s := get(slurmnode.Of(node))
 			s.wanted, s.node, s.nodeName = true, node, node.Name
-			s.record = keys.ReadDrainRecord(node.Annotations, keys.AnnotationNodeSetDrain, keys.AnnotationNodeSetDrainAt)
+			s.record = drain.Read(node.Annotations, keys.AnnotationNodeSetDrain, keys.AnnotationNodeSetDrainAt)
 		}
 	}
 	for i := range podList.Items {
@@ -182,7 +181,7 @@ func (r *Reconciler) observe(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *co
 	// Slurm nodes this NodeSet drained to take away, whose pods are gone.
 	all, err := r.slurm.Nodes()
 	known := err == nil
-	left := leftReason(ns.Name)
+	left := drain.LeftReason(ns.Name)
 	for _, sn := range all {
 		if sn.State.Drain() && sn.Reason == left {
 			get(sn.Name)
@@ -299,7 +298,7 @@ func (r *Reconciler) do(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *corev1.
 		}
 	case actDrain:
 		// The record first: a drain not written down would never be resumed.
-		if err := r.record(ctx, n.nodeName, keys.DrainRecord{Reason: s.reason, At: time.Now()}); err != nil {
+		if err := r.record(ctx, n.nodeName, drain.Record{Reason: s.reason, At: time.Now()}); err != nil {
 			fail(err)
 			return
 		}
@@ -371,7 +370,7 @@ func (r *Reconciler) do(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *corev1.
 // record writes (or, for an empty record, removes) the NodeSet's record of
 // its drain on the Node. A Node that is gone keeps nothing: such a node is
 // never resumed.
-func (r *Reconciler) record(ctx context.Context, nodeName string, rec keys.DrainRecord) error {
+func (r *Reconciler) record(ctx context.Context, nodeName string, rec drain.Record) error {
 	if nodeName == "" {
 		return nil
 	}

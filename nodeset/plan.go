@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/onepool/onepool/drain"
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/nodeset/api/v1alpha1"
 	"github.com/onepool/onepool/slurmrest"
@@ -32,7 +33,7 @@ type nodeState struct {
 	// force-deletes such pods where kube-controller-manager runs).
 	orphans []*corev1.Pod
 	// record is the NodeSet's record of its drain, on the Node.
-	record keys.DrainRecord
+	record drain.Record
 	slurm  slurmView
 	// failedBackoff: the live pod failed (phase Failed: evicted by the
 	// kubelet, refused at admission), and this long remains before it may
@@ -44,7 +45,11 @@ type nodeState struct {
 // its form that it recorded when it drained. Only such a drain is resumed.
 func (n nodeState) ownDrain() bool {
 	s := n.slurm
-	return s.found && keys.NodeSetOwns(n.record.Reason) && n.record.Matches(s.node.State.Drain(), s.node.Reason, s.node.ReasonChanged)
+	if !s.found {
+		return false
+	}
+	owner, _ := drain.Records{NodeSet: n.record}.Owner(s.node.State.Drain(), s.node.Reason, s.node.ReasonChanged)
+	return owner == drain.NodeSet
 }
 
 type action int
@@ -93,7 +98,7 @@ func (n nodeState) outdated(p params) bool {
 
 // updating says the node is drained for a rolling update by this NodeSet.
 func (n nodeState) updating() bool {
-	return n.slurm.found && n.slurm.node.State.Drain() && n.slurm.node.Reason == keys.ReasonNodeSetUpdate
+	return n.slurm.found && n.slurm.node.State.Drain() && n.slurm.node.Reason == drain.ReasonNodeSetUpdate
 }
 
 // unavailable says the node counts against maxUnavailable.
@@ -104,7 +109,7 @@ func (n nodeState) unavailable() bool {
 	if n.slurm.known && !n.slurm.found {
 		return true // not registered (yet, or again after an update)
 	}
-	return n.slurm.found && n.slurm.node.State.Drain() && keys.NodeSetOwns(n.slurm.node.Reason)
+	return n.slurm.found && n.slurm.node.State.Drain() && drain.Form(n.slurm.node.Reason) == drain.NodeSet
 }
 
 // planNode decides one node, except for starting a rolling update, which
@@ -119,7 +124,7 @@ func planNode(n nodeState, p params, update bool) step {
 			return terminating(n)
 		}
 		if s.known && s.found && s.node.State.Drain() && !s.node.State.Busy() &&
-			(s.node.Reason == p.leftReason || keys.SlurmAppended(s.node.Reason, p.leftReason)) {
+			drain.Shows(s.node.Reason, p.leftReason) {
 			return step{act: actDeleteSlurmNode}
 		}
 		return step{}
@@ -135,7 +140,7 @@ func planNode(n nodeState, p params, update bool) step {
 		// registers again (measured on the lab: CPUs=8 in the new template,
 		// CPUTot=16 still).
 		if s.known && n.ownDrain() && !s.node.State.Busy() &&
-			(s.node.Reason == keys.ReasonNodeSetUpdate || keys.SlurmAppended(s.node.Reason, keys.ReasonNodeSetUpdate)) {
+			drain.Shows(s.node.Reason, drain.ReasonNodeSetUpdate) {
 			return step{act: actDeleteSlurmNode, why: "its new slurmd pod registers it again, with the new template"}
 		}
 		return step{act: actCreate}
@@ -150,7 +155,7 @@ func planNode(n nodeState, p params, update bool) step {
 	}
 	if n.outdated(p) {
 		if update || n.updating() {
-			return takeAway(n, keys.ReasonNodeSetUpdate)
+			return takeAway(n, drain.ReasonNodeSetUpdate)
 		}
 		return step{}
 	}
@@ -202,10 +207,10 @@ func takeAway(n nodeState, reason string) step {
 		return step{act: actDeletePod}
 	case !s.node.State.Drain():
 		return step{act: actDrain, reason: reason}
-	case reason != keys.ReasonNodeSetUpdate && keys.SyncerOwns(s.node.Reason):
+	case reason != drain.ReasonNodeSetUpdate && drain.Form(s.node.Reason) == drain.Syncer:
 		// The node leaves: the record goes too, so the drain becomes ours.
 		return step{act: actDrain, reason: reason}
-	case reason != keys.ReasonNodeSetUpdate && n.ownDrain() && s.node.Reason != reason && !keys.SlurmAppended(s.node.Reason, reason):
+	case reason != drain.ReasonNodeSetUpdate && n.ownDrain() && !drain.Shows(s.node.Reason, reason):
 		// The node leaves while the NodeSet's update drain holds (the
 		// NodeSet deleted mid-update): drained again for leaving, so its
 		// Slurm node is removed once free instead of staying drained.

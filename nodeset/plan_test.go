@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/onepool/onepool/drain"
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/nodeset/api/v1alpha1"
 	"github.com/onepool/onepool/slurmrest"
@@ -39,10 +40,10 @@ func failed(hash string) *corev1.Pod {
 }
 
 // rec is the NodeSet's record of a drain it made as Slurm shows it (at t0).
-func rec(reason string) keys.DrainRecord { return keys.DrainRecord{Reason: reason, At: t0} }
+func rec(reason string) drain.Record { return drain.Record{Reason: reason, At: t0} }
 
 func TestPlanNode(t *testing.T) {
-	p := params{hash: "new", leftReason: leftReason("h100")}
+	p := params{hash: "new", leftReason: drain.LeftReason("h100")}
 	unknown := slurmView{}
 	absent := slurmView{known: true}
 	idle := slurmNode("", t0, "IDLE")
@@ -58,59 +59,59 @@ func TestPlanNode(t *testing.T) {
 		{"create even while Slurm is unknown", nodeState{wanted: true, slurm: unknown}, false, actCreate, ""},
 		{"old pod still terminating: wait", nodeState{wanted: true, terminating: 1, slurm: idle}, false, actWait, ""},
 		{"pod replaced for an update, its node drained for it and free: the Slurm node goes first (registered afresh)",
-			nodeState{record: rec(keys.ReasonNodeSetUpdate), wanted: true, slurm: slurmNode(keys.ReasonNodeSetUpdate, t0, "IDLE", "DRAIN")}, false, actDeleteSlurmNode, ""},
+			nodeState{record: rec(drain.ReasonNodeSetUpdate), wanted: true, slurm: slurmNode(drain.ReasonNodeSetUpdate, t0, "IDLE", "DRAIN")}, false, actDeleteSlurmNode, ""},
 		{"pod replaced for an update, Slurm appended its own words: the same",
-			nodeState{record: rec(keys.ReasonNodeSetUpdate), wanted: true, slurm: slurmNode(keys.ReasonNodeSetUpdate+" : Not responding", t0, "DOWN", "DRAIN")}, false, actDeleteSlurmNode, ""},
+			nodeState{record: rec(drain.ReasonNodeSetUpdate), wanted: true, slurm: slurmNode(drain.ReasonNodeSetUpdate+" : Not responding", t0, "DOWN", "DRAIN")}, false, actDeleteSlurmNode, ""},
 		{"no pod, an admin's drain in the update's words (no record): create, the record stays",
-			nodeState{wanted: true, slurm: slurmNode(keys.ReasonNodeSetUpdate, t0, "IDLE", "DRAIN")}, false, actCreate, ""},
+			nodeState{wanted: true, slurm: slurmNode(drain.ReasonNodeSetUpdate, t0, "IDLE", "DRAIN")}, false, actCreate, ""},
 		{"no pod, node gone from Slurm after its update: create",
-			nodeState{record: rec(keys.ReasonNodeSetUpdate), wanted: true, slurm: absent}, false, actCreate, ""},
+			nodeState{record: rec(drain.ReasonNodeSetUpdate), wanted: true, slurm: absent}, false, actCreate, ""},
 		{"current pod, idle node: nothing", nodeState{wanted: true, pod: pod("new", true), slurm: idle}, false, actNone, ""},
-		{"left the set: drain first", nodeState{pod: pod("new", true), slurm: idle}, false, actDrain, leftReason("h100")},
-		{"left the set, jobs run: wait", nodeState{pod: pod("new", true), slurm: slurmNode(leftReason("h100"), t0, "MIXED", "DRAIN")}, false, actWait, ""},
-		{"left the set, completing: wait", nodeState{pod: pod("new", true), slurm: slurmNode(leftReason("h100"), t0, "IDLE", "DRAIN", "COMPLETING")}, false, actWait, ""},
-		{"left the set, drained and free: delete pod", nodeState{pod: pod("new", true), slurm: slurmNode(leftReason("h100"), t0, "IDLE", "DRAIN")}, false, actDeletePod, ""},
+		{"left the set: drain first", nodeState{pod: pod("new", true), slurm: idle}, false, actDrain, drain.LeftReason("h100")},
+		{"left the set, jobs run: wait", nodeState{pod: pod("new", true), slurm: slurmNode(drain.LeftReason("h100"), t0, "MIXED", "DRAIN")}, false, actWait, ""},
+		{"left the set, completing: wait", nodeState{pod: pod("new", true), slurm: slurmNode(drain.LeftReason("h100"), t0, "IDLE", "DRAIN", "COMPLETING")}, false, actWait, ""},
+		{"left the set, drained and free: delete pod", nodeState{pod: pod("new", true), slurm: slurmNode(drain.LeftReason("h100"), t0, "IDLE", "DRAIN")}, false, actDeletePod, ""},
 		{"left the set, Slurm unknown: wait", nodeState{pod: pod("new", true), slurm: unknown}, false, actWait, ""},
 		{"left the set, never registered: delete pod", nodeState{pod: pod("new", true), slurm: absent}, false, actDeletePod, ""},
-		{"left the set while cordoned: the drain becomes ours", nodeState{pod: pod("new", true), slurm: slurmNode(keys.ReasonCordoned, t0, "IDLE", "DRAIN")}, false, actDrain, leftReason("h100")},
+		{"left the set while cordoned: the drain becomes ours", nodeState{pod: pod("new", true), slurm: slurmNode(drain.ReasonCordoned, t0, "IDLE", "DRAIN")}, false, actDrain, drain.LeftReason("h100")},
 		{"left the set, admin drain, free: pod goes, drain kept", nodeState{pod: pod("new", true), slurm: slurmNode("bad PSU", t0, "IDLE", "DRAIN")}, false, actDeletePod, ""},
-		{"Node gone, pod terminating, drained and free: force-delete", nodeState{terminating: 1, orphans: []*corev1.Pod{pod("new", true)}, slurm: slurmNode(leftReason("h100"), t0, "IDLE", "DRAIN")}, false, actForceDelete, ""},
+		{"Node gone, pod terminating, drained and free: force-delete", nodeState{terminating: 1, orphans: []*corev1.Pod{pod("new", true)}, slurm: slurmNode(drain.LeftReason("h100"), t0, "IDLE", "DRAIN")}, false, actForceDelete, ""},
 		{"Node gone, pod terminating, never registered: force-delete", nodeState{terminating: 1, orphans: []*corev1.Pod{pod("new", true)}, slurm: absent}, false, actForceDelete, ""},
-		{"Node gone, pod terminating, jobs run: wait", nodeState{terminating: 1, orphans: []*corev1.Pod{pod("new", true)}, slurm: slurmNode(leftReason("h100"), t0, "ALLOCATED", "DRAIN")}, false, actWait, ""},
+		{"Node gone, pod terminating, jobs run: wait", nodeState{terminating: 1, orphans: []*corev1.Pod{pod("new", true)}, slurm: slurmNode(drain.LeftReason("h100"), t0, "ALLOCATED", "DRAIN")}, false, actWait, ""},
 		{"Node gone, pod terminating, not drained: wait", nodeState{terminating: 1, orphans: []*corev1.Pod{pod("new", true)}, slurm: idle}, false, actWait, ""},
 		{"Node gone, pod terminating, Slurm unknown: wait", nodeState{terminating: 1, orphans: []*corev1.Pod{pod("new", true)}, slurm: unknown}, false, actWait, ""},
 		{"one of two terminating pods has a Node: wait", nodeState{terminating: 2, orphans: []*corev1.Pod{pod("new", true)}, slurm: absent}, false, actWait, ""},
-		{"pod gone, our record free: remove it", nodeState{slurm: slurmNode(leftReason("h100"), t0, "IDLE", "DRAIN")}, false, actDeleteSlurmNode, ""},
-		{"pod gone, our record busy: keep", nodeState{slurm: slurmNode(leftReason("h100"), t0, "ALLOCATED", "DRAIN")}, false, actNone, ""},
-		{"pod gone, another NodeSet's reason: keep", nodeState{slurm: slurmNode(leftReason("a100"), t0, "IDLE", "DRAIN")}, false, actNone, ""},
+		{"pod gone, our record free: remove it", nodeState{slurm: slurmNode(drain.LeftReason("h100"), t0, "IDLE", "DRAIN")}, false, actDeleteSlurmNode, ""},
+		{"pod gone, our record busy: keep", nodeState{slurm: slurmNode(drain.LeftReason("h100"), t0, "ALLOCATED", "DRAIN")}, false, actNone, ""},
+		{"pod gone, another NodeSet's reason: keep", nodeState{slurm: slurmNode(drain.LeftReason("a100"), t0, "IDLE", "DRAIN")}, false, actNone, ""},
 		// Slurm appends its own cause once the gone slurmd stops answering.
-		{"pod gone, our record with Slurm's cause appended: remove it", nodeState{slurm: slurmNode(leftReason("h100")+" : Not responding", t0.Add(3*time.Minute), "IDLE", "DRAIN")}, false, actDeleteSlurmNode, ""},
-		{"pod gone, another NodeSet's with Slurm's cause: keep", nodeState{slurm: slurmNode(leftReason("a100")+" : Not responding", t0, "IDLE", "DRAIN")}, false, actNone, ""},
+		{"pod gone, our record with Slurm's cause appended: remove it", nodeState{slurm: slurmNode(drain.LeftReason("h100")+" : Not responding", t0.Add(3*time.Minute), "IDLE", "DRAIN")}, false, actDeleteSlurmNode, ""},
+		{"pod gone, another NodeSet's with Slurm's cause: keep", nodeState{slurm: slurmNode(drain.LeftReason("a100")+" : Not responding", t0, "IDLE", "DRAIN")}, false, actNone, ""},
 		// The NodeSet deleted mid-update: its update drain becomes the leaving one.
-		{"left the set while its update drain holds: drained for leaving", nodeState{record: rec(keys.ReasonNodeSetUpdate), pod: pod("old", true),
-			slurm: slurmNode(keys.ReasonNodeSetUpdate+" : Not responding", t0.Add(3*time.Minute), "IDLE", "DRAIN")}, false, actDrain, leftReason("h100")},
+		{"left the set while its update drain holds: drained for leaving", nodeState{record: rec(drain.ReasonNodeSetUpdate), pod: pod("old", true),
+			slurm: slurmNode(drain.ReasonNodeSetUpdate+" : Not responding", t0.Add(3*time.Minute), "IDLE", "DRAIN")}, false, actDrain, drain.LeftReason("h100")},
 		{"left the set while an admin's drain in the update's words holds: kept", nodeState{pod: pod("old", true),
-			slurm: slurmNode(keys.ReasonNodeSetUpdate, t0, "IDLE", "DRAIN")}, false, actDeletePod, ""},
+			slurm: slurmNode(drain.ReasonNodeSetUpdate, t0, "IDLE", "DRAIN")}, false, actDeletePod, ""},
 		{"pod gone, record but Slurm unknown: nothing", nodeState{slurm: unknown}, false, actNone, ""},
 		{"outdated, not chosen: nothing", nodeState{wanted: true, pod: pod("old", true), slurm: busy}, false, actNone, ""},
-		{"outdated, chosen: drain for update", nodeState{wanted: true, pod: pod("old", true), slurm: busy}, true, actDrain, keys.ReasonNodeSetUpdate},
-		{"update in progress, busy: wait", nodeState{wanted: true, pod: pod("old", true), slurm: slurmNode(keys.ReasonNodeSetUpdate, t0, "ALLOCATED", "DRAIN")}, false, actWait, ""},
-		{"update in progress, free: delete pod", nodeState{wanted: true, pod: pod("old", true), slurm: slurmNode(keys.ReasonNodeSetUpdate, t0, "IDLE", "DRAIN")}, false, actDeletePod, ""},
-		{"update on a cordoned node keeps the cordon's reason", nodeState{wanted: true, pod: pod("old", true), slurm: slurmNode(keys.ReasonCordoned, t0, "IDLE", "DRAIN")}, true, actDeletePod, ""},
-		{"new pod not Ready: wait", nodeState{record: rec(keys.ReasonNodeSetUpdate), wanted: true, pod: pod("new", false), slurm: slurmNode(keys.ReasonNodeSetUpdate, t0, "IDLE", "DRAIN")}, false, actWait, ""},
-		{"new pod Ready, old slurmd still registered: wait", nodeState{record: rec(keys.ReasonNodeSetUpdate), wanted: true, pod: pod("new", true), slurm: slurmNode(keys.ReasonNodeSetUpdate, t0.Add(-time.Hour), "IDLE", "DRAIN")}, false, actWait, ""},
-		{"new pod Ready, not responding: wait", nodeState{record: rec(keys.ReasonNodeSetUpdate), wanted: true, pod: pod("new", true), slurm: slurmNode(keys.ReasonNodeSetUpdate, t0.Add(time.Second), "IDLE", "DRAIN", "NOT_RESPONDING")}, false, actWait, ""},
-		{"new pod Ready and registered: resume", nodeState{record: rec(keys.ReasonNodeSetUpdate), wanted: true, pod: pod("new", true), slurm: slurmNode(keys.ReasonNodeSetUpdate, t0.Add(time.Second), "IDLE", "DRAIN")}, false, actResume, ""},
-		{"selected again after leaving: resume", nodeState{record: rec(leftReason("h100")), wanted: true, pod: pod("new", true), slurm: slurmNode(leftReason("h100"), t0.Add(time.Second), "IDLE", "DRAIN")}, false, actResume, ""},
-		{"the NodeSet's words without its record: an admin's, never resumed", nodeState{wanted: true, pod: pod("new", true), slurm: slurmNode(keys.ReasonNodeSetUpdate, t0.Add(time.Second), "IDLE", "DRAIN")}, false, actNone, ""},
-		{"record from long before the drain: an admin's, never resumed", nodeState{wanted: true, record: keys.DrainRecord{Reason: keys.ReasonNodeSetUpdate, At: t0.Add(-time.Hour)}, pod: pod("new", true), slurm: slurmNode(keys.ReasonNodeSetUpdate, t0.Add(time.Second), "IDLE", "DRAIN")}, false, actNone, ""},
+		{"outdated, chosen: drain for update", nodeState{wanted: true, pod: pod("old", true), slurm: busy}, true, actDrain, drain.ReasonNodeSetUpdate},
+		{"update in progress, busy: wait", nodeState{wanted: true, pod: pod("old", true), slurm: slurmNode(drain.ReasonNodeSetUpdate, t0, "ALLOCATED", "DRAIN")}, false, actWait, ""},
+		{"update in progress, free: delete pod", nodeState{wanted: true, pod: pod("old", true), slurm: slurmNode(drain.ReasonNodeSetUpdate, t0, "IDLE", "DRAIN")}, false, actDeletePod, ""},
+		{"update on a cordoned node keeps the cordon's reason", nodeState{wanted: true, pod: pod("old", true), slurm: slurmNode(drain.ReasonCordoned, t0, "IDLE", "DRAIN")}, true, actDeletePod, ""},
+		{"new pod not Ready: wait", nodeState{record: rec(drain.ReasonNodeSetUpdate), wanted: true, pod: pod("new", false), slurm: slurmNode(drain.ReasonNodeSetUpdate, t0, "IDLE", "DRAIN")}, false, actWait, ""},
+		{"new pod Ready, old slurmd still registered: wait", nodeState{record: rec(drain.ReasonNodeSetUpdate), wanted: true, pod: pod("new", true), slurm: slurmNode(drain.ReasonNodeSetUpdate, t0.Add(-time.Hour), "IDLE", "DRAIN")}, false, actWait, ""},
+		{"new pod Ready, not responding: wait", nodeState{record: rec(drain.ReasonNodeSetUpdate), wanted: true, pod: pod("new", true), slurm: slurmNode(drain.ReasonNodeSetUpdate, t0.Add(time.Second), "IDLE", "DRAIN", "NOT_RESPONDING")}, false, actWait, ""},
+		{"new pod Ready and registered: resume", nodeState{record: rec(drain.ReasonNodeSetUpdate), wanted: true, pod: pod("new", true), slurm: slurmNode(drain.ReasonNodeSetUpdate, t0.Add(time.Second), "IDLE", "DRAIN")}, false, actResume, ""},
+		{"selected again after leaving: resume", nodeState{record: rec(drain.LeftReason("h100")), wanted: true, pod: pod("new", true), slurm: slurmNode(drain.LeftReason("h100"), t0.Add(time.Second), "IDLE", "DRAIN")}, false, actResume, ""},
+		{"the NodeSet's words without its record: an admin's, never resumed", nodeState{wanted: true, pod: pod("new", true), slurm: slurmNode(drain.ReasonNodeSetUpdate, t0.Add(time.Second), "IDLE", "DRAIN")}, false, actNone, ""},
+		{"record from long before the drain: an admin's, never resumed", nodeState{wanted: true, record: drain.Record{Reason: drain.ReasonNodeSetUpdate, At: t0.Add(-time.Hour)}, pod: pod("new", true), slurm: slurmNode(drain.ReasonNodeSetUpdate, t0.Add(time.Second), "IDLE", "DRAIN")}, false, actNone, ""},
 		{"admin drain on a current pod: never resumed", nodeState{wanted: true, pod: pod("new", true), slurm: slurmNode("bad PSU", t0.Add(time.Second), "IDLE", "DRAIN")}, false, actNone, ""},
 		{"failed pod: replaced", nodeState{wanted: true, pod: failed("new"), slurm: idle}, false, actReplaceFailed, ""},
 		{"failed pod, Slurm unknown: replaced (no slurmd runs there)", nodeState{wanted: true, pod: failed("new"), slurm: unknown}, false, actReplaceFailed, ""},
 		{"failed outdated pod: replaced, not drained", nodeState{wanted: true, pod: failed("old"), slurm: busy}, true, actReplaceFailed, ""},
 		{"failed pod in backoff: wait", nodeState{wanted: true, pod: failed("new"), slurm: idle, failedBackoff: 4 * time.Second}, false, actWait, ""},
-		{"failed pod, node left the set: drain first", nodeState{pod: failed("new"), slurm: idle}, false, actDrain, leftReason("h100")},
-		{"GPU health drain: never resumed", nodeState{wanted: true, pod: pod("new", true), slurm: slurmNode(keys.ReasonGPUPrefix+"xid: 79", t0.Add(time.Second), "IDLE", "DRAIN")}, false, actNone, ""},
+		{"failed pod, node left the set: drain first", nodeState{pod: failed("new"), slurm: idle}, false, actDrain, drain.LeftReason("h100")},
+		{"GPU health drain: never resumed", nodeState{wanted: true, pod: pod("new", true), slurm: slurmNode(drain.ReasonGPUPrefix+"xid: 79", t0.Add(time.Second), "IDLE", "DRAIN")}, false, actNone, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := planNode(tc.n, p, tc.update)
@@ -125,7 +126,7 @@ func TestPlanNode(t *testing.T) {
 // has them set in Slurm: no drain, no new pod.
 func TestPlanNodeFeatureLabelChanged(t *testing.T) {
 	spec := v1alpha1.SlurmNodeSpec{Features: []string{"h100"}, FeatureLabels: []string{"gpu"}}
-	p := params{hash: "new", leftReason: leftReason("h100"), slurm: spec}
+	p := params{hash: "new", leftReason: drain.LeftReason("h100"), slurm: spec}
 	node := func(v string) *corev1.Node {
 		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"gpu": v}}}
 	}
@@ -164,7 +165,7 @@ func TestPlanUpdates(t *testing.T) {
 	}
 	idle := slurmNode("", t0, "IDLE")
 	busy := slurmNode("", t0, "ALLOCATED")
-	updating := slurmNode(keys.ReasonNodeSetUpdate, t0, "ALLOCATED", "DRAIN")
+	updating := slurmNode(drain.ReasonNodeSetUpdate, t0, "ALLOCATED", "DRAIN")
 	for _, tc := range []struct {
 		name  string
 		nodes []nodeState

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/onepool/onepool/drain"
 	"github.com/onepool/onepool/internal/testenv"
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
@@ -58,7 +59,7 @@ func TestReconcileRollsWithoutTakingABusyNode(t *testing.T) {
 
 	testenv.Eventually(t, 30*time.Second, "the busy node drained for the update", func() (bool, string) {
 		n := e.slurm.Get(busy)
-		return n.State.Drain() && n.Reason == keys.ReasonNodeSetUpdate, fmt.Sprintf("%v %q", n.State, n.Reason)
+		return n.State.Drain() && n.Reason == drain.ReasonNodeSetUpdate, fmt.Sprintf("%v %q", n.State, n.Reason)
 	})
 	saved := e.slurm.Get(busy) // the drain as slurmctld saved it
 	testenv.Holds(t, 2*time.Second, "its pod stays while jobs run", func() (bool, string) {

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/onepool/onepool/drain"
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
 )
@@ -30,9 +31,9 @@ type observed struct {
 	podReady   bool
 	// nodeMissing: the pod's Node is gone (deleted; it may register again).
 	nodeMissing bool
-	notReadyAt  time.Time        // when the pod's Ready condition last turned false
-	record      drainRecord      // onepool's record of its drain (Node, else pod)
-	nodeSetRec  keys.DrainRecord // the NodeSet controller's record of its drain (Node)
+	notReadyAt  time.Time    // when the pod's Ready condition last turned false
+	record      drainRecord  // onepool's record of its drain (Node, else pod)
+	nodeSetRec  drain.Record // the NodeSet controller's record of its drain (Node)
 	slurm       slurmrest.Node
 }
 
@@ -51,26 +52,17 @@ type observed struct {
 //     old reason and time (the soak saw it: onepool's resume undone 3 s
 //     later, then kept as an admin's drain for good).
 type drainRecord struct {
-	keys.DrainRecord
-	replaced keys.DrainRecord
-	resumed  keys.DrainRecord
+	drain.Record
+	replaced drain.Record
+	resumed  drain.Record
 }
 
-// owned says whether Slurm's drain is one the syncer recorded, in a form
-// the syncer makes, and which record it is.
-func (r drainRecord) owned(n slurmrest.Node) (keys.DrainRecord, bool) {
-	for _, c := range []keys.DrainRecord{r.DrainRecord, r.replaced, r.resumed} {
-		if keys.SyncerOwns(c.Reason) && c.Matches(n.State.Drain(), n.Reason, n.ReasonChanged) {
-			return c, true
-		}
-	}
-	return keys.DrainRecord{}, false
-}
+// all is the syncer's records, the drain in place first.
+func (r drainRecord) all() []drain.Record { return []drain.Record{r.Record, r.replaced, r.resumed} }
 
 // same says whether two records hold the same drains.
 func (r drainRecord) same(o drainRecord) bool {
-	eq := func(a, b keys.DrainRecord) bool { return a.Reason == b.Reason && a.At.Equal(b.At) }
-	return eq(r.DrainRecord, o.DrainRecord) && eq(r.replaced, o.replaced) && eq(r.resumed, o.resumed)
+	return r.Record.Equal(o.Record) && r.replaced.Equal(o.replaced) && r.resumed.Equal(o.resumed)
 }
 
 // withoutInPlace is the record with no drain in place (the resumed one
@@ -102,15 +94,15 @@ type decision struct {
 func (o observed) cause() (reason, cordonNote string, recheck time.Duration) {
 	switch {
 	case o.podGone:
-		return keys.ReasonPodDeleted, "", 0
+		return drain.ReasonPodDeleted, "", 0
 	case o.cordoned:
-		r, note := keys.CordonReason(o.cordonText)
+		r, note := drain.CordonReason(o.cordonText)
 		return r, note, 0
 	case !o.podReady && !o.notReadyAt.IsZero():
 		if waited := o.now.Sub(o.notReadyAt); waited < o.grace {
 			return "", "", o.grace - waited
 		}
-		return keys.ReasonPodNotReady, "", 0
+		return drain.ReasonPodNotReady, "", 0
 	}
 	return "", "", 0
 }
@@ -123,23 +115,27 @@ func plan(o observed) decision {
 	d.cordonNote, d.recheckIn = note, recheck
 	st := o.slurm.State
 	drained := st.Drain()
-	current, ours := o.record.owned(o.slurm)
-	fresh := keys.DrainRecord{Reason: want, At: o.now}
+	// Who owns Slurm's drain: the syncer and the NodeSet controller by
+	// their records, the node agent's GPU health drains by their reason
+	// (an admin resumes them). Any other drain is an admin's.
+	owner, current := drain.Records{Syncer: o.record.all(), NodeSet: o.nodeSetRec}.Owner(drained, o.slurm.Reason, o.slurm.ReasonChanged)
+	ours := owner == drain.Syncer
+	fresh := drain.Record{Reason: want, At: o.now}
 
 	switch {
 	case want != "" && !drained:
 		d.action, d.reason = actDrain, want
 		d.redrain = o.record.Reason != ""
-		d.record = &drainRecord{DrainRecord: fresh, resumed: o.record.resumed}
-	case want != "" && ours && o.slurm.Reason != want && !keys.SlurmAppended(o.slurm.Reason, want):
+		d.record = &drainRecord{Record: fresh, resumed: o.record.resumed}
+	case want != "" && ours && !drain.Shows(o.slurm.Reason, want):
 		// Our drain, another cause now (cordoned, then the pod deleted).
 		// The drain in place stays recorded until Slurm shows the new one.
 		d.action, d.reason = actDrain, want
-		d.record = &drainRecord{DrainRecord: fresh, replaced: current, resumed: o.record.resumed}
+		d.record = &drainRecord{Record: fresh, replaced: current, resumed: o.record.resumed}
 	case want != "" && ours:
 		// Slurm shows one of those recorded: that one is in place.
-		next := drainRecord{DrainRecord: current, resumed: o.record.resumed}
-		if current.Reason == o.record.Reason && current.At.Equal(o.record.At) {
+		next := drainRecord{Record: current, resumed: o.record.resumed}
+		if current.Equal(o.record.Record) {
 			// The new words are in place; the drain they replaced stays
 			// recorded, as a resumed one does: slurmctld restarted before
 			// saving its state brings the old words back (the soak,
@@ -167,14 +163,7 @@ func plan(o observed) decision {
 		d.record = o.record.withoutInPlace()
 	}
 	d.releasePod = o.podGone && (drained || d.action == actDrain)
-
-	// Onepool's drains as the Kubernetes side shows them: the syncer's and
-	// the NodeSet controller's by their records; the node agent's GPU
-	// health drains by their reason (an admin resumes them). Any other
-	// drain is the admin's.
-	nodeSets := keys.NodeSetOwns(o.nodeSetRec.Reason) && o.nodeSetRec.Matches(drained, o.slurm.Reason, o.slurm.ReasonChanged)
-	onepools := ours || nodeSets || keys.AgentOwns(o.slurm.Reason)
-	d.mirror, d.condition, d.unavailable = mirror(o.slurm, d.action, onepools)
+	d.mirror, d.condition, d.unavailable = mirror(o.slurm, d.action, owner.Onepool())
 	return d
 }
 

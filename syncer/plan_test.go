@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/onepool/onepool/drain"
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
 )
@@ -20,10 +21,10 @@ func TestPlan(t *testing.T) {
 	drainedBy := func(reason string) slurmrest.Node { return drainedAt(reason, now.Add(-time.Minute)) }
 	// rec is the syncer's record of a drain it made a minute ago (a second
 	// before Slurm's reason time).
-	rec := func(reason string) keys.DrainRecord {
-		return keys.DrainRecord{Reason: reason, At: now.Add(-time.Minute - time.Second)}
+	rec := func(reason string) drain.Record {
+		return drain.Record{Reason: reason, At: now.Add(-time.Minute - time.Second)}
 	}
-	mine := func(reason string) drainRecord { return drainRecord{DrainRecord: rec(reason)} }
+	mine := func(reason string) drainRecord { return drainRecord{Record: rec(reason)} }
 	long := strings.Repeat("w", 300)
 	for _, tc := range []struct {
 		name       string
@@ -46,65 +47,65 @@ func TestPlan(t *testing.T) {
 		{name: "control characters in the words: spaces, flagged", o: observed{cordoned: true, cordonText: "a\nb", podReady: true, slurm: idle},
 			action: actDrain, reason: "onepool: node cordoned: a b", cordonNote: "control characters replaced by spaces", condReason: keys.ConditionReasonDrainedByOwner},
 		{name: "words over the limit: cut with a mark, flagged", o: observed{cordoned: true, cordonText: long, podReady: true, slurm: idle},
-			action: actDrain, reason: "onepool: node cordoned: " + long[:keys.MaxOperatorReason-len(keys.TruncatedMark)] + keys.TruncatedMark,
+			action: actDrain, reason: "onepool: node cordoned: " + long[:drain.MaxOperatorReason-len(drain.TruncatedMark)] + drain.TruncatedMark,
 			cordonNote: "cut to 200 bytes", condReason: keys.ConditionReasonDrainedByOwner},
 		{name: "our cut drain in place: nothing to do", o: observed{cordoned: true, cordonText: long, podReady: true,
-			record: mine("onepool: node cordoned: " + long[:keys.MaxOperatorReason-len(keys.TruncatedMark)] + keys.TruncatedMark),
-			slurm:  drainedBy("onepool: node cordoned: " + long[:keys.MaxOperatorReason-len(keys.TruncatedMark)] + keys.TruncatedMark)},
+			record: mine("onepool: node cordoned: " + long[:drain.MaxOperatorReason-len(drain.TruncatedMark)] + drain.TruncatedMark),
+			slurm:  drainedBy("onepool: node cordoned: " + long[:drain.MaxOperatorReason-len(drain.TruncatedMark)] + drain.TruncatedMark)},
 			cordonNote: "cut to 200 bytes", condReason: keys.ConditionReasonDrainedByOwner},
-		{name: "cordoned and drained by us: nothing", o: observed{cordoned: true, podReady: true, record: mine(keys.ReasonCordoned), slurm: drainedBy(keys.ReasonCordoned)},
+		{name: "cordoned and drained by us: nothing", o: observed{cordoned: true, podReady: true, record: mine(drain.ReasonCordoned), slurm: drainedBy(drain.ReasonCordoned)},
 			condReason: keys.ConditionReasonDrainedByOwner},
-		{name: "uncordon resumes our drain", o: observed{podReady: true, record: mine(keys.ReasonCordoned), slurm: drainedBy(keys.ReasonCordoned)},
+		{name: "uncordon resumes our drain", o: observed{podReady: true, record: mine(drain.ReasonCordoned), slurm: drainedBy(drain.ReasonCordoned)},
 			action: actResume, condReason: keys.ConditionReasonAvailable},
-		{name: "Node deleted: our drain and its record stay until it is back", o: observed{podReady: true, nodeMissing: true, record: mine(keys.ReasonCordoned), slurm: drainedBy(keys.ReasonCordoned)},
+		{name: "Node deleted: our drain and its record stay until it is back", o: observed{podReady: true, nodeMissing: true, record: mine(drain.ReasonCordoned), slurm: drainedBy(drain.ReasonCordoned)},
 			condReason: keys.ConditionReasonDrainedByOwner},
 		// Slurm appends its own cause when the slurmd stops answering (a
 		// cordoned node rebooted) and moves the reason time.
-		{name: "our drain with Slurm's cause appended: still ours, resumed on uncordon", o: observed{podReady: true, record: mine(keys.ReasonCordoned),
-			slurm: drainedAt(keys.ReasonCordoned+" : Not responding", now.Add(5*time.Minute))}, action: actResume, condReason: keys.ConditionReasonAvailable},
-		{name: "our drain with Slurm's cause appended, still cordoned: nothing", o: observed{cordoned: true, podReady: true, record: mine(keys.ReasonCordoned),
-			slurm: drainedAt(keys.ReasonCordoned+" : Not responding", now.Add(5*time.Minute))}, condReason: keys.ConditionReasonDrainedByOwner},
-		{name: "an admin's drain with Slurm's cause appended: theirs", o: observed{podReady: true, record: mine(keys.ReasonCordoned),
+		{name: "our drain with Slurm's cause appended: still ours, resumed on uncordon", o: observed{podReady: true, record: mine(drain.ReasonCordoned),
+			slurm: drainedAt(drain.ReasonCordoned+" : Not responding", now.Add(5*time.Minute))}, action: actResume, condReason: keys.ConditionReasonAvailable},
+		{name: "our drain with Slurm's cause appended, still cordoned: nothing", o: observed{cordoned: true, podReady: true, record: mine(drain.ReasonCordoned),
+			slurm: drainedAt(drain.ReasonCordoned+" : Not responding", now.Add(5*time.Minute))}, condReason: keys.ConditionReasonDrainedByOwner},
+		{name: "an admin's drain with Slurm's cause appended: theirs", o: observed{podReady: true, record: mine(drain.ReasonCordoned),
 			slurm: drainedAt("bad ECC : Not responding", now)}, condReason: keys.ConditionReasonDrained, mirrored: true},
 		{name: "uncordon keeps an admin drain", o: observed{podReady: true, slurm: drainedBy("bad ECC")},
 			condReason: keys.ConditionReasonDrained, mirrored: true},
 		// Ownership is onepool's record, not the text.
 		{name: "admin's look-alike cordon reason: kept and mirrored as the admin's", o: observed{podReady: true, slurm: drainedBy("onepool: node cordoned by admin alice")},
 			condReason: keys.ConditionReasonDrained, mirrored: true},
-		{name: "admin's exact syncer reason without a record: kept", o: observed{podReady: true, slurm: drainedBy(keys.ReasonPodNotReady)},
+		{name: "admin's exact syncer reason without a record: kept", o: observed{podReady: true, slurm: drainedBy(drain.ReasonPodNotReady)},
 			condReason: keys.ConditionReasonDrained, mirrored: true},
 		{name: "admin's onepool-looking words: the admin's", o: observed{podReady: true, slurm: drainedBy("onepool: maintenance by admin")},
 			condReason: keys.ConditionReasonDrained, mirrored: true},
-		{name: "admin re-drained with our words later: theirs now", o: observed{podReady: true, record: mine(keys.ReasonCordoned),
-			slurm: drainedAt(keys.ReasonCordoned, now.Add(10*time.Minute))}, condReason: keys.ConditionReasonDrained, mirrored: true},
-		{name: "a record without a time matches nothing", o: observed{podReady: true, record: drainRecord{DrainRecord: keys.DrainRecord{Reason: keys.ReasonCordoned}},
-			slurm: drainedBy(keys.ReasonCordoned)}, condReason: keys.ConditionReasonDrained, mirrored: true},
-		{name: "record and Slurm differ in words: the admin's", o: observed{podReady: true, record: mine(keys.ReasonCordoned),
+		{name: "admin re-drained with our words later: theirs now", o: observed{podReady: true, record: mine(drain.ReasonCordoned),
+			slurm: drainedAt(drain.ReasonCordoned, now.Add(10*time.Minute))}, condReason: keys.ConditionReasonDrained, mirrored: true},
+		{name: "a record without a time matches nothing", o: observed{podReady: true, record: drainRecord{Record: drain.Record{Reason: drain.ReasonCordoned}},
+			slurm: drainedBy(drain.ReasonCordoned)}, condReason: keys.ConditionReasonDrained, mirrored: true},
+		{name: "record and Slurm differ in words: the admin's", o: observed{podReady: true, record: mine(drain.ReasonCordoned),
 			slurm: drainedBy("bad ECC")}, condReason: keys.ConditionReasonDrained, mirrored: true},
-		{name: "Slurm gives no reason time: the record's words decide", o: observed{podReady: true, record: mine(keys.ReasonPodDeleted),
-			slurm: drainedAt(keys.ReasonPodDeleted, time.Time{})}, action: actResume, condReason: keys.ConditionReasonAvailable},
-		{name: "a NodeSet drain is the NodeSet's to resume", o: observed{podReady: true, nodeSetRec: rec(keys.ReasonNodeSetUpdate), slurm: drainedBy(keys.ReasonNodeSetUpdate)},
+		{name: "Slurm gives no reason time: the record's words decide", o: observed{podReady: true, record: mine(drain.ReasonPodDeleted),
+			slurm: drainedAt(drain.ReasonPodDeleted, time.Time{})}, action: actResume, condReason: keys.ConditionReasonAvailable},
+		{name: "a NodeSet drain is the NodeSet's to resume", o: observed{podReady: true, nodeSetRec: rec(drain.ReasonNodeSetUpdate), slurm: drainedBy(drain.ReasonNodeSetUpdate)},
 			condReason: keys.ConditionReasonDrainedByOwner},
-		{name: "the NodeSet's words without its record: the admin's", o: observed{podReady: true, slurm: drainedBy(keys.ReasonNodeSetUpdate)},
+		{name: "the NodeSet's words without its record: the admin's", o: observed{podReady: true, slurm: drainedBy(drain.ReasonNodeSetUpdate)},
 			condReason: keys.ConditionReasonDrained, mirrored: true},
-		{name: "a GPU health drain stays for the admin", o: observed{podReady: true, slurm: drainedBy(keys.ReasonGPUPrefix + "xid: 79")},
+		{name: "a GPU health drain stays for the admin", o: observed{podReady: true, slurm: drainedBy(drain.ReasonGPUPrefix + "xid: 79")},
 			condReason: keys.ConditionReasonDrainedByOwner},
-		{name: "cordon over a NodeSet drain: it stays", o: observed{cordoned: true, podReady: true, nodeSetRec: rec(keys.ReasonNodeSetUpdate), slurm: drainedBy(keys.ReasonNodeSetUpdate)},
+		{name: "cordon over a NodeSet drain: it stays", o: observed{cordoned: true, podReady: true, nodeSetRec: rec(drain.ReasonNodeSetUpdate), slurm: drainedBy(drain.ReasonNodeSetUpdate)},
 			keptAdmin: true, condReason: keys.ConditionReasonDrainedByOwner},
 		{name: "cordon over an admin drain: theirs stays", o: observed{cordoned: true, podReady: true, slurm: drainedBy("bad ECC")},
 			keptAdmin: true, condReason: keys.ConditionReasonDrained, mirrored: true},
-		{name: "resumed in Slurm while cordoned: drain again", o: observed{cordoned: true, podReady: true, record: mine(keys.ReasonCordoned), slurm: idle},
-			action: actDrain, reason: keys.ReasonCordoned, redrain: true, condReason: keys.ConditionReasonDrainedByOwner},
+		{name: "resumed in Slurm while cordoned: drain again", o: observed{cordoned: true, podReady: true, record: mine(drain.ReasonCordoned), slurm: idle},
+			action: actDrain, reason: drain.ReasonCordoned, redrain: true, condReason: keys.ConditionReasonDrainedByOwner},
 		{name: "pod deleted: drain, then the pod may go", o: observed{podGone: true, slurm: idle},
-			action: actDrain, reason: keys.ReasonPodDeleted, release: true, condReason: keys.ConditionReasonDrainedByOwner},
+			action: actDrain, reason: drain.ReasonPodDeleted, release: true, condReason: keys.ConditionReasonDrainedByOwner},
 		{name: "pod deleted on an admin-drained node: may go", o: observed{podGone: true, slurm: drainedBy("bad ECC")},
 			keptAdmin: true, release: true, condReason: keys.ConditionReasonDrained, mirrored: true},
-		{name: "cordoned, then pod deleted: reason follows", o: observed{podGone: true, cordoned: true, record: mine(keys.ReasonCordoned), slurm: drainedBy(keys.ReasonCordoned)},
-			action: actDrain, reason: keys.ReasonPodDeleted, release: true, condReason: keys.ConditionReasonDrainedByOwner},
+		{name: "cordoned, then pod deleted: reason follows", o: observed{podGone: true, cordoned: true, record: mine(drain.ReasonCordoned), slurm: drainedBy(drain.ReasonCordoned)},
+			action: actDrain, reason: drain.ReasonPodDeleted, release: true, condReason: keys.ConditionReasonDrainedByOwner},
 		{name: "not ready within grace: wait", o: observed{notReadyAt: now.Add(-20 * time.Second), grace: time.Minute, slurm: idle},
 			recheck: 40 * time.Second, condReason: keys.ConditionReasonAvailable},
 		{name: "not ready past grace: drain", o: observed{notReadyAt: now.Add(-2 * time.Minute), grace: time.Minute, slurm: idle},
-			action: actDrain, reason: keys.ReasonPodNotReady, condReason: keys.ConditionReasonDrainedByOwner},
+			action: actDrain, reason: drain.ReasonPodNotReady, condReason: keys.ConditionReasonDrainedByOwner},
 		{name: "DOWN shows in the condition", o: observed{podReady: true, slurm: slurmrest.Node{State: slurmrest.NodeState{"DOWN"}, Reason: "Not responding"}},
 			condReason: keys.ConditionReasonDown, mirrored: true},
 		{name: "NOT_RESPONDING shows in the condition", o: observed{podReady: true, slurm: slurmrest.Node{State: slurmrest.NodeState{"IDLE", "NOT_RESPONDING"}}},
@@ -147,10 +148,10 @@ func TestPlan(t *testing.T) {
 // slurmctld's restart; each drain was then kept as an admin's for good.
 func TestPlanKeepsTheReplacedDrain(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	const oldWords, newWords = keys.ReasonCordoned + ": PSU swap", keys.ReasonCordoned + ": PSU and fan swap"
-	old := keys.DrainRecord{Reason: oldWords, At: now.Add(-10 * time.Minute)}
-	tried := keys.DrainRecord{Reason: newWords, At: now.Add(-2 * time.Minute)}
-	slurmShows := func(r keys.DrainRecord) slurmrest.Node {
+	const oldWords, newWords = drain.ReasonCordoned + ": PSU swap", drain.ReasonCordoned + ": PSU and fan swap"
+	old := drain.Record{Reason: oldWords, At: now.Add(-10 * time.Minute)}
+	tried := drain.Record{Reason: newWords, At: now.Add(-2 * time.Minute)}
+	slurmShows := func(r drain.Record) slurmrest.Node {
 		return slurmrest.Node{Name: "gpu-3", State: slurmrest.NodeState{"IDLE", "DRAIN"}, Reason: r.Reason, ReasonChanged: r.At.Add(time.Second)}
 	}
 	for _, tc := range []struct {
@@ -161,30 +162,30 @@ func TestPlanKeepsTheReplacedDrain(t *testing.T) {
 		written   *drainRecord // nil: the record is left as it is
 	}{
 		{name: "new words over our drain: the old one stays recorded beside the new",
-			o:      observed{cordoned: true, cordonText: "PSU and fan swap", record: drainRecord{DrainRecord: old}, slurm: slurmShows(old)},
-			action: actDrain, written: &drainRecord{DrainRecord: keys.DrainRecord{Reason: newWords, At: now}, replaced: old}},
+			o:      observed{cordoned: true, cordonText: "PSU and fan swap", record: drainRecord{Record: old}, slurm: slurmShows(old)},
+			action: actDrain, written: &drainRecord{Record: drain.Record{Reason: newWords, At: now}, replaced: old}},
 		// Also: the new words were in place, and slurmctld, restarted before
 		// it saved them, brings the old back (the soak, 2026-11-26): the
 		// record kept the old (below), so the old words are ours.
 		{name: "that drain failed: Slurm's is still ours, drain again",
-			o:      observed{cordoned: true, cordonText: "PSU and fan swap", record: drainRecord{DrainRecord: tried, replaced: old}, slurm: slurmShows(old)},
-			action: actDrain, written: &drainRecord{DrainRecord: keys.DrainRecord{Reason: newWords, At: now}, replaced: old}},
+			o:      observed{cordoned: true, cordonText: "PSU and fan swap", record: drainRecord{Record: tried, replaced: old}, slurm: slurmShows(old)},
+			action: actDrain, written: &drainRecord{Record: drain.Record{Reason: newWords, At: now}, replaced: old}},
 		{name: "that drain failed, then uncordoned: ours, resumed",
-			o:      observed{record: drainRecord{DrainRecord: tried, replaced: old}, slurm: slurmShows(old)},
+			o:      observed{record: drainRecord{Record: tried, replaced: old}, slurm: slurmShows(old)},
 			action: actResume, written: &drainRecord{resumed: old}},
 		{name: "Slurm shows the new words: the old stays recorded, it may come back",
-			o: observed{cordoned: true, cordonText: "PSU and fan swap", record: drainRecord{DrainRecord: tried, replaced: old}, slurm: slurmShows(tried)}},
+			o: observed{cordoned: true, cordonText: "PSU and fan swap", record: drainRecord{Record: tried, replaced: old}, slurm: slurmShows(tried)}},
 		{name: "Slurm shows the new words over a record without the old: the new record alone",
-			o:       observed{cordoned: true, cordonText: "PSU and fan swap", record: drainRecord{DrainRecord: tried, resumed: old}, slurm: slurmShows(tried)},
+			o:       observed{cordoned: true, cordonText: "PSU and fan swap", record: drainRecord{Record: tried, resumed: old}, slurm: slurmShows(tried)},
 			written: nil},
 		{name: "the words went back: the old record alone",
-			o:       observed{cordoned: true, cordonText: "PSU swap", record: drainRecord{DrainRecord: tried, replaced: old}, slurm: slurmShows(old)},
-			written: &drainRecord{DrainRecord: old}},
+			o:       observed{cordoned: true, cordonText: "PSU swap", record: drainRecord{Record: tried, replaced: old}, slurm: slurmShows(old)},
+			written: &drainRecord{Record: old}},
 		{name: "an admin's drain meanwhile: theirs, whatever onepool recorded",
-			o:         observed{cordoned: true, cordonText: "PSU and fan swap", record: drainRecord{DrainRecord: tried, replaced: old}, slurm: slurmShows(keys.DrainRecord{Reason: "bad ECC", At: now})},
+			o:         observed{cordoned: true, cordonText: "PSU and fan swap", record: drainRecord{Record: tried, replaced: old}, slurm: slurmShows(drain.Record{Reason: "bad ECC", At: now})},
 			keptAdmin: true, written: &drainRecord{}},
 		{name: "the admin used the old words later: theirs",
-			o:       observed{record: drainRecord{DrainRecord: tried, replaced: old}, slurm: slurmShows(keys.DrainRecord{Reason: oldWords, At: now})},
+			o:       observed{record: drainRecord{Record: tried, replaced: old}, slurm: slurmShows(drain.Record{Reason: oldWords, At: now})},
 			written: &drainRecord{}},
 		// slurmctld restarted before saving its state brings back a drain
 		// onepool had resumed, with its old reason and time.
@@ -193,14 +194,14 @@ func TestPlanKeepsTheReplacedDrain(t *testing.T) {
 			action: actResume, written: &drainRecord{resumed: old}},
 		{name: "a drain we resumed comes back while cordoned with new words: drained with them",
 			o:      observed{cordoned: true, cordonText: "PSU and fan swap", record: drainRecord{resumed: old}, slurm: slurmShows(old)},
-			action: actDrain, written: &drainRecord{DrainRecord: keys.DrainRecord{Reason: newWords, At: now}, replaced: old, resumed: old}},
+			action: actDrain, written: &drainRecord{Record: drain.Record{Reason: newWords, At: now}, replaced: old, resumed: old}},
 		{name: "a drain we resumed comes back while cordoned with its words: ours in place",
 			o:       observed{cordoned: true, cordonText: "PSU swap", record: drainRecord{resumed: old}, slurm: slurmShows(old)},
-			written: &drainRecord{DrainRecord: old, resumed: old}},
+			written: &drainRecord{Record: old, resumed: old}},
 		{name: "resumed and idle: nothing to write",
 			o: observed{record: drainRecord{resumed: old}, slurm: slurmrest.Node{Name: "gpu-3", State: slurmrest.NodeState{"IDLE"}}}},
 		{name: "an admin drains later with the words we resumed: theirs",
-			o: observed{record: drainRecord{resumed: old}, slurm: slurmShows(keys.DrainRecord{Reason: oldWords, At: now})}},
+			o: observed{record: drainRecord{resumed: old}, slurm: slurmShows(drain.Record{Reason: oldWords, At: now})}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.o.now, tc.o.podReady = now, true
@@ -215,18 +216,6 @@ func TestPlanKeepsTheReplacedDrain(t *testing.T) {
 				t.Errorf("record written %+v, want %+v", d.record, *tc.written)
 			}
 		})
-	}
-}
-
-func TestDrainRecordText(t *testing.T) {
-	r := keys.DrainRecord{Reason: "onepool: node cordoned: a b", At: time.Date(2026, 11, 26, 3, 4, 5, 0, time.UTC)}
-	if got := keys.ParseDrainRecord(r.Text()); got.Reason != r.Reason || !got.At.Equal(r.At) {
-		t.Errorf("round trip: %+v, want %+v", got, r)
-	}
-	for _, bad := range []string{"", "onepool: node cordoned", "yesterday onepool: node cordoned"} {
-		if got := keys.ParseDrainRecord(bad); !got.At.IsZero() || got.Matches(true, got.Reason, time.Time{}) {
-			t.Errorf("%q read as %+v: a record without a time must match nothing", bad, got)
-		}
 	}
 }
 

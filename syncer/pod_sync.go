@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"github.com/onepool/onepool/drain"
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmnode"
 	"github.com/onepool/onepool/slurmrest"
@@ -103,7 +104,7 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	o.podReady, o.notReadyAt = podReadiness(pod)
 	if node != nil {
 		o.cordoned, o.cordonText = node.Spec.Unschedulable, node.Annotations[keys.AnnotationCordonReason]
-		o.nodeSetRec = keys.ReadDrainRecord(node.Annotations, keys.AnnotationNodeSetDrain, keys.AnnotationNodeSetDrainAt)
+		o.nodeSetRec = drain.Read(node.Annotations, keys.AnnotationNodeSetDrain, keys.AnnotationNodeSetDrainAt)
 	}
 	d := plan(o)
 	if d.cordonNote != "" && d.action == actDrain && node != nil {
@@ -189,8 +190,8 @@ const recordCatchUpLimit = 10 * time.Second
 func (r *PodReconciler) noteRecord(slurmName string, rec drainRecord) {
 	r.mu.Lock()
 	// As the annotations hold it: times to the second.
-	sec := func(d keys.DrainRecord) keys.DrainRecord { d.At = d.At.Truncate(time.Second); return d }
-	rec = drainRecord{DrainRecord: sec(rec.DrainRecord), replaced: sec(rec.replaced), resumed: sec(rec.resumed)}
+	sec := func(d drain.Record) drain.Record { d.At = d.At.Truncate(time.Second); return d }
+	rec = drainRecord{Record: sec(rec.Record), replaced: sec(rec.replaced), resumed: sec(rec.resumed)}
 	r.recorded[slurmName] = recordWrite{rec: rec, at: time.Now()}
 	r.mu.Unlock()
 }
@@ -392,8 +393,8 @@ func (r *PodReconciler) confirmReleasable(ctx context.Context, slurmName string)
 func recordOf(pod *corev1.Pod, node *corev1.Node) drainRecord {
 	for _, obj := range recordHolders(pod, node) {
 		a := obj.GetAnnotations()
-		r := drainRecord{DrainRecord: keys.ReadDrainRecord(a, keys.AnnotationDrainApplied, keys.AnnotationDrainAppliedAt),
-			replaced: keys.ParseDrainRecord(a[keys.AnnotationDrainReplaced]), resumed: keys.ParseDrainRecord(a[keys.AnnotationDrainResumed])}
+		r := drainRecord{Record: drain.Read(a, keys.AnnotationDrainApplied, keys.AnnotationDrainAppliedAt),
+			replaced: drain.Parse(a[keys.AnnotationDrainReplaced]), resumed: drain.Parse(a[keys.AnnotationDrainResumed])}
 		if r.Reason != "" || r.replaced.Reason != "" || r.resumed.Reason != "" {
 			return r
 		}

@@ -13,6 +13,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/onepool/onepool/drain"
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
 )
@@ -23,7 +24,7 @@ import (
 func TestReconcileCordonDrainsUncordonResumes(t *testing.T) {
 	e := newSyncerEnv(t, Options{}, "gpu-0")
 	pod := e.nodeWithPod("gpu-0")
-	want, _ := keys.CordonReason("RMA 4411")
+	want, _ := drain.CordonReason("RMA 4411")
 
 	e.cordon(pod.Spec.NodeName, true, "RMA 4411")
 	e.slurmIs("gpu-0", want)
@@ -52,20 +53,20 @@ func TestReconcileCordonDrainsUncordonResumes(t *testing.T) {
 func TestReconcileLeavesAnAdminDrainAlone(t *testing.T) {
 	e := newSyncerEnv(t, Options{}, "gpu-1")
 	pod := e.nodeWithPod("gpu-1")
-	require.NoError(t, e.slurm.Set("gpu-1", true, keys.ReasonCordoned, "root")) // an admin typing onepool's words
+	require.NoError(t, e.slurm.Set("gpu-1", true, drain.ReasonCordoned, "root")) // an admin typing onepool's words
 
 	e.eventually(20*time.Second, "the Node mirrors the admin's drain", func() (bool, string) {
 		n := e.node(pod.Spec.NodeName)
-		return n.Annotations[keys.AnnotationSlurmReason] == keys.ReasonCordoned, fmt.Sprint(n.Annotations)
+		return n.Annotations[keys.AnnotationSlurmReason] == drain.ReasonCordoned, fmt.Sprint(n.Annotations)
 	})
 	e.cordon(pod.Spec.NodeName, true, "")
 	e.eventually(20*time.Second, "AdminDrainKept", func() (bool, string) {
-		return e.hasEvent("", pod.Spec.NodeName, keys.EventAdminDrainKept, keys.ReasonCordoned)
+		return e.hasEvent("", pod.Spec.NodeName, keys.EventAdminDrainKept, drain.ReasonCordoned)
 	})
 	e.cordon(pod.Spec.NodeName, false, "")
 	e.holds(3*time.Second, "the admin's drain stays", func() (bool, string) {
 		n := e.slurm.Get("gpu-1")
-		return n.State.Drain() && n.Reason == keys.ReasonCordoned && n.ReasonSetByUser == "root", fmt.Sprintf("%v %q by %s", n.State, n.Reason, n.ReasonSetByUser)
+		return n.State.Drain() && n.Reason == drain.ReasonCordoned && n.ReasonSetByUser == "root", fmt.Sprintf("%v %q by %s", n.State, n.Reason, n.ReasonSetByUser)
 	})
 	assert.Zero(t, e.slurm.Count(&e.slurm.Resumes))
 }
@@ -82,7 +83,7 @@ func TestReconcileWaitsWhileSlurmIsUnknown(t *testing.T) {
 		return !n.State.Drain(), fmt.Sprint(n.State)
 	})
 	e.slurm.SetStale(false)
-	e.slurmIs("gpu-2", keys.ReasonCordoned)
+	e.slurmIs("gpu-2", drain.ReasonCordoned)
 }
 
 // A deleted slurmd pod drains its node first; then the finalizer goes and
@@ -91,7 +92,7 @@ func TestReconcileDeletedPodDrainsThenGoes(t *testing.T) {
 	e := newSyncerEnv(t, Options{}, "gpu-3")
 	pod := e.nodeWithPod("gpu-3")
 	require.NoError(t, e.c.Delete(context.Background(), pod, client.GracePeriodSeconds(0))) // no kubelet to finish a graceful one
-	e.slurmIs("gpu-3", keys.ReasonPodDeleted)
+	e.slurmIs("gpu-3", drain.ReasonPodDeleted)
 	e.eventually(30*time.Second, "the pod is gone", func() (bool, string) {
 		p := e.pod(pod.Name)
 		return p == nil, fmt.Sprintf("%+v", p)
@@ -108,7 +109,7 @@ func TestReconcileNotReadyPastTheGrace(t *testing.T) {
 	e.holds(time.Second, "no drain within the grace", func() (bool, string) {
 		return !e.slurm.Get("gpu-4").State.Drain(), ""
 	})
-	e.slurmIs("gpu-4", keys.ReasonPodNotReady)
+	e.slurmIs("gpu-4", drain.ReasonPodNotReady)
 	e.setReady(pod.Name, true)
 	e.slurmIs("gpu-4", "")
 }
@@ -149,16 +150,16 @@ func TestReconcileNodeDeletedAndBack(t *testing.T) {
 	e := newSyncerEnv(t, Options{}, "gpu-7")
 	pod := e.nodeWithPod("gpu-7")
 	e.cordon(pod.Spec.NodeName, true, "")
-	e.slurmIs("gpu-7", keys.ReasonCordoned)
+	e.slurmIs("gpu-7", drain.ReasonCordoned)
 	e.eventually(20*time.Second, "the pod holds the record too", func() (bool, string) {
 		p := e.pod(pod.Name)
-		return p.Annotations[keys.AnnotationDrainApplied] == keys.ReasonCordoned, fmt.Sprint(p.Annotations)
+		return p.Annotations[keys.AnnotationDrainApplied] == drain.ReasonCordoned, fmt.Sprint(p.Annotations)
 	})
 	node := e.node(pod.Spec.NodeName)
 	require.NoError(t, e.c.Delete(context.Background(), node))
 	e.holds(3*time.Second, "the drain stays while the Node is gone", func() (bool, string) {
 		n := e.slurm.Get("gpu-7")
-		return n.State.Drain() && n.Reason == keys.ReasonCordoned, fmt.Sprintf("%v %q", n.State, n.Reason)
+		return n.State.Drain() && n.Reason == drain.ReasonCordoned, fmt.Sprintf("%v %q", n.State, n.Reason)
 	})
 	back := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node.Name, Labels: node.Labels}}
 	require.NoError(t, e.c.Create(context.Background(), back))
@@ -172,8 +173,8 @@ func TestReconcileNodeDeletedAndBack(t *testing.T) {
 func TestReconcileNewWordsWhileDrainsFail(t *testing.T) {
 	e := newSyncerEnv(t, Options{}, "gpu-0")
 	pod := e.nodeWithPod("gpu-0")
-	first, _ := keys.CordonReason("PSU swap")
-	second, _ := keys.CordonReason("PSU and fan swap")
+	first, _ := drain.CordonReason("PSU swap")
+	second, _ := drain.CordonReason("PSU and fan swap")
 
 	e.cordon(pod.Spec.NodeName, true, "PSU swap")
 	e.slurmIs("gpu-0", first)
@@ -184,7 +185,7 @@ func TestReconcileNewWordsWhileDrainsFail(t *testing.T) {
 	})
 	e.eventually(20*time.Second, "the Node records both drains", func() (bool, string) {
 		a := e.node(pod.Spec.NodeName).Annotations
-		return a[keys.AnnotationDrainApplied] == second && keys.ParseDrainRecord(a[keys.AnnotationDrainReplaced]).Reason == first, fmt.Sprint(a)
+		return a[keys.AnnotationDrainApplied] == second && drain.Parse(a[keys.AnnotationDrainReplaced]).Reason == first, fmt.Sprint(a)
 	})
 	assert.False(t, func() bool { ok, _ := e.hasEvent("", pod.Spec.NodeName, keys.EventAdminDrainKept, ""); return ok }(),
 		"onepool's own drain taken for an admin's")
@@ -208,7 +209,7 @@ func TestReconcileNewWordsWhileDrainsFail(t *testing.T) {
 	e.slurmIs("gpu-0", second)
 	e.eventually(20*time.Second, "the new drain in place, the old one recorded", func() (bool, string) {
 		a := e.node(pod.Spec.NodeName).Annotations
-		return a[keys.AnnotationDrainApplied] == second && keys.ParseDrainRecord(a[keys.AnnotationDrainReplaced]).Reason == first, fmt.Sprint(a)
+		return a[keys.AnnotationDrainApplied] == second && drain.Parse(a[keys.AnnotationDrainReplaced]).Reason == first, fmt.Sprint(a)
 	})
 	e.slurm.Add(saved) // slurmctld restarts from its saved state
 	e.slurmIs("gpu-0", second)
@@ -239,7 +240,7 @@ func TestReconcileHearsSlurmChanges(t *testing.T) {
 func TestReconcileResumeUndoneBySlurm(t *testing.T) {
 	e := newSyncerEnv(t, Options{}, "gpu-0")
 	pod := e.nodeWithPod("gpu-0")
-	want, _ := keys.CordonReason("PSU swap")
+	want, _ := drain.CordonReason("PSU swap")
 	e.cordon(pod.Spec.NodeName, true, "PSU swap")
 	e.slurmIs("gpu-0", want)
 	saved := e.slurm.Get("gpu-0") // what slurmctld had saved
@@ -248,7 +249,7 @@ func TestReconcileResumeUndoneBySlurm(t *testing.T) {
 	e.slurmIs("gpu-0", "")
 	e.eventually(20*time.Second, "the Node records the resumed drain", func() (bool, string) {
 		a := e.node(pod.Spec.NodeName).Annotations
-		return a[keys.AnnotationDrainApplied] == "" && keys.ParseDrainRecord(a[keys.AnnotationDrainResumed]).Reason == want, fmt.Sprint(a)
+		return a[keys.AnnotationDrainApplied] == "" && drain.Parse(a[keys.AnnotationDrainResumed]).Reason == want, fmt.Sprint(a)
 	})
 	resumes := e.slurm.Count(&e.slurm.Resumes)
 
@@ -269,7 +270,7 @@ func TestReconcileResumeUndoneBySlurm(t *testing.T) {
 func TestReconcileCordonedNodeRebooted(t *testing.T) {
 	e := newSyncerEnv(t, Options{}, "gpu-0")
 	pod := e.nodeWithPod("gpu-0")
-	want, _ := keys.CordonReason("reboot for firmware")
+	want, _ := drain.CordonReason("reboot for firmware")
 	e.cordon(pod.Spec.NodeName, true, "reboot for firmware")
 	e.slurmIs("gpu-0", want)
 

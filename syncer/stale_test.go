@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/onepool/onepool/drain"
 	"github.com/onepool/onepool/internal/fakeslurm"
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/nodeset/api/v1alpha1"
@@ -98,8 +99,8 @@ func (e *staleEnv) cordon(words string) {
 // record (CI, 2026-11-26: the Node was then never resumed by onepool).
 func TestStaleNodeCacheKeepsOnepoolsDrain(t *testing.T) {
 	e := newStaleEnv(t)
-	first, _ := keys.CordonReason("PSU swap")
-	second, _ := keys.CordonReason("PSU and fan swap")
+	first, _ := drain.CordonReason("PSU swap")
+	second, _ := drain.CordonReason("PSU and fan swap")
 
 	e.cordon("PSU swap")
 	e.reconcile()
@@ -122,7 +123,7 @@ func TestStaleNodeCacheKeepsOnepoolsDrain(t *testing.T) {
 
 	a = e.node().Annotations
 	assert.Equal(t, second, a[keys.AnnotationDrainApplied], "onepool's record of its drain")
-	assert.Equal(t, first, keys.ParseDrainRecord(a[keys.AnnotationDrainReplaced]).Reason)
+	assert.Equal(t, first, drain.Parse(a[keys.AnnotationDrainReplaced]).Reason)
 	assert.Empty(t, a[keys.AnnotationSlurmReason], "onepool's own drain mirrored as an admin's")
 	assert.Equal(t, second, e.slurm.Get("gpu-0").Reason)
 

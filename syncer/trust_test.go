@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/onepool/onepool/drain"
 	"github.com/onepool/onepool/keys"
 )
 
@@ -59,9 +60,9 @@ func TestReconcileIgnoresAPodNoNodeSetOwns(t *testing.T) {
 
 	owned := e.nodeWithPod("gpu-0")
 	e.setReady(owned.Name, false)
-	e.slurmIs("gpu-0", keys.ReasonPodNotReady)
+	e.slurmIs("gpu-0", drain.ReasonPodNotReady)
 	require.NoError(t, e.c.Delete(context.Background(), owned, client.GracePeriodSeconds(0)))
-	e.slurmIs("gpu-0", keys.ReasonPodDeleted)
+	e.slurmIs("gpu-0", drain.ReasonPodDeleted)
 	e.eventually(30*time.Second, "the NodeSet's pod goes once drained", func() (bool, string) {
 		return e.pod(owned.Name) == nil, ""
 	})

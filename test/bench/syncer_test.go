@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/onepool/onepool/drain"
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
 	"github.com/onepool/onepool/test/lab"
@@ -76,7 +77,7 @@ func TestBenchSyncer(t *testing.T) {
 		}
 		for {
 			n, err := sc.GetNode(ctx, node)
-			if err == nil && n.State.Drain() && n.Reason == keys.ReasonCordoned {
+			if err == nil && n.State.Drain() && n.Reason == drain.ReasonCordoned {
 				break
 			}
 			if time.Since(start) > 30*time.Second {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/onepool/onepool/drain"
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/nodeset/api/v1alpha1"
 )
@@ -113,7 +114,7 @@ func TestNodeSetSlurmdOnSelectedNodes(t *testing.T) {
 	eventually(t, 30*time.Second, busy+" drains", func() (bool, string) {
 		kv := e.slurmNode(busy)
 		// scontrol appends " [user@time]" to the reason.
-		return strings.Contains(kv["State"], "DRAIN") && strings.HasPrefix(kv["Reason"], keys.ReasonNodeSetLeft+" "+e.name+" ["), kv["State"] + " " + kv["Reason"]
+		return strings.Contains(kv["State"], "DRAIN") && strings.HasPrefix(kv["Reason"], drain.ReasonNodeSetLeft+" "+e.name+" ["), kv["State"] + " " + kv["Reason"]
 	})
 	hold := time.Now().Add(8 * time.Second)
 	for time.Now().Before(hold) {
@@ -395,7 +396,7 @@ func TestNodeSetKeepsAdminDrainInItsWords(t *testing.T) {
 	e.waitRegistered([]string{node}, 90*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
-	if out, err := e.l.Slurm(ctx, "scontrol", "update", "nodename="+node, "state=drain", "reason="+keys.ReasonNodeSetUpdate); err != nil {
+	if out, err := e.l.Slurm(ctx, "scontrol", "update", "nodename="+node, "state=drain", "reason="+drain.ReasonNodeSetUpdate); err != nil {
 		t.Fatalf("scontrol drain: %v %s", err, out)
 	}
 	t.Cleanup(func() { _, _ = e.l.Slurm(context.Background(), "scontrol", "update", "nodename="+node, "state=resume") })

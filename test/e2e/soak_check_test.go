@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/onepool/onepool/drain"
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
 )
@@ -386,13 +387,13 @@ func (s *soak) nodeProblems(v slurmView, kn []corev1.Node, pods []corev1.Pod) []
 		}
 		node := kn[i]
 		if node.Spec.Unschedulable {
-			want, _ := keys.CordonReason(node.Annotations[keys.AnnotationCordonReason])
+			want, _ := drain.CordonReason(node.Annotations[keys.AnnotationCordonReason])
 			if !sn.State.Drain() || sn.Reason != want {
 				out = append(out, fmt.Sprintf("%s: cordoned, Slurm %v %q (want drained %q)", name, sn.State, sn.Reason, want))
 			}
 		} else if sn.State.Drain() {
 			out = append(out, fmt.Sprintf("%s: not cordoned, no admin drain, Slurm %v %q", name, sn.State, sn.Reason))
-			if !strings.HasPrefix(sn.Reason, keys.DrainPrefix) {
+			if !strings.HasPrefix(sn.Reason, drain.Prefix) {
 				s.resumeSlurmsOwn(name, sn)
 			}
 		}

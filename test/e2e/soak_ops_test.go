@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/onepool/onepool/drain"
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/test/lab"
 )
@@ -86,7 +87,7 @@ func (s *soak) cordonWords() string {
 	case 2:
 		return strings.Repeat("x", 250)
 	case 3:
-		return keys.ReasonCordoned
+		return drain.ReasonCordoned
 	default:
 		return fmt.Sprintf("soak step %d: maintenance", s.step)
 	}
@@ -117,9 +118,9 @@ func (s *soak) setCordon(ctx context.Context, node string, on bool, words string
 func (s *soak) adminReason() string {
 	switch s.rng.IntN(4) {
 	case 0:
-		return keys.ReasonCordoned
+		return drain.ReasonCordoned
 	case 1:
-		return keys.ReasonPodNotReady
+		return drain.ReasonPodNotReady
 	default:
 		return fmt.Sprintf("soak admin step %d: bad DIMM", s.step)
 	}

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/onepool/onepool/drain"
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/test/lab"
 )
@@ -233,15 +234,15 @@ func TestSyncerAdminDrainMirroredAndKept(t *testing.T) {
 func TestSyncerRedrainsWhenResumedInSlurmWhileCordoned(t *testing.T) {
 	e := newSyncerEnv(t, "gpu-2")
 	e.kubectl("cordon", e.node)
-	e.waitSlurm(10*time.Second, true, keys.ReasonCordoned)
+	e.waitSlurm(10*time.Second, true, drain.ReasonCordoned)
 	// The scenario: onepool's drain is in place and recorded on the Node,
 	// then an admin resumes the node in Slurm.
 	eventually(t, 10*time.Second, "drain recorded on the Node", func() (bool, string) {
 		a := e.getNode().Annotations
-		return a[keys.AnnotationDrainApplied] == keys.ReasonCordoned && a[keys.AnnotationDrainAppliedAt] != "", fmt.Sprint(a)
+		return a[keys.AnnotationDrainApplied] == drain.ReasonCordoned && a[keys.AnnotationDrainAppliedAt] != "", fmt.Sprint(a)
 	})
 	e.scontrol("update", "nodename="+e.node, "state=resume")
-	e.waitSlurm(10*time.Second, true, keys.ReasonCordoned)
+	e.waitSlurm(10*time.Second, true, drain.ReasonCordoned)
 	eventually(t, 10*time.Second, "Redrained warning event", func() (bool, string) { return e.hasEvent("default", e.node, keys.EventRedrained) })
 	e.kubectl("uncordon", e.node)
 	e.waitSlurm(10*time.Second, false, "")
@@ -252,7 +253,7 @@ func TestSyncerDeletedPodDrainsBeforeItGoes(t *testing.T) {
 	if err := e.kc.CoreV1().Pods(syncerNS).Delete(context.Background(), e.pod, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.waitSlurm(10*time.Second, true, keys.ReasonPodDeleted)
+	e.waitSlurm(10*time.Second, true, drain.ReasonPodDeleted)
 	eventually(t, 15*time.Second, "pod gone once drained", func() (bool, string) {
 		_, err := e.kc.CoreV1().Pods(syncerNS).Get(context.Background(), e.pod, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
@@ -273,7 +274,7 @@ func TestSyncerSlurmrestdDownWhileCordoning(t *testing.T) {
 	if err := e.l.StartSlurmrestd(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	e.waitSlurm(30*time.Second, true, keys.ReasonCordoned)
+	e.waitSlurm(30*time.Second, true, drain.ReasonCordoned)
 }
 
 func TestSyncerKilledAndRestartedConverges(t *testing.T) {
@@ -286,7 +287,7 @@ func TestSyncerKilledAndRestartedConverges(t *testing.T) {
 	if err := e.l.StartControllerManager(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	e.waitSlurm(30*time.Second, true, keys.ReasonCordoned)
+	e.waitSlurm(30*time.Second, true, drain.ReasonCordoned)
 	if err := e.l.KillControllerManager(); err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +305,7 @@ func TestSyncerMalformedReasonAnnotation(t *testing.T) {
 	e.kubectl("patch", "node", e.node, "--type=merge", "-p", string(patch))
 	e.kubectl("cordon", e.node)
 	// The operator's words reach Slurm, the line break as a space.
-	e.waitSlurm(10*time.Second, true, keys.ReasonCordoned+": line one line two")
+	e.waitSlurm(10*time.Second, true, drain.ReasonCordoned+": line one line two")
 	e.oneWarning(start, keys.EventBadAnnotation, "control characters replaced by spaces", `"onepool: node cordoned: line one line two"`)
 	if err := e.l.StartControllerManager(context.Background()); err != nil { // still up and ready: no crash
 		t.Fatalf("controller manager after a malformed annotation: %v", err)
@@ -317,9 +318,9 @@ func TestSyncerLongCordonReasonIsCut(t *testing.T) {
 	words := "replace the PSU and both risers; ticket " + strings.Repeat("é", 200)
 	e.kubectl("annotate", "--overwrite", "node", e.node, keys.AnnotationCordonReason+"="+words)
 	e.kubectl("cordon", e.node)
-	e.waitSlurm(10*time.Second, true, keys.ReasonCordoned+": replace the PSU and both risers; ticket éé")
+	e.waitSlurm(10*time.Second, true, drain.ReasonCordoned+": replace the PSU and both risers; ticket éé")
 	kv := scontrolNode(t, e.l, e.node)
-	if !strings.HasSuffix(kv["Reason"], keys.TruncatedMark) && !strings.Contains(kv["Reason"], keys.TruncatedMark+" [") {
+	if !strings.HasSuffix(kv["Reason"], drain.TruncatedMark) && !strings.Contains(kv["Reason"], drain.TruncatedMark+" [") {
 		t.Errorf("the cut is not marked: %q", kv["Reason"])
 	}
 	e.oneWarning(start, keys.EventBadAnnotation, "cut to 200 bytes", "replace the PSU and both risers")
@@ -366,7 +367,7 @@ func (e *syncerEnv) oneWarning(start time.Time, reason string, parts ...string) 
 // onepool's is neither resumed nor shown as onepool's.
 func TestSyncerAdminDrainThatLooksLikeOnepools(t *testing.T) {
 	e := newSyncerEnv(t, "gpu-1")
-	for _, reason := range []string{"onepool: node cordoned by admin alice", keys.ReasonPodNotReady, keys.ReasonNodeSetUpdate, "onepool: maintenance by admin"} {
+	for _, reason := range []string{"onepool: node cordoned by admin alice", drain.ReasonPodNotReady, drain.ReasonNodeSetUpdate, "onepool: maintenance by admin"} {
 		e.scontrol("update", "nodename="+e.node, "state=drain", "reason="+reason)
 		eventually(t, 10*time.Second, "admin drain "+reason+" mirrored as the admin's", func() (bool, string) {
 			n, c := e.getNode(), e.condition()
@@ -405,7 +406,7 @@ func TestSyncerNoActionWhileStale(t *testing.T) {
 	}
 	end()
 	// Known again: the cordon drains, the admin's reason is gone from the mirror.
-	e.waitSlurm(20*time.Second, true, keys.ReasonCordoned)
+	e.waitSlurm(20*time.Second, true, drain.ReasonCordoned)
 	eventually(t, 10*time.Second, "mirror cleared", func() (bool, string) {
 		_, ok := e.getNode().Annotations[keys.AnnotationSlurmReason]
 		return !ok, fmt.Sprint(e.getNode().Annotations)

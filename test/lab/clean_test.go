@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/onepool/onepool/drain"
 	"github.com/onepool/onepool/keys"
 )
 
@@ -38,7 +39,7 @@ func TestNodeCleanPatch(t *testing.T) {
 		{"clean", false, map[string]string{"other": "x"}, "", ""},
 		{"cordoned", true, nil, `{"spec":{"unschedulable":null}}`, "cordoned"},
 		{"a drain record another release's soak left, beside someone else's annotation", false,
-			map[string]string{keys.AnnotationDrainApplied: keys.ReasonCordoned, keys.AnnotationDrainAppliedAt: "2026-11-27T08:00:00Z", "other": "x"},
+			map[string]string{keys.AnnotationDrainApplied: drain.ReasonCordoned, keys.AnnotationDrainAppliedAt: "2026-11-27T08:00:00Z", "other": "x"},
 			`{"metadata":{"annotations":{"onepool.dev/drain-applied":null,"onepool.dev/drain-applied-at":null}}}`,
 			"with onepool.dev/drain-applied, onepool.dev/drain-applied-at"},
 		{"cordoned with words and Slurm's view mirrored", true,

@@ -1,0 +1,69 @@
+package drain
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestRecord(t *testing.T) {
+	at := time.Date(2026, 11, 24, 1, 0, 0, 0, time.UTC)
+	r := Record{Reason: ReasonCordoned, At: at}
+	assert.JSONEq(t, `{"metadata":{"annotations":{"r":"onepool: node cordoned","t":"2026-11-24T01:00:00Z"}}}`, string(r.MergePatch("r", "t")))
+	assert.JSONEq(t, `{"metadata":{"annotations":{"r":null,"t":null}}}`, string(Record{}.MergePatch("r", "t")))
+	assert.Equal(t, r, Read(r.Annotations("r", "t"), "r", "t"))
+	assert.Equal(t, Record{Reason: ReasonCordoned}, Read(map[string]string{"r": ReasonCordoned, "t": "yesterday"}, "r", "t"), "a time that does not parse")
+	for _, tc := range []struct {
+		name    string
+		drained bool
+		reason  string
+		changed time.Time
+		want    bool
+	}{
+		{"same drain", true, ReasonCordoned, at.Add(time.Second), true},
+		{"no time from Slurm", true, ReasonCordoned, time.Time{}, true},
+		{"not drained", false, ReasonCordoned, at, false},
+		{"other words", true, "bad ECC", at, false},
+		{"set much later", true, ReasonCordoned, at.Add(10 * time.Minute), false},
+		{"set much earlier", true, ReasonCordoned, at.Add(-10 * time.Minute), false},
+		{"Slurm's cause appended, time moved on", true, ReasonCordoned + " : Not responding", at.Add(time.Hour), true},
+		{"Slurm's cause appended before the record", true, ReasonCordoned + " : Not responding", at.Add(-10 * time.Minute), false},
+	} {
+		assert.Equal(t, tc.want, r.Matches(tc.drained, tc.reason, tc.changed), tc.name)
+	}
+	assert.False(t, Record{Reason: ReasonCordoned}.Matches(true, ReasonCordoned, at), "a record without a time")
+	assert.True(t, r.Equal(Record{Reason: ReasonCordoned, At: at.In(time.FixedZone("x", 3600))}))
+	assert.False(t, r.Equal(Record{Reason: ReasonCordoned, At: at.Add(time.Second)}))
+}
+
+func TestRecordText(t *testing.T) {
+	r := Record{Reason: "onepool: node cordoned: a b", At: time.Date(2026, 11, 26, 3, 4, 5, 0, time.UTC)}
+	assert.Equal(t, "2026-11-26T03:04:05Z onepool: node cordoned: a b", r.Text())
+	assert.True(t, r.Equal(Parse(r.Text())), "round trip")
+	assert.Empty(t, Record{}.Text())
+	for _, bad := range []string{"", "onepool: node cordoned", "yesterday onepool: node cordoned"} {
+		got := Parse(bad)
+		assert.True(t, got.At.IsZero(), "%q read as %+v", bad, got)
+		assert.False(t, got.Matches(true, got.Reason, time.Time{}), "%q: a record without a time must match nothing", bad)
+	}
+}
+
+func TestSlurmAppended(t *testing.T) {
+	for _, tc := range []struct {
+		reason, base string
+		appended     bool
+		shows        bool
+	}{
+		{"onepool: nodeset update : Not responding", ReasonNodeSetUpdate, true, true},
+		{"onepool: nodeset update : Kill task failed", ReasonNodeSetUpdate, true, true},
+		{"onepool: nodeset update", ReasonNodeSetUpdate, false, true},
+		{"onepool: nodeset update: Not responding", ReasonNodeSetUpdate, false, false},
+		{"onepool: nodeset updated", ReasonNodeSetUpdate, false, false},
+		{" : Not responding", "", false, false},
+		{"Not responding", ReasonNodeSetUpdate, false, false},
+	} {
+		assert.Equal(t, tc.appended, SlurmAppended(tc.reason, tc.base), "SlurmAppended(%q, %q)", tc.reason, tc.base)
+		assert.Equal(t, tc.shows, Shows(tc.reason, tc.base), "Shows(%q, %q)", tc.reason, tc.base)
+	}
+}
