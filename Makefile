@@ -29,7 +29,7 @@ SCHEDULER_PLUGINS_VERSION := v0.35.4-devel
 FUZZTIME ?= 100000x
 UNIT_PKGS := ./charts/... ./internal/... ./slurmnode/... ./agent/... ./slurmrest/... ./gpuwebhook/... ./test/lab/... ./keys/... ./syncer/... ./scheduler/... ./nodeset/... ./topology/... ./cmd/... ./examples/... ./test/gpuproof/...
 
-.PHONY: lab-spank lab-26.05-beside help up down lab-status lab-manifest ci-fresh images images-dockerfile gpu-proof tools node-tools generate openapi-spec vet unit fuzz e2e e2e-node e2e-26.05 test bench bench-install bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-slurm-chart bench-gpu bench-placeholders bench-workloads spank soak soak-short
+.PHONY: kueue lab-spank lab-26.05-beside help up down lab-status lab-manifest ci-fresh images images-dockerfile gpu-proof tools node-tools generate openapi-spec vet unit fuzz e2e e2e-node e2e-26.05 test bench bench-install bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-slurm-chart bench-gpu bench-placeholders bench-workloads spank soak soak-short
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -171,6 +171,18 @@ $(LAB_DIR)/jobset-crd.yaml:
 	@mkdir -p $(LAB_DIR)
 	dir=$$(go mod download -json sigs.k8s.io/jobset@$(JOBSET_VERSION) | sed -n 's/^\s*"Dir": "\(.*\)",/\1/p'); \
 	cp $$dir/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml $@.tmp && chmod 644 $@.tmp && mv $@.tmp $@
+
+# Kueue (sigs.k8s.io/kueue), from test/tools/kueue, and its CRDs from the
+# same module. Not part of tools: only the Kueue suite (lane 2's e2e-lane-2
+# in make test) runs it, and a cold build takes minutes.
+KUEUE_VERSION := v0.17.0
+kueue: $(BIN)/kueue-controller $(LAB_DIR)/kueue-crds.yaml ## build Kueue's controller and CRDs for the Kueue suite (TestKueue*)
+$(BIN)/kueue-controller: test/tools/kueue/go.mod test/tools/kueue/go.sum
+	cd test/tools/kueue && go build -o $@ sigs.k8s.io/kueue/cmd/kueue
+$(LAB_DIR)/kueue-crds.yaml:
+	@mkdir -p $(LAB_DIR)
+	dir=$$(go mod download -json sigs.k8s.io/kueue@$(KUEUE_VERSION) | sed -n 's/^\s*"Dir": "\(.*\)",/\1/p'); \
+	cat $$dir/config/components/crd/bases/*.yaml > $@.tmp && chmod 644 $@.tmp && mv $@.tmp $@
 
 $(BIN)/lab: $(shell find test/lab -name '*.go' -not -name '*_test.go') $(wildcard test/lab/*.manifest) go.mod
 	go build -o $@ ./test/lab/cmd/lab
@@ -319,7 +331,7 @@ lab-26.05-beside: tools ## prepare the second lab make test runs the 26.05 suite
 # Lane 2's output comes after lane 1's. Every suite still runs: the 24.11
 # suite is split between the lanes, not cut.
 TEST_LANE_1 := e2e images e2e-node
-E2E_LANE_2 := ^TestNodeSet
+E2E_LANE_2 := ^(TestNodeSet|TestKueue)
 test: ## everything CI runs: vet, unit, fuzz, the suites and a 3-minute fault soak on Slurm 24.11 and 26.05, in two lanes; a timed line per stage
 	@stage() { local s=$$1 start=$$(date +%s); shift; \
 	  if "$$@"; then echo "STAGE $$s $$(( $$(date +%s) - start )) s"; else echo "STAGE $$s FAILED after $$(( $$(date +%s) - start )) s"; return 1; fi; }; \
@@ -332,6 +344,7 @@ test: ## everything CI runs: vet, unit, fuzz, the suites and a 3-minute fault so
 	  stage lab-26.05-beside $(MAKE) --no-print-directory lab-26.05-beside && \
 	  stage e2e-26.05 in2 e2e-26.05 SLURM=26.05 && stage soak-short-26.05 in2 soak-short SLURM=26.05 && \
 	  in2 down SLURM=26.05 && stage soak-short in2 soak-short && \
+	  stage kueue in2 kueue && \
 	  stage e2e-lane-2 in2 e2e E2E_RUN='$(E2E_LANE_2)' E2E_LOG=e2e-lane-2 ) > $$log 2>&1 & bg=$$!; \
 	$(MAKE) --no-print-directory node-tools > $$ntlog 2>&1 & nt=$$!; \
 	rc=0; for s in $(TEST_LANE_1); do \

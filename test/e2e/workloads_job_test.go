@@ -48,13 +48,7 @@ func TestWorkloadJobIgnoresAPreemptedShard(t *testing.T) {
 		bg := metav1.DeletePropagationBackground
 		_ = e.kc.BatchV1().Jobs(e.ns).Delete(context.Background(), job.Name, metav1.DeleteOptions{PropagationPolicy: &bg})
 	})
-	shards := func() []corev1.Pod {
-		l, err := e.kc.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + job.Name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l.Items
-	}
+	shards := func() []corev1.Pod { return e.jobPods(job.Name) }
 	var first corev1.Pod
 	eventually(t, 60*time.Second, "the shard runs on a node", func() (bool, string) {
 		for _, p := range shards() {

@@ -276,7 +276,7 @@ func (l *Lab) Down(ctx context.Context) error {
 	errs = append(errs, l.StopNode(ctx))
 	// The kubelet first: its slurmd stop quickly while slurmctld still answers.
 	errs = append(errs, l.StopKubelet(), l.stopStaticDRA())
-	for _, name := range []string{schedulerName(1), schedulerName(0), "scheduler-service", "onepool-controller-manager", "lws-controller", "jobset-controller", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd", "slurmrestd"} {
+	for _, name := range []string{schedulerName(1), schedulerName(0), "scheduler-service", "onepool-controller-manager", "lws-controller", "jobset-controller", "kueue-controller", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd", "slurmrestd"} {
 		errs = append(errs, l.procs.Stop(name))
 	}
 	for _, n := range l.NodeNames() {

@@ -38,8 +38,8 @@ type workloadController struct {
 type webhook struct {
 	Name, Path, Group, Version, Resource, Ops string
 	Mutating                                  bool
-	// PodLabel: only pods that carry it (its patch's objectSelector).
-	PodLabel string
+	// Label: only objects that carry it (its patch's objectSelector).
+	Label string
 }
 
 // Ports of the workload controllers.
@@ -147,8 +147,8 @@ func (l *Lab) webhookManifest(w workloadController) (string, error) {
 	var mutating, validating strings.Builder
 	for _, h := range w.Webhooks {
 		sel := ""
-		if h.PodLabel != "" {
-			sel = fmt.Sprintf("\n  objectSelector:\n    matchExpressions:\n    - {key: %s, operator: Exists}", h.PodLabel)
+		if h.Label != "" {
+			sel = fmt.Sprintf("\n  objectSelector:\n    matchExpressions:\n    - {key: %s, operator: Exists}", h.Label)
 		}
 		b := &validating
 		if h.Mutating {

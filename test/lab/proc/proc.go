@@ -28,6 +28,18 @@ type Daemon struct {
 	Port   int // when set, the port must be free before the start
 	UID    uint32
 	GID    uint32
+	// Program is the program's name once it runs, when Argv[0] is a
+	// wrapper that execs it (unshare ... sh -c 'exec "$@"'); default:
+	// Argv[0]'s base name.
+	Program string
+}
+
+// program is the name d's process has once it runs.
+func (d Daemon) program() string {
+	if d.Program != "" {
+		return d.Program
+	}
+	return filepath.Base(d.Argv[0])
 }
 
 // Supervisor keeps the pid files of the daemons it starts in PidDir
@@ -45,7 +57,7 @@ func (s Supervisor) OutFile(name string) string { return filepath.Join(s.LogDir,
 // Running returns the pid of a live daemon started by the supervisor, or 0.
 func (s Supervisor) Running(d Daemon) int {
 	pid, prog := s.ReadPid(d.Name)
-	if pid == 0 || prog != filepath.Base(d.Argv[0]) || !Alive(pid, prog) {
+	if pid == 0 || prog != d.program() || !Alive(pid, prog) {
 		return 0
 	}
 	return pid
@@ -134,7 +146,14 @@ func (s Supervisor) Start(d Daemon) (int, error) {
 	}
 	pid := cmd.Process.Pid
 	go cmd.Wait() //nolint:errcheck // reaps the child if it dies while we still run
-	if err := os.WriteFile(s.PidFile(d.Name), []byte(fmt.Sprintf("%d %s\n", pid, filepath.Base(d.Argv[0]))), 0o644); err != nil {
+	if d.Program != "" {
+		// A wrapper execs the program in a moment; until then the process
+		// is not yet d. One that never does is found gone by Running.
+		for i := 0; i < 100 && !Alive(pid, d.program()); i++ {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if err := os.WriteFile(s.PidFile(d.Name), []byte(fmt.Sprintf("%d %s\n", pid, d.program())), 0o644); err != nil {
 		return 0, err
 	}
 	return pid, nil

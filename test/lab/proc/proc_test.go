@@ -48,6 +48,25 @@ func TestStartFindsStopsADaemon(t *testing.T) {
 	assert.Contains(t, string(out), "start: /bin/sleep 60")
 }
 
+// A daemon started through a wrapper that execs it (Program) is found and
+// stopped as the program it becomes; a wrapper that fails is not running.
+func TestStartThroughAWrapper(t *testing.T) {
+	s := supervisor(t)
+	d := Daemon{Name: "wrapped", Argv: []string{"/bin/sh", "-c", `exec "$@"`, "sh", "/bin/sleep", "60"}, Program: "sleep"}
+	pid, err := s.Start(d)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Stop(d.Name) })
+	assert.Equal(t, pid, s.Running(d), "found as the program it execs")
+	assert.True(t, Alive(pid, "sleep"))
+	require.NoError(t, s.Stop(d.Name))
+	assert.False(t, Alive(pid, "sleep"))
+
+	failed := Daemon{Name: "failed", Argv: []string{"/bin/sh", "-c", "exit 1"}, Program: "sleep"}
+	_, err = s.Start(failed)
+	require.NoError(t, err)
+	assert.Zero(t, s.Running(failed), "a wrapper that never execs the program is not it")
+}
+
 func TestKillIsACrash(t *testing.T) {
 	s := supervisor(t)
 	d := sleeper("crash", "60")
