@@ -324,10 +324,13 @@ lab-26.05-beside: tools ## prepare the second lab make test runs the 26.05 suite
 # (`tools`), and the rest overlaps what only waits:
 #   lane 1 (first lab):  e2e, images, e2e-node; the real node's binaries
 #                        (node-tools) compile meanwhile, while e2e waits
-#   lane 2 (second lab): vet, unit, fuzz, then e2e-26.05, soak-short-26.05,
-#                        soak-short (24.11) and the 24.11 suite's NodeSet
-#                        tests (E2E_LANE_2: lane 1 was ~420 s longer warm,
-#                        ~350 s cold, and these take ~150-200 s)
+#   lane 2 (second lab): vet, unit, fuzz, kueue (Kueue's controller, for
+#                        TestKueue*; its modules are downloaded before the
+#                        lanes: the lab's namespace has no network), then
+#                        e2e-26.05, soak-short-26.05, soak-short (24.11) and
+#                        the 24.11 suite's NodeSet and Kueue tests
+#                        (E2E_LANE_2: lane 1 was ~420 s longer warm, ~350 s
+#                        cold, and these take ~150-200 s)
 # Lane 2's output comes after lane 1's. Every suite still runs: the 24.11
 # suite is split between the lanes, not cut.
 TEST_LANE_1 := e2e images e2e-node
@@ -336,15 +339,14 @@ test: ## everything CI runs: vet, unit, fuzz, the suites and a 3-minute fault so
 	@stage() { local s=$$1 start=$$(date +%s); shift; \
 	  if "$$@"; then echo "STAGE $$s $$(( $$(date +%s) - start )) s"; else echo "STAGE $$s FAILED after $$(( $$(date +%s) - start )) s"; return 1; fi; }; \
 	stage tools $(MAKE) --no-print-directory tools || exit 1; \
-	go mod download; \
+	go mod download; (cd test/tools/kueue && go mod download); \
 	log=$(LAB_DIR)/lane-2.log; ntlog=$(LAB_DIR)/node-tools.log; \
 	in2() { nsenter --net=/var/run/netns/$(LAB_2605_NETNS) $(MAKE) --no-print-directory "$$@" LAB_DIR=$(LAB_2605_DIR); }; \
 	( stage vet $(MAKE) --no-print-directory vet && stage unit $(MAKE) --no-print-directory unit && \
 	  stage fuzz $(MAKE) --no-print-directory fuzz && \
-	  stage lab-26.05-beside $(MAKE) --no-print-directory lab-26.05-beside && \
+	  stage lab-26.05-beside $(MAKE) --no-print-directory lab-26.05-beside && stage kueue in2 kueue && \
 	  stage e2e-26.05 in2 e2e-26.05 SLURM=26.05 && stage soak-short-26.05 in2 soak-short SLURM=26.05 && \
 	  in2 down SLURM=26.05 && stage soak-short in2 soak-short && \
-	  stage kueue in2 kueue && \
 	  stage e2e-lane-2 in2 e2e E2E_RUN='$(E2E_LANE_2)' E2E_LOG=e2e-lane-2 ) > $$log 2>&1 & bg=$$!; \
 	$(MAKE) --no-print-directory node-tools > $$ntlog 2>&1 & nt=$$!; \
 	rc=0; for s in $(TEST_LANE_1); do \
