@@ -259,7 +259,7 @@ const (
 	EventJobRejected    = "SlurmJobRejected"      // Slurm refused the placeholder job
 	EventInvalidRequest = "InvalidSlurmRequest"   // a pod annotation or request onepool cannot turn into a job
 	EventPolicyRefused  = "RefusedByTenantPolicy" // the namespace's TenantPolicy does not allow what the pod asks (or none covers it)
-	EventNoNodeFits     = "NoSlurmNodeFits"       // every Slurm node fails the pod's node constraints (selector, affinity, taints, cordon): nothing is submitted
+	EventNoNodeFits     = "NoSlurmNodeFits"       // every Slurm node fails the pod's node constraints (selector, affinity, taints, cordon, volumes): nothing is submitted
 	EventJobMisplaced   = "SlurmJobMisplaced"     // Slurm started the job on a node the pod cannot use; it is given back and asked again without that node
 	EventTimeLimit      = "SlurmTimeLimit"        // a replica (Deployment, StatefulSet, LeaderWorkerSet) was bound under a job time limit it did not ask for
 	EventJobEnded       = "SlurmJobEnded"         // the job ended in Slurm; the pod is evicted
