@@ -48,6 +48,11 @@ const (
 	// node (ALLOCATED, MIXED or COMPLETING). The NodeSet's
 	// PodDisruptionBudget selects these pods with maxUnavailable 0.
 	LabelSlurmBusy = "onepool.dev/slurm-busy"
+	// LabelGPUClaims=GPUClaimsDisabled on a Namespace keeps its pods out of
+	// onepool's GPU webhook (the onepool chart's namespaceSelector): they
+	// keep asking nvidia.com/gpu of a device plugin.
+	LabelGPUClaims    = "onepool.dev/gpu-claims"
+	GPUClaimsDisabled = "disabled"
 )
 
 // Environment variables the NodeSet controller sets on the slurmd container
@@ -228,6 +233,13 @@ const (
 	NodeSetReasonPartitionsWrong = "NotInPartitions"
 )
 
+// TenantPolicy conditions (metav1.Condition types) and their reasons.
+const (
+	TenantPolicyReady          = "Ready"
+	TenantPolicyReasonCovers   = "Covers"
+	TenantPolicyReasonConflict = "Conflict"
+)
+
 // Node conditions.
 const (
 	// ConditionSlurmUnavailable is True while Slurm holds the node out:
@@ -296,6 +308,11 @@ const (
 	// Slurm credential events, on the component's own pod.
 	EventSlurmTokenExpiring = "SlurmTokenExpiring" // the slurmrestd token expires within a day
 	EventSlurmTokenRefused  = "SlurmTokenRefused"  // slurmrestd refused the token
+
+	// Topology events, on the Node: why its Slurm node is in the switch
+	// "unlabeled" of topology.conf.
+	EventTopologyLabelMissing  = "TopologyLabelMissing"
+	EventTopologyLabelConflict = "TopologyLabelConflict"
 )
 
 // Event actions (events.k8s.io's action: what was done, or failed, to the
