@@ -1,8 +1,10 @@
 // Package keys is onepool's registry of names: every label, annotation,
 // finalizer, condition type and event reason that onepool reads or writes
-// on Kubernetes objects is declared here, and only here. It holds names
-// only; the drain reasons onepool writes into Slurm, and what its drain
-// records mean, are package drain's.
+// on Kubernetes objects is declared here, and only here. It holds names,
+// and (docs.go) a table of what each name means and what to do about it,
+// from which docs/troubleshooting.md is generated; no logic. The drain
+// reasons onepool writes into Slurm, and what its drain records mean, are
+// package drain's (their table too).
 package keys
 
 // Labels.
