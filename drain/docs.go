@@ -17,8 +17,8 @@ const (
 var Docs = []keys.Doc{
 	{Name: "Prefix", Value: Prefix, Kind: keys.KindDrainReason, Form: "onepool: ...", On: onReason, By: "every part of onepool that drains",
 		Means: "How every drain reason onepool writes starts. A reason that starts so is not necessarily onepool's: anyone " +
-			"may type it. Slurm may append its own cause with ` : ` (`onepool: node cordoned : Not responding`, a cordoned " +
-			"node rebooting): still onepool's drain.",
+			"may type it. Slurm may append its own cause, as in `onepool: node cordoned : Not responding` (a cordoned node " +
+			"rebooting): still onepool's drain.",
 		Do: "The Node's condition `SlurmUnavailable` says whose drain it is: `DrainedByOnepool`, or `SlurmDrained` for " +
 			"anyone else's."},
 	{Name: "ReasonCordoned", Value: ReasonCordoned, Kind: keys.KindDrainReason, Form: "onepool: node cordoned[: <your words>]", On: onReason, By: bySyncer,

@@ -108,7 +108,7 @@ writes, what it means and what to do about it, as a Slurm admin or a Kubernetes 
 Where to look:
 
 - **Events**: ` + "`kubectl describe node|pod|nodeset <name>`" + `; ` + "`kubectl get events -A --field-selector reason=SlurmNodeDrained`" + `;
-  all of onepool's warnings: ` + "`kubectl get events -A --field-selector type=Warning`" + `.
+  every warning, onepool's among them: ` + "`kubectl get events -A --field-selector type=Warning`" + `.
 - **A Node as Slurm sees it**: the condition ` + "`SlurmUnavailable`" + ` (` + "`kubectl describe node <node>`" + `) and, for a
   drain onepool did not make, the ` + "`slurm.onepool.dev/*`" + ` annotations; in Slurm, ` + "`scontrol show node <node>`" + `
   (` + "`State=`, `Reason=... [user@time]`" + `) and ` + "`sinfo -R`" + `.
