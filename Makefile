@@ -187,7 +187,7 @@ $(LAB_DIR)/kueue-crds.yaml:
 $(BIN)/lab: $(shell find test/lab -name '*.go' -not -name '*_test.go') $(wildcard test/lab/*.manifest) go.mod
 	go build -o $@ ./test/lab/cmd/lab
 
-generate: $(BIN)/controller-gen ## regenerate everything generated (slurmrestd client, NodeSet CRD and deepcopy, the scheduler args' deepcopy, defaults and conversion)
+generate: $(BIN)/controller-gen ## regenerate everything generated (slurmrestd client, NodeSet CRD and deepcopy, the scheduler args' deepcopy, defaults and conversion, docs/troubleshooting.md)
 	go tool oapi-codegen -config openapi/oapi-codegen-v0.0.42.yaml openapi/slurm-v0.0.42.json
 	go tool oapi-codegen -config openapi/oapi-codegen-v0.0.44.yaml openapi/slurm-v0.0.44.json
 	$(BIN)/controller-gen object paths=./nodeset/api/... paths=./tenancy/api/... \
@@ -196,6 +196,7 @@ generate: $(BIN)/controller-gen ## regenerate everything generated (slurmrestd c
 	$(BIN)/controller-gen object paths=./scheduler/apis/...
 	go tool defaulter-gen --output-file zz_generated.defaults.go ./scheduler/apis/config/v1
 	go tool conversion-gen --output-file zz_generated.conversion.go ./scheduler/apis/config/v1
+	go run ./keys/cmd/gen-troubleshooting
 
 $(BIN)/controller-gen: test/tools/controller-gen/go.mod test/tools/controller-gen/go.sum
 	cd test/tools/controller-gen && go build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen

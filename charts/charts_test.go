@@ -343,17 +343,22 @@ func TestChartsRefuseBadConventionValues(t *testing.T) {
 	} {
 		t.Run(tc.chart+"/"+strings.Join(tc.set, ","), func(t *testing.T) {
 			t.Parallel()
-			dir := chartDir(t, tc.chart)
-			args := []string{"template", "r", dir, "--namespace", "ns", "--kube-version", labcharts.KubeVersion,
-				"-f", filepath.Join(dir, "ci", "lab-values.yaml")}
-			for _, s := range tc.set {
-				args = append(args, "--set", s)
-			}
+			args := labTemplateArgs(chartDir(t, tc.chart), tc.set)
 			_, stderr, err := h.run(args...)
 			require.Error(t, err, "helm %v rendered", args)
 			assert.Contains(t, stderr, tc.want)
 		})
 	}
+}
+
+// labTemplateArgs renders chart dir with the lab's values and --set each of set.
+func labTemplateArgs(dir string, set []string) []string {
+	args := []string{"template", "r", dir, "--namespace", "ns", "--kube-version", labcharts.KubeVersion,
+		"-f", filepath.Join(dir, "ci", "lab-values.yaml")}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	return args
 }
 
 // A component that is off, or has nothing to do, needs no ServiceAccount
@@ -373,12 +378,7 @@ func TestChartsNeedNoServiceAccountForWhatIsOff(t *testing.T) {
 	} {
 		t.Run(tc.chart+"/"+strings.Join(tc.set, ","), func(t *testing.T) {
 			t.Parallel()
-			dir := chartDir(t, tc.chart)
-			args := []string{"template", "r", dir, "--namespace", "ns", "--kube-version", labcharts.KubeVersion,
-				"-f", filepath.Join(dir, "ci", "lab-values.yaml")}
-			for _, s := range tc.set {
-				args = append(args, "--set", s)
-			}
+			args := labTemplateArgs(chartDir(t, tc.chart), tc.set)
 			_, stderr, err := h.run(args...)
 			require.NoError(t, err, "helm %v: %s", args, stderr)
 		})

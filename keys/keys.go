@@ -1,8 +1,10 @@
 // Package keys is onepool's registry of names: every label, annotation,
 // finalizer, condition type and event reason that onepool reads or writes
-// on Kubernetes objects is declared here, and only here. It holds names
-// only; the drain reasons onepool writes into Slurm, and what its drain
-// records mean, are package drain's.
+// on Kubernetes objects is declared here, and only here. It holds names,
+// and (docs.go) a table of what each name means and what to do about it,
+// from which docs/troubleshooting.md is generated; no logic. The drain
+// reasons onepool writes into Slurm, and what its drain records mean, are
+// package drain's (their table too).
 package keys
 
 // Labels.
@@ -48,6 +50,11 @@ const (
 	// node (ALLOCATED, MIXED or COMPLETING). The NodeSet's
 	// PodDisruptionBudget selects these pods with maxUnavailable 0.
 	LabelSlurmBusy = "onepool.dev/slurm-busy"
+	// LabelGPUClaims=GPUClaimsDisabled on a Namespace keeps its pods out of
+	// onepool's GPU webhook (the onepool chart's namespaceSelector): they
+	// keep asking nvidia.com/gpu of a device plugin.
+	LabelGPUClaims    = "onepool.dev/gpu-claims"
+	GPUClaimsDisabled = "disabled"
 )
 
 // Environment variables the NodeSet controller sets on the slurmd container
@@ -228,6 +235,13 @@ const (
 	NodeSetReasonPartitionsWrong = "NotInPartitions"
 )
 
+// TenantPolicy conditions (metav1.Condition types) and their reasons.
+const (
+	TenantPolicyReady          = "Ready"
+	TenantPolicyReasonCovers   = "Covers"
+	TenantPolicyReasonConflict = "Conflict"
+)
+
 // Node conditions.
 const (
 	// ConditionSlurmUnavailable is True while Slurm holds the node out:
@@ -259,7 +273,7 @@ const (
 	EventJobRejected    = "SlurmJobRejected"      // Slurm refused the placeholder job
 	EventInvalidRequest = "InvalidSlurmRequest"   // a pod annotation or request onepool cannot turn into a job
 	EventPolicyRefused  = "RefusedByTenantPolicy" // the namespace's TenantPolicy does not allow what the pod asks (or none covers it)
-	EventNoNodeFits     = "NoSlurmNodeFits"       // every Slurm node fails the pod's node constraints (selector, affinity, taints, cordon): nothing is submitted
+	EventNoNodeFits     = "NoSlurmNodeFits"       // every Slurm node fails the pod's node constraints (selector, affinity, taints, cordon, volumes): nothing is submitted
 	EventJobMisplaced   = "SlurmJobMisplaced"     // Slurm started the job on a node the pod cannot use; it is given back and asked again without that node
 	EventTimeLimit      = "SlurmTimeLimit"        // a replica (Deployment, StatefulSet, LeaderWorkerSet) was bound under a job time limit it did not ask for
 	EventJobEnded       = "SlurmJobEnded"         // the job ended in Slurm; the pod is evicted
@@ -296,6 +310,11 @@ const (
 	// Slurm credential events, on the component's own pod.
 	EventSlurmTokenExpiring = "SlurmTokenExpiring" // the slurmrestd token expires within a day
 	EventSlurmTokenRefused  = "SlurmTokenRefused"  // slurmrestd refused the token
+
+	// Topology events, on the Node: why its Slurm node is in the switch
+	// "unlabeled" of topology.conf.
+	EventTopologyLabelMissing  = "TopologyLabelMissing"
+	EventTopologyLabelConflict = "TopologyLabelConflict"
 )
 
 // Event actions (events.k8s.io's action: what was done, or failed, to the

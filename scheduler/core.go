@@ -272,13 +272,13 @@ func (c *Core) Gate(pod *corev1.Pod) (string, bool) {
 // placed again.
 func (c *Core) NodeEventHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { c.wakeConstrained() },
+		AddFunc: func(any) { c.wakeConstrained(nil) },
 		UpdateFunc: func(old, o any) {
 			a, ok1 := old.(*corev1.Node)
 			b, ok2 := o.(*corev1.Node)
 			if !ok1 || !ok2 || !labels.Equals(a.Labels, b.Labels) || a.Spec.Unschedulable != b.Spec.Unschedulable ||
 				!equality.Semantic.DeepEqual(a.Spec.Taints, b.Spec.Taints) {
-				c.wakeConstrained()
+				c.wakeConstrained(nil)
 			}
 		},
 	}
@@ -286,12 +286,17 @@ func (c *Core) NodeEventHandler() cache.ResourceEventHandler {
 
 // wakeConstrained places again the pods no Slurm node fitted and those
 // whose job, which left nodes out, Slurm refused; jobs waiting in Slurm's
-// queue have the nodes they leave out worked out again.
-func (c *Core) wakeConstrained() {
+// queue have the nodes they leave out worked out again. Only the
+// placements with a pod only says (nil: all) are concerned.
+func (c *Core) wakeConstrained(only func(*corev1.Pod) bool) {
 	c.mu.Lock()
 	var wake []*corev1.Pod
 	var again []string
+	concerned := c.ownersLocked(only)
 	for key, p := range c.places {
+		if concerned != nil && !concerned[key] {
+			continue
+		}
 		if p.jobID != 0 && (p.job == nil || p.job.State.Base() == slurmrest.JobPending) && c.fit != nil {
 			p.reexclude = true
 			again = append(again, key)
@@ -310,20 +315,6 @@ func (c *Core) wakeConstrained() {
 		c.lifeQ.Add(key)
 	}
 	c.activate(wake)
-}
-
-// misfit says why the pod cannot use node, as kube-scheduler's filters
-// NodeFit runs say ("" it can): the framework would never bind it there.
-// A passing Node condition is no reason (the pod waits it out).
-func (c *Core) misfit(node string, pod *corev1.Pod) string {
-	if c.fit == nil {
-		return ""
-	}
-	n, err := c.nodes.Get(node)
-	if err != nil {
-		return ""
-	}
-	return strings.Join(c.fit.Unfit(context.Background(), pod, []*corev1.Node{n})[node], ", ")
 }
 
 // kubeNode maps a Slurm node name to its Kubernetes node: the node of that

@@ -136,7 +136,7 @@ func newCoreFixture(t *testing.T) *coreFixture {
 		t.Fatal(err)
 	}
 	f := &coreFixture{slurm: &fakeSlurm{}, jobs: &fakeJobs{}, kube: kube, pod: pod}
-	fit, err := NewNodeFit(context.Background())
+	fit, err := NewNodeFit(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +409,7 @@ func TestCoreGivesBackAJobOnACordonedNode(t *testing.T) {
 // Node filters without the Nodes and Slurm's node names to tell Slurm
 // their verdicts are a configuration error, not a panic at the first pod.
 func TestNewCoreRefusesFiltersWithoutNodeNames(t *testing.T) {
-	fit, err := NewNodeFit(context.Background())
+	fit, err := NewNodeFit(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

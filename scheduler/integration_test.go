@@ -269,6 +269,7 @@ func TestIntegrationScheduler(t *testing.T) {
 		})
 	})
 
+	t.Run("a pod's bound volume reaches Slurm as the nodes its job leaves out", func(t *testing.T) { itBoundVolume(t, s) })
 	t.Run("a job Slurm starts on a cordoned node is given back and another asked for", func(t *testing.T) {
 		t.Parallel()
 		e := s.namespace(t, "cordon", v1alpha1.TenantPolicySpec{}, 2)

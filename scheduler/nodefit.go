@@ -11,27 +11,47 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	schedv1 "k8s.io/kube-scheduler/config/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	kubescheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodeaffinity"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodename"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodeunschedulable"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/tainttoleration"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/volumebinding"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/volumezone"
 
 	"github.com/onepool/onepool/slurmnode"
 	"github.com/onepool/onepool/slurmrest"
 )
 
 // NodeFit says which Nodes a pod cannot use before its job is asked of
-// Slurm, with kube-scheduler's own Filter plugins for what a pod says about
-// nodes: its node name, node selector and required node affinity, its
-// tolerations of the Node's taints, and a cordon (NodeName, NodeAffinity,
-// TaintToleration, NodeUnschedulable; the same code and the same words as
-// the scheduling cycle that binds the pod later). These decide from the pod
-// and the Node alone, so they hold for the job's whole life in the queue.
-// Resources are Slurm's to count; volume topology is not checked yet.
+// Slurm, with kube-scheduler's own Filter plugins (the same code and the
+// same words as the scheduling cycle that binds the pod later), in its
+// default order:
+//
+//   - what a pod says about nodes: a cordon, its node name, its
+//     tolerations of the Node's taints, its node selector and required node
+//     affinity (NodeUnschedulable, NodeName, TaintToleration, NodeAffinity);
+//     these decide from the pod and the Node alone;
+//   - with a framework handle (the plugin's), its volumes' topology
+//     (VolumeBinding, VolumeZone): a bound PersistentVolume's node affinity
+//     and zone/region labels, and for an unbound WaitForFirstConsumer claim
+//     whether a free PersistentVolume or its StorageClass (allowedTopologies,
+//     CSIStorageCapacity) can serve it on the Node. These read PVCs, PVs,
+//     StorageClasses, CSINodes, CSIDrivers and CSIStorageCapacities through
+//     the handle's informer factory (NodeFit's own VolumeBinding, which
+//     never assumes a binding, beside the profile's); without a handle
+//     (NewNodeFit(ctx, nil)) they are not run.
+//
+// Resources are Slurm's to count. The volume checks that count the pods
+// on a node (VolumeRestrictions, NodeVolumeLimits) are not run: NodeFit's
+// Nodes carry no pods; the scheduling cycle runs them on the node Slurm
+// gives.
 type NodeFit struct {
 	filters []filter
 }
@@ -42,20 +62,33 @@ type filter struct {
 }
 
 // NewNodeFit builds the plugins with kube-scheduler's defaults (no added
-// affinity).
-func NewNodeFit(ctx context.Context) (*NodeFit, error) {
-	f := &NodeFit{}
-	for _, mk := range []struct {
+// affinity, its default VolumeBindingArgs) and feature gates. h is the
+// framework's handle: the volume filters are built on it, registering
+// their informers with its factory, so NewNodeFit must run before the
+// factory starts (in the plugin's factory); nil leaves them out.
+func NewNodeFit(ctx context.Context, h fwk.Handle) (*NodeFit, error) {
+	type mk struct {
 		new  func(context.Context, runtime.Object, fwk.Handle, feature.Features) (fwk.Plugin, error)
 		args runtime.Object
-	}{
-		// kube-scheduler's default order: a node's first failure is its reason.
+	}
+	// kube-scheduler's default order: a node's first failure is its reason.
+	plugins := []mk{
 		{nodeunschedulable.New, nil},
 		{nodename.New, nil},
 		{tainttoleration.New, nil},
 		{nodeaffinity.New, &config.NodeAffinityArgs{}},
-	} {
-		p, err := mk.new(ctx, mk.args, nil, feature.Features{})
+	}
+	if h != nil {
+		args, err := defaultVolumeBindingArgs()
+		if err != nil {
+			return nil, fmt.Errorf("onepool: node filters: %w", err)
+		}
+		plugins = append(plugins, mk{volumebinding.New, args}, mk{volumezone.New, nil})
+	}
+	fts := feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
+	f := &NodeFit{}
+	for _, mk := range plugins {
+		p, err := mk.new(ctx, mk.args, h, fts)
 		if err != nil {
 			return nil, fmt.Errorf("onepool: node filters: %w", err)
 		}
@@ -66,10 +99,39 @@ func NewNodeFit(ctx context.Context) (*NodeFit, error) {
 	return f, nil
 }
 
+// defaultVolumeBindingArgs are VolumeBinding's arguments as kube-scheduler
+// defaults them (its bind timeout; none of them changes what Filter says).
+func defaultVolumeBindingArgs() (*config.VolumeBindingArgs, error) {
+	var v schedv1.VolumeBindingArgs
+	kubescheme.Scheme.Default(&v)
+	var args config.VolumeBindingArgs
+	if err := kubescheme.Scheme.Convert(&v, &args, nil); err != nil {
+		return nil, err
+	}
+	return &args, nil
+}
+
+// Unplaceable is a PreFilter's rejection of the pod on every node, as
+// kube-scheduler reports it ("0/N nodes are available: <reasons>"): e.g.
+// VolumeBinding's "pod has unbound immediate PersistentVolumeClaims", or a
+// PersistentVolumeClaim that does not exist. It passes when a PVC, PV or
+// StorageClass changes (Core.VolumeEventHandler).
+type Unplaceable struct {
+	Plugin  string
+	Reasons []string
+}
+
+func (u *Unplaceable) Error() string { return strings.Join(u.Reasons, ", ") }
+
 // Unfit returns, for each Node the pod cannot use, the filters' reasons
 // (kube-scheduler's words, e.g. "node(s) didn't match Pod's node
-// affinity/selector"). A Node every filter passes is not in it.
-func (f *NodeFit) Unfit(ctx context.Context, pod *corev1.Pod, nodes []*corev1.Node) map[string][]string {
+// affinity/selector", "node(s) didn't match PersistentVolume's node
+// affinity"). A Node every filter passes is not in it. As the framework
+// does, every PreFilter runs first: one that rejects the pod is an
+// *Unplaceable error, and a plugin's failure to decide (Error: a PVC's
+// PersistentVolume not in the informer yet, say) any other error, to be
+// tried again.
+func (f *NodeFit) Unfit(ctx context.Context, pod *corev1.Pod, nodes []*corev1.Node) (map[string][]string, error) {
 	pod = tolerateConditions(pod)
 	infos := make([]fwk.NodeInfo, 0, len(nodes))
 	for _, n := range nodes {
@@ -78,41 +140,64 @@ func (f *NodeFit) Unfit(ctx context.Context, pod *corev1.Pod, nodes []*corev1.No
 		infos = append(infos, ni)
 	}
 	unfit := map[string][]string{}
-	fail := func(node string, reasons []string) {
-		if _, done := unfit[node]; !done {
-			unfit[node] = reasons
-		}
-	}
 	state := framework.NewCycleState()
+	run := make([]fwk.FilterPlugin, 0, len(f.filters))
 	for _, fl := range f.filters {
-		if fl.pre != nil {
-			res, st := fl.pre.PreFilter(ctx, state, pod, infos)
-			switch {
-			case st.IsSkip():
-				continue
-			case !st.IsSuccess():
-				for _, n := range nodes {
-					fail(n.Name, reasonsOf(st))
-				}
-				continue
-			case res != nil && !res.AllNodes():
-				for _, n := range nodes {
-					if !res.NodeNames.Has(n.Name) {
-						fail(n.Name, []string{fmt.Sprintf("node(s) didn't satisfy plugin %s", fl.Name())})
-					}
+		if fl.pre == nil {
+			run = append(run, fl)
+			continue
+		}
+		res, st := fl.pre.PreFilter(ctx, state, pod, infos)
+		switch {
+		case st.IsSkip():
+			continue
+		case st.IsRejected():
+			return nil, &Unplaceable{Plugin: fl.Name(), Reasons: reasonsOf(st)}
+		case !st.IsSuccess():
+			return nil, fmt.Errorf("running PreFilter plugin %q: %w", fl.Name(), st.AsError())
+		case res != nil && !res.AllNodes():
+			for _, n := range nodes {
+				if _, done := unfit[n.Name]; !done && !res.NodeNames.Has(n.Name) {
+					unfit[n.Name] = []string{fmt.Sprintf("node(s) didn't satisfy plugin %s", fl.Name())}
 				}
 			}
 		}
-		for _, ni := range infos {
-			if _, done := unfit[ni.Node().Name]; done {
-				continue
+		run = append(run, fl)
+	}
+	for _, ni := range infos {
+		name := ni.Node().Name
+		if _, done := unfit[name]; done {
+			continue
+		}
+		for _, fl := range run {
+			st := fl.Filter(ctx, state, pod, ni)
+			if st.IsRejected() {
+				unfit[name] = reasonsOf(st)
+				break
 			}
-			if st := fl.Filter(ctx, state, pod, ni); !st.IsSuccess() {
-				fail(ni.Node().Name, reasonsOf(st))
+			if !st.IsSuccess() {
+				return nil, fmt.Errorf("running Filter plugin %q on node %q: %w", fl.Name(), name, st.AsError())
 			}
 		}
 	}
-	return unfit
+	return unfit, nil
+}
+
+// misfit says why the pod cannot use node, as kube-scheduler's filters
+// NodeFit runs say ("" it can): the framework would never bind it there.
+// A passing Node condition is no reason (the pod waits it out), nor is a
+// rejection of the pod on every node (a PVC not bound yet): the scheduling
+// cycle says that one, and the job keeps its node.
+func (c *Core) misfit(node string, pod *corev1.Pod) string {
+	if c.fit == nil {
+		return ""
+	}
+	n, err := c.nodes.Get(node)
+	if err != nil {
+		return ""
+	}
+	unfit, _ := c.fit.Unfit(context.Background(), pod, []*corev1.Node{n})
+	return strings.Join(unfit[node], ", ")
 }
 
 // conditionTaints are the taints Kubernetes puts on a Node for a passing

@@ -68,11 +68,12 @@ func TestNodeConstraintsToSlurm(t *testing.T) {
 			wantMsg: "no Slurm node fits the pod: 3 node(s) didn't match Pod's node affinity/selector, 1 node(s) had untolerated taint(s), 1 node(s) were unschedulable"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fit, err := NewNodeFit(context.Background())
+			fit, err := NewNodeFit(context.Background(), nil)
 			require.NoError(t, err)
 			pod := podWith(nil, 1, "", "")
 			tc.pod(pod)
-			unfit := fit.Unfit(context.Background(), pod, pool)
+			unfit, err := fit.Unfit(context.Background(), pod, pool)
+			require.NoError(t, err)
 			excluded, msg := constraintsFor([]map[string][]string{unfit}, pool, slurm)
 			assert.Equal(t, tc.wantExcluded, excluded)
 			assert.Equal(t, tc.wantMsg, msg)
@@ -84,13 +85,16 @@ func TestNodeConstraintsToSlurm(t *testing.T) {
 // matched to the nodes Slurm gives after the allocation.
 func TestNodeConstraintsOfAGang(t *testing.T) {
 	pool := []*corev1.Node{node("a", map[string]string{"zone": "1"}), node("b", map[string]string{"zone": "2"}), node("c", nil)}
-	fit, err := NewNodeFit(context.Background())
+	fit, err := NewNodeFit(context.Background(), nil)
 	require.NoError(t, err)
 	p1, p2 := podWith(nil, 1, "", ""), podWith(nil, 1, "", "")
 	p1.Spec.NodeSelector = map[string]string{"zone": "1"}
 	p2.Spec.NodeName = "b"
-	excluded, msg := constraintsFor([]map[string][]string{fit.Unfit(context.Background(), p1, pool), fit.Unfit(context.Background(), p2, pool)},
-		pool, map[string]bool{"a": true, "b": true, "c": true})
+	u1, err := fit.Unfit(context.Background(), p1, pool)
+	require.NoError(t, err)
+	u2, err := fit.Unfit(context.Background(), p2, pool)
+	require.NoError(t, err)
+	excluded, msg := constraintsFor([]map[string][]string{u1, u2}, pool, map[string]bool{"a": true, "b": true, "c": true})
 	assert.Equal(t, []string{"c"}, excluded)
 	assert.Empty(t, msg)
 }
@@ -102,7 +106,7 @@ func TestCoreSubmitsNodeConstraints(t *testing.T) {
 	f := newCoreFixture(t)
 	rec := events.NewFakeRecorder(10)
 	f.core.recorder = rec
-	fit, err := NewNodeFit(context.Background())
+	fit, err := NewNodeFit(context.Background(), nil)
 	require.NoError(t, err)
 	nodes := []*corev1.Node{node("gpu-1", map[string]string{"pool": "a"}), node("gpu-2", map[string]string{"pool": "b"})}
 	kube := fake.NewSimpleClientset()
@@ -185,7 +189,7 @@ func TestSlurmNodeNamesAreKeptForATTL(t *testing.T) {
 // its job leaves nothing out.
 func TestCoreUnconstrainedPodReadsNoSlurmNodes(t *testing.T) {
 	f := newCoreFixture(t)
-	fit, err := NewNodeFit(context.Background())
+	fit, err := NewNodeFit(context.Background(), nil)
 	require.NoError(t, err)
 	f.core.fit = fit
 	f.core.slurmNodes = func(context.Context, []string) (map[string]bool, error) {
@@ -308,7 +312,7 @@ func TestCoreNodeChangeWakesConstrainedPods(t *testing.T) {
 // left out. Nothing is told when nothing changed.
 func TestCorePendingJobFollowsNodeChanges(t *testing.T) {
 	f := newCoreFixture(t)
-	fit, err := NewNodeFit(context.Background())
+	fit, err := NewNodeFit(context.Background(), nil)
 	require.NoError(t, err)
 	kube := fake.NewSimpleClientset()
 	inf := informers.NewSharedInformerFactory(kube, 0)

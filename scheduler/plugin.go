@@ -8,12 +8,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -72,7 +74,9 @@ func newPlugin(ctx context.Context, obj runtime.Object, h fwk.Handle, leader Lea
 	if err != nil {
 		return nil, fmt.Errorf("onepool: %w", err)
 	}
-	fit, err := NewNodeFit(ctx)
+	// Built on the handle before the framework starts its informer
+	// factory: the volume filters' informers start with it.
+	fit, err := NewNodeFit(ctx, h)
 	if err != nil {
 		return nil, err
 	}
@@ -128,9 +132,22 @@ func newPlugin(ctx context.Context, obj runtime.Object, h fwk.Handle, leader Lea
 		l.Close()
 		return nil, fmt.Errorf("onepool: %w", err)
 	}
+	// The objects NodeFit's volume filters read.
+	core1, storage := h.SharedInformerFactory().Core().V1(), h.SharedInformerFactory().Storage().V1()
+	volumes := []cache.SharedIndexInformer{core1.PersistentVolumeClaims().Informer(), core1.PersistentVolumes().Informer(),
+		storage.StorageClasses().Informer(), storage.CSIStorageCapacities().Informer()}
+	for _, inf := range volumes {
+		if _, err := inf.AddEventHandler(core.VolumeEventHandler()); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("onepool: %w", err)
+		}
+	}
 	go policies.Informer().Run(ctx.Done())
 	synced := func() bool {
-		return pods.Informer().HasSynced() && namespaces.Informer().HasSynced() && policies.Informer().HasSynced()
+		// Submitted before the claims are known, a pod would wait for one
+		// "not found" until its Add.
+		return pods.Informer().HasSynced() && namespaces.Informer().HasSynced() && policies.Informer().HasSynced() &&
+			!slices.ContainsFunc(volumes, func(i cache.SharedIndexInformer) bool { return !i.HasSynced() })
 	}
 	go core.Run(ctx, synced, jobs, l)
 	return &Plugin{core: core}, nil
@@ -189,7 +206,8 @@ func (pl *Plugin) PreBind(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod
 // these can help: the pod itself asks something else now, a gang gains a
 // member, or a Node appears (for a Slurm node that had none). Node and
 // ResourceSlice changes that may let a pod's node constraints be met wake
-// it through Core.NodeEventHandler.
+// it through Core.NodeEventHandler; PVC, PV, StorageClass and
+// CSIStorageCapacity changes through Core.VolumeEventHandler.
 func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Update}, QueueingHintFn: askChangedHint},

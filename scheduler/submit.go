@@ -308,7 +308,8 @@ func (c *Core) mayAllocateNow(partition string) bool {
 
 // nodeConstraints is what the pods' node constraints tell Slurm: the Slurm
 // nodes their job must leave out. msg says why nothing can be asked when
-// no Slurm node fits; err is a failure to find out (retried).
+// no Slurm node fits, or a pod fits no node at all (NodeFit's Unplaceable);
+// err is a failure to find out (retried).
 func (c *Core) nodeConstraints(ctx context.Context, members []*corev1.Pod, avoid []string) (excluded []string, msg string, err error) {
 	if c.fit == nil || c.nodes == nil {
 		return avoid, "", nil
@@ -323,7 +324,19 @@ func (c *Core) nodeConstraints(ctx context.Context, members []*corev1.Pod, avoid
 	}
 	unfit := make([]map[string][]string, len(members))
 	for i, m := range members {
-		unfit[i] = c.fit.Unfit(ctx, m, nodes)
+		var nowhere *Unplaceable
+		unfit[i], err = c.fit.Unfit(ctx, m, nodes)
+		if errors.As(err, &nowhere) {
+			// No Node can take the pod now (a claim not bound yet): its
+			// job would hold nodes it cannot use. It waits for a change.
+			if len(members) > 1 {
+				return nil, fmt.Sprintf("no Slurm node fits pod %s: %v", m.Name, nowhere), nil
+			}
+			return nil, fmt.Sprintf("no Slurm node fits the pod: %v", nowhere), nil
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("node filters: %w", err)
+		}
 		if _, claimed, _ := gpuClaimName(m); claimed {
 			for _, n := range noDevices {
 				if _, ok := unfit[i][n]; !ok {

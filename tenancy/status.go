@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/tenancy/api/v1alpha1"
 )
 
@@ -16,9 +17,9 @@ import (
 // ReasonConflict while a namespace it covers is covered by another policy
 // too (that namespace's pods are refused).
 const (
-	ConditionReady = "Ready"
-	ReasonConflict = "Conflict"
-	ReasonCovers   = "Covers"
+	ConditionReady = keys.TenantPolicyReady
+	ReasonConflict = keys.TenantPolicyReasonConflict
+	ReasonCovers   = keys.TenantPolicyReasonCovers
 )
 
 // Status is what policy p's status says, given every policy and every

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/onepool/onepool/keys"
 )
 
 // Switches onepool writes besides those named by labels.
@@ -25,8 +27,8 @@ const (
 
 // Problem reasons (Kubernetes event reasons on the Node).
 const (
-	ReasonLabelMissing  = "TopologyLabelMissing"
-	ReasonLabelConflict = "TopologyLabelConflict"
+	ReasonLabelMissing  = keys.EventTopologyLabelMissing
+	ReasonLabelConflict = keys.EventTopologyLabelConflict
 )
 
 // Node is one Slurm node and the labels of its Kubernetes Node (nil: no

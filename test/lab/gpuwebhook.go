@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/onepool/onepool/gpuwebhook"
+	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/tenancy"
 	"github.com/onepool/onepool/test/lab/rootfs"
 )
@@ -25,8 +26,8 @@ const (
 	LabTenancyWebhook = "onepool-lab-tenancy-webhook"
 	// LabelGPUClaims=GPUClaimsDisabled on a namespace keeps its pods out of
 	// the webhook (the device-plugin way; kwok nodes publish no devices).
-	LabelGPUClaims    = "onepool.dev/gpu-claims"
-	GPUClaimsDisabled = "disabled"
+	LabelGPUClaims    = keys.LabelGPUClaims
+	GPUClaimsDisabled = keys.GPUClaimsDisabled
 )
 
 // webhookCertDir holds tls.crt and tls.key as controller-runtime reads them.

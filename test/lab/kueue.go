@@ -60,27 +60,15 @@ var ErrKueueNotBuilt = errors.New("Kueue is not built: run `make kueue`")
 func (l *Lab) kueueDir() string { return l.path("run", "kueue-etc") }
 
 func (l *Lab) kueueConfig() string {
-	return fmt.Sprintf(`apiVersion: config.kueue.x-k8s.io/v1beta2
+	return `apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
 namespace: kube-system
 manageJobsWithoutQueueName: false
-leaderElection:
-  leaderElect: false
-internalCertManagement:
-  enable: false
-webhook:
-  host: 127.0.0.1
-  port: %d
-  certDir: %s
-metrics:
-  bindAddress: "0"
-health:
-  healthProbeBindAddress: 127.0.0.1:%d
 integrations:
   frameworks: ["batch/job"]
 featureGates:
   VisibilityOnDemand: false
-`, KueueWebhookPort, l.webhookCertDir(), KueueProbePort)
+` + l.managerConfig(kueueController)
 }
 
 func (l *Lab) kueueDaemon() (daemon, error) {

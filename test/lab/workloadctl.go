@@ -85,9 +85,15 @@ func (l *Lab) workloadDaemon(w workloadController) daemon {
 // workloadConfig is w's Configuration (<group>/v1alpha1, the same shape
 // for both).
 func (l *Lab) workloadConfig(w workloadController) string {
-	return fmt.Sprintf(`apiVersion: %s/v1alpha1
-kind: Configuration
-leaderElection:
+	return fmt.Sprintf("apiVersion: %s/v1alpha1\nkind: Configuration\n", w.ConfigGroup) + l.managerConfig(w)
+}
+
+// managerConfig is the part of a workload controller's Configuration that
+// every one of them (LeaderWorkerSet, JobSet, Kueue) shares: no leader
+// election, no certificate management of its own, webhooks on 127.0.0.1
+// with the lab's certificate, no metrics, probes on w.ProbePort.
+func (l *Lab) managerConfig(w workloadController) string {
+	return fmt.Sprintf(`leaderElection:
   leaderElect: false
 internalCertManagement:
   enable: false
@@ -99,7 +105,7 @@ metrics:
   bindAddress: "0"
 health:
   healthProbeBindAddress: 127.0.0.1:%d
-`, w.ConfigGroup, w.WebhookPort, l.webhookCertDir(), w.ProbePort)
+`, w.WebhookPort, l.webhookCertDir(), w.ProbePort)
 }
 
 // startWorkloadControllers starts each workload controller (its CRD is one
