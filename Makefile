@@ -232,13 +232,19 @@ fuzz: ## the decoders' fuzz targets, briefly
 	go test -run '^$$' -fuzz FuzzDecodeJobs -fuzztime $(FUZZTIME) ./slurmrest/internal/rest/
 
 # An e2e run: verbose into $(LAB_DIR)/<name>.log; printed, each test's
-# result and time, and on a failure what the failing tests said.
+# result and time, and on a failure what the failing tests said. The names
+# of the failing tests also go to $(LAB_DIR)/<name>.failed, which make
+# test's STAGE line repeats: a CI report that shows only the last lines of
+# the output still names them.
 # $(call e2e_run,NAME,GO TEST ARGUMENTS)
 define e2e_run
+	rm -f $(LAB_DIR)/$(1).failed; \
 	go test -count=1 -p 1 -v $(2) > $(LAB_DIR)/$(1).log 2>&1; rc=$$?; \
 	grep -E '^\s*--- (PASS|FAIL|SKIP)|^(ok|FAIL|panic)' $(LAB_DIR)/$(1).log; \
 	if [ $$rc != 0 ]; then echo "$(1): what the failing run said ($(LAB_DIR)/$(1).log):"; \
-	  grep -vE '^\s*(=== (RUN|PAUSE|CONT)|--- (PASS|SKIP))' $(LAB_DIR)/$(1).log | grep -E '_test\.go:|^\s*--- FAIL|^(FAIL|panic)|^\s+' | tail -150; fi; \
+	  grep -vE '^\s*(=== (RUN|PAUSE|CONT)|--- (PASS|SKIP))' $(LAB_DIR)/$(1).log | grep -E '_test\.go:|^\s*--- FAIL|^(FAIL|panic)|^\s+' | tail -150; \
+	  { grep -oE '^\s*--- FAIL: \S+' $(LAB_DIR)/$(1).log | awk '{print $$3}'; grep -oE '^panic: .{0,80}' $(LAB_DIR)/$(1).log | head -1; } | \
+	    tr '\n' ' ' > $(LAB_DIR)/$(1).failed; fi; \
 	exit $$rc
 endef
 
@@ -286,7 +292,8 @@ SOAK_SEED ?=
 soak: tools ## the fault soak on the lab (SOAK_MINUTES, default 10; SOAK_SEED repeats a run); BENCH soak_* lines
 	$(BIN)/lab up
 	ONEPOOL_E2E=1 SOAK_MINUTES=$(SOAK_MINUTES) SOAK_SEED=$(SOAK_SEED) go test -count=1 -timeout $$(( $(SOAK_MINUTES) + 20 ))m -p 1 -run '^TestSoak$$' -v ./test/e2e/ > $(LAB_DIR)/soak.log 2>&1; rc=$$?; \
-	  grep -E '^BENCH|soak violation|^--- |^(ok|FAIL)' $(LAB_DIR)/soak.log; [ $$rc -eq 0 ] || { echo "soak failed (rc $$rc): the whole log is $(LAB_DIR)/soak.log"; grep -A3 'soak violation' $(LAB_DIR)/soak.log | tail -60; tail -30 $(LAB_DIR)/soak.log; exit 1; }
+	  grep -E '^BENCH|soak violation|^--- |^(ok|FAIL)' $(LAB_DIR)/soak.log; [ $$rc -eq 0 ] || { echo "soak failed (rc $$rc): the whole log is $(LAB_DIR)/soak.log"; \
+	  { grep -m1 -oE 'soak violation.{0,100}' $(LAB_DIR)/soak.log || echo "no violation: rc $$rc"; } > $(LAB_DIR)/soak.failed; grep -A3 'soak violation' $(LAB_DIR)/soak.log | tail -60; tail -30 $(LAB_DIR)/soak.log; exit 1; }
 
 # make test's soak has a fixed seed (a failure there repeats with it); make
 # soak draws a new one each run unless SOAK_SEED is given.
@@ -338,7 +345,9 @@ TEST_LANE_1 := e2e images e2e-node
 E2E_LANE_2 := ^(TestNodeSet|TestKueue)
 test: ## everything CI runs: vet, unit, fuzz, the suites and a 3-minute fault soak on Slurm 24.11 and 26.05, in two lanes; a timed line per stage
 	@stage() { local s=$$1 start=$$(date +%s); shift; \
-	  if "$$@"; then echo "STAGE $$s $$(( $$(date +%s) - start )) s"; else echo "STAGE $$s FAILED after $$(( $$(date +%s) - start )) s"; return 1; fi; }; \
+	  if "$$@"; then echo "STAGE $$s $$(( $$(date +%s) - start )) s"; return 0; fi; \
+	  failed=$$(find $(LAB_DIR) $(LAB_2605_DIR) -maxdepth 1 -name '*.failed' -newermt @$$start -exec cat {} + 2>/dev/null); \
+	  echo "STAGE $$s FAILED after $$(( $$(date +%s) - start )) s$${failed:+: $$failed}"; return 1; }; \
 	stage tools $(MAKE) --no-print-directory tools || exit 1; \
 	go mod download; (cd test/tools/kueue && go mod download); \
 	log=$(LAB_DIR)/lane-2.log; ntlog=$(LAB_DIR)/node-tools.log; \
