@@ -231,22 +231,13 @@ fuzz: ## the decoders' fuzz targets, briefly
 	go test -run '^$$' -fuzz FuzzDecodeNodes -fuzztime $(FUZZTIME) ./slurmrest/internal/rest/
 	go test -run '^$$' -fuzz FuzzDecodeJobs -fuzztime $(FUZZTIME) ./slurmrest/internal/rest/
 
-# An e2e run: verbose into $(LAB_DIR)/<name>.log; printed, each test's
-# result and time, and on a failure what the failing tests said. The names
-# of the failing tests also go to $(LAB_DIR)/<name>.failed, which make
-# test's STAGE line repeats: a CI report that shows only the last lines of
-# the output still names them.
+# An e2e run (test/e2e-run.sh): verbose into $(LAB_DIR)/<name>.log;
+# printed, each test's result and time, and on a failure what the failing
+# tests said; their names in $(LAB_DIR)/<name>.failed for make test's
+# STAGE line. One or two failed tests run once more, alone: passing then,
+# they are named as flaky (<name>.flaky, the STAGE line) and the run passes.
 # $(call e2e_run,NAME,GO TEST ARGUMENTS)
-define e2e_run
-	rm -f $(LAB_DIR)/$(1).failed; \
-	go test -count=1 -p 1 -v $(2) > $(LAB_DIR)/$(1).log 2>&1; rc=$$?; \
-	grep -E '^\s*--- (PASS|FAIL|SKIP)|^(ok|FAIL|panic)' $(LAB_DIR)/$(1).log; \
-	if [ $$rc != 0 ]; then echo "$(1): what the failing run said ($(LAB_DIR)/$(1).log):"; \
-	  grep -vE '^\s*(=== (RUN|PAUSE|CONT)|--- (PASS|SKIP))' $(LAB_DIR)/$(1).log | grep -E '_test\.go:|^\s*--- FAIL|^(FAIL|panic)|^\s+' | tail -150; \
-	  { grep -oE '^\s*--- FAIL: \S+' $(LAB_DIR)/$(1).log | awk '{print $$3}'; grep -oE '^panic: .{0,80}' $(LAB_DIR)/$(1).log | head -1; } | \
-	    tr '\n' ' ' > $(LAB_DIR)/$(1).failed; fi; \
-	exit $$rc
-endef
+e2e_run = test/e2e-run.sh $(1) $(LAB_DIR) $(2)
 
 # E2E_RUN / E2E_SKIP pick tests (go test -run / -skip); E2E_LOG names the
 # log ($(LAB_DIR)/<E2E_LOG>.log). make test splits the 24.11 suite in two
@@ -345,9 +336,9 @@ TEST_LANE_1 := e2e images e2e-node
 E2E_LANE_2 := ^(TestNodeSet|TestKueue)
 test: ## everything CI runs: vet, unit, fuzz, the suites and a 3-minute fault soak on Slurm 24.11 and 26.05, in two lanes; a timed line per stage
 	@stage() { local s=$$1 start=$$(date +%s); shift; \
-	  if "$$@"; then echo "STAGE $$s $$(( $$(date +%s) - start )) s"; return 0; fi; \
-	  failed=$$(find $(LAB_DIR) $(LAB_2605_DIR) -maxdepth 1 -name '*.failed' -newermt @$$start -exec cat {} + 2>/dev/null); \
-	  echo "STAGE $$s FAILED after $$(( $$(date +%s) - start )) s$${failed:+: $$failed}"; return 1; }; \
+	  said() { find $(LAB_DIR) $(LAB_2605_DIR) -maxdepth 1 -name "*.$$1" -newermt @$$start -exec cat {} + 2>/dev/null | tr '\n' ' '; }; \
+	  if "$$@"; then flaky=$$(said flaky); echo "STAGE $$s $$(( $$(date +%s) - start )) s$${flaky:+ ($$flaky)}"; return 0; fi; \
+	  failed=$$(said failed); echo "STAGE $$s FAILED after $$(( $$(date +%s) - start )) s$${failed:+: $$failed}"; return 1; }; \
 	stage tools $(MAKE) --no-print-directory tools || exit 1; \
 	go mod download; (cd test/tools/kueue && go mod download); \
 	log=$(LAB_DIR)/lane-2.log; ntlog=$(LAB_DIR)/node-tools.log; \
