@@ -278,12 +278,14 @@ e2e-26.05: tools ## the e2e suite on Slurm 26.05 (lab down, up on 26.05, suite, 
 # while the lab's daemons are SIGKILLed and restarted, slurmrestd is made
 # sick behind a proxy and the token rotated; invariants checked all along.
 # SOAK_SEED repeats a run; make test runs a short one (SOAK_MINUTES=3).
+# (Recipes run under bash -e: a failing command must be caught, as with
+# `&& rc=0 || rc=$$?`, or the lines that report it never run.)
 SOAK_MINUTES ?= 10
 SOAK_SEED ?=
 soak: tools ## the fault soak on the lab (SOAK_MINUTES, default 10; SOAK_SEED repeats a run); BENCH soak_* lines
 	$(BIN)/lab up
-	ONEPOOL_E2E=1 SOAK_MINUTES=$(SOAK_MINUTES) SOAK_SEED=$(SOAK_SEED) go test -count=1 -timeout $$(( $(SOAK_MINUTES) + 20 ))m -p 1 -run '^TestSoak$$' -v ./test/e2e/ > $(LAB_DIR)/soak.log 2>&1; rc=$$?; \
-	  grep -E '^BENCH|soak violation|^--- |^(ok|FAIL)' $(LAB_DIR)/soak.log; [ $$rc -eq 0 ] || { echo "soak failed (rc $$rc): the whole log is $(LAB_DIR)/soak.log"; \
+	ONEPOOL_E2E=1 SOAK_MINUTES=$(SOAK_MINUTES) SOAK_SEED=$(SOAK_SEED) go test -count=1 -timeout $$(( $(SOAK_MINUTES) + 20 ))m -p 1 -run '^TestSoak$$' -v ./test/e2e/ > $(LAB_DIR)/soak.log 2>&1 && rc=0 || rc=$$?; \
+	  grep -E '^BENCH|soak violation|^--- |^(ok|FAIL)' $(LAB_DIR)/soak.log || true; [ $$rc -eq 0 ] || { echo "soak failed (rc $$rc): the whole log is $(LAB_DIR)/soak.log"; \
 	  { grep -m1 -oE 'soak violation.{0,100}' $(LAB_DIR)/soak.log || echo "no violation: rc $$rc"; } > $(LAB_DIR)/soak.failed; grep -A3 'soak violation' $(LAB_DIR)/soak.log | tail -60; tail -30 $(LAB_DIR)/soak.log; exit 1; }
 
 # make test's soak has a fixed seed (a failure there repeats with it); make
