@@ -3,6 +3,8 @@ package drain
 import (
 	"strings"
 	"time"
+
+	"github.com/onepool/onepool/keys"
 )
 
 // Writer is who made a drain: one of onepool's three writers, Admin for
@@ -77,4 +79,20 @@ func (rs Records) Owner(drained bool, reason string, changed time.Time) (Writer,
 		return Agent, Record{}
 	}
 	return Admin, Record{}
+}
+
+// RecordsIn reads onepool's records of its drains from a Node's
+// annotations: the syncer's (SyncerRecords) and the NodeSet controller's.
+func RecordsIn(a map[string]string) Records {
+	inPlace, replaced, resumed := SyncerRecords(a)
+	return Records{Syncer: []Record{inPlace, replaced, resumed},
+		NodeSet: Read(a, keys.AnnotationNodeSetDrain, keys.AnnotationNodeSetDrainAt)}
+}
+
+// SyncerRecords reads the syncer's records from annotations (a Node's, or
+// a slurmd pod's): the drain in place, the one it replaced, the one it
+// resumed last.
+func SyncerRecords(a map[string]string) (inPlace, replaced, resumed Record) {
+	return Read(a, keys.AnnotationDrainApplied, keys.AnnotationDrainAppliedAt),
+		Parse(a[keys.AnnotationDrainReplaced]), Parse(a[keys.AnnotationDrainResumed])
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/onepool/onepool/keys"
 )
 
 func TestForm(t *testing.T) {
@@ -112,4 +114,36 @@ func TestDrainOwnership(t *testing.T) {
 			assert.Equal(t, tc.want == Syncer || tc.want == NodeSet || tc.want == Agent, got.Onepool())
 		})
 	}
+}
+
+// The records a Node's annotations hold, as the syncer and the NodeSet
+// write them, decide a drain's owner; an object without them holds none.
+func TestRecordsIn(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 0, 35, 0, 0, time.UTC)
+	at := func(d time.Duration) string { return t0.Add(d).Format(time.RFC3339) }
+	a := map[string]string{
+		keys.AnnotationDrainApplied:   ReasonPodDeleted,
+		keys.AnnotationDrainAppliedAt: at(0),
+		keys.AnnotationDrainReplaced:  at(-30*time.Second) + " " + ReasonCordoned,
+		keys.AnnotationDrainResumed:   at(-10*time.Minute) + " " + ReasonPodNotReady,
+		keys.AnnotationNodeSetDrain:   ReasonNodeSetUpdate,
+		keys.AnnotationNodeSetDrainAt: at(-5 * time.Minute),
+	}
+	rs := RecordsIn(a)
+	for _, tc := range []struct {
+		reason  string
+		changed time.Time
+		want    Writer
+	}{
+		{ReasonPodDeleted, t0.Add(time.Second), Syncer},
+		{ReasonCordoned, t0.Add(-29 * time.Second), Syncer},    // the replaced drain, still in Slurm
+		{ReasonPodNotReady, t0.Add(-10 * time.Minute), Syncer}, // the resumed one, back after a restart
+		{ReasonNodeSetUpdate, t0.Add(-5 * time.Minute), NodeSet},
+		{ReasonNodeSetUpdate, t0, Admin}, // the NodeSet's words, five minutes after its record
+	} {
+		got, _ := rs.Owner(true, tc.reason, tc.changed)
+		assert.Equal(t, tc.want, got, "%q set %s", tc.reason, tc.changed.Format(time.TimeOnly))
+	}
+	got, _ := RecordsIn(nil).Owner(true, ReasonCordoned, t0)
+	assert.Equal(t, Admin, got, "no records: onepool's words are an admin's")
 }

@@ -392,9 +392,8 @@ func (r *PodReconciler) confirmReleasable(ctx context.Context, slurmName string)
 // drain.
 func recordOf(pod *corev1.Pod, node *corev1.Node) drainRecord {
 	for _, obj := range recordHolders(pod, node) {
-		a := obj.GetAnnotations()
-		r := drainRecord{Record: drain.Read(a, keys.AnnotationDrainApplied, keys.AnnotationDrainAppliedAt),
-			replaced: drain.Parse(a[keys.AnnotationDrainReplaced]), resumed: drain.Parse(a[keys.AnnotationDrainResumed])}
+		var r drainRecord
+		r.Record, r.replaced, r.resumed = drain.SyncerRecords(obj.GetAnnotations())
 		if r.Reason != "" || r.replaced.Reason != "" || r.resumed.Reason != "" {
 			return r
 		}

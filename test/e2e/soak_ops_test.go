@@ -146,16 +146,36 @@ func (s *soak) opAdminResume(ctx context.Context) error {
 }
 
 // drainTaken says whether Slurm took the admin's drain as a new one: the
-// node drained with reason, its reason time not before sent. A node that
-// cannot be read counts as taken (the admin checks then judge it).
-func (s *soak) drainTaken(ctx context.Context, node, reason string, sent time.Time) bool {
+// node drained with reason, its reason time not before sent; and that
+// time. A node that cannot be read counts as taken (the admin checks then
+// judge it), with no time.
+func (s *soak) drainTaken(ctx context.Context, node, reason string, sent time.Time) (bool, time.Time) {
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	n, err := s.sc.GetNode(cctx, node)
 	if err != nil || !n.State.Drain() || n.Reason != reason || n.ReasonChanged.IsZero() {
-		return true
+		return true, time.Time{}
 	}
-	return !n.ReasonChanged.Before(sent)
+	return !n.ReasonChanged.Before(sent), n.ReasonChanged
+}
+
+// onepoolsLookalike says whether the admin's drain, in onepool's own words
+// and set at changed, is one onepool takes for its own by design: a record
+// of onepool's on the Node has those words, within drain.RecordSlack of
+// changed (drain/README.md: Slurm's text and time are all there is to
+// compare). False when changed is unknown or the Node cannot be read.
+func (s *soak) onepoolsLookalike(ctx context.Context, node, reason string, changed time.Time) bool {
+	if changed.IsZero() || drain.Form(reason) == drain.Admin {
+		return false
+	}
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	n, err := s.kc.CoreV1().Nodes().Get(cctx, node, metav1.GetOptions{})
+	if err != nil {
+		return false
+	}
+	owner, _ := drain.RecordsIn(n.Annotations).Owner(true, reason, changed)
+	return owner.Onepool()
 }
 
 // admin runs `scontrol update nodename=N args` as an admin would, again
@@ -190,7 +210,12 @@ func (s *soak) admin(ctx context.Context, node, reason string, args ...string) e
 		}
 		time.Sleep(5 * time.Second)
 	}
-	noop := err == nil && reason != "" && !s.drainTaken(ctx, node, reason, sent)
+	noop, lookalike := false, false
+	if err == nil && reason != "" {
+		taken, changed := s.drainTaken(ctx, node, reason, sent)
+		noop = !taken
+		lookalike = taken && s.onepoolsLookalike(ctx, node, reason, changed)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
@@ -198,16 +223,23 @@ func (s *soak) admin(ctx context.Context, node, reason string, args ...string) e
 		delete(s.adminDrain, node)
 		return err
 	}
-	if noop {
-		// The node was drained already with these very words (onepool's
-		// cordon drain, say): Slurm keeps that drain and its time, so
-		// nothing in Slurm says an admin made it, and onepool rightly
-		// resumes its own drain. A waiver, and the node leaves the admin
+	if noop || lookalike {
+		// noop: the node was drained already with these very words
+		// (onepool's cordon drain, say): Slurm keeps that drain and its
+		// time, so nothing in Slurm says an admin made it, and onepool
+		// rightly resumes its own drain. lookalike: the admin typed
+		// onepool's words within a minute of onepool's own drain of the
+		// node with those words: nothing tells the two apart, and onepool
+		// takes it for its own. A waiver, and the node leaves the admin
 		// checks until the admin acts on it again.
+		why := "changed nothing in Slurm (the same drain was there)"
+		if lookalike {
+			why = fmt.Sprintf("is within %s of onepool's own record of those words", drain.RecordSlack)
+		}
 		s.waivers++
 		s.uncertain[node] = true
 		delete(s.adminDrain, node)
-		s.t.Logf("soak: waiver: the admin's drain of %s with %q changed nothing in Slurm (the same drain was there)", node, reason)
+		s.t.Logf("soak: waiver: the admin's drain of %s with %q %s", node, reason, why)
 		return nil
 	}
 	delete(s.uncertain, node)
