@@ -65,6 +65,18 @@ func inSync() State {
 	return s
 }
 
+// freshChanges: chartDefaults on freshSlurm, as the report prints them.
+var freshChanges = []string{
+	"qos low: make with graceTime 30s, preemptMode cluster",
+	"qos high: make with priority 1000, preemptMode cancel",
+	"qos normal: change priority 0 → 10; graceTime 0s → 30s",
+	"qos high: change preempt low,normal",
+	"account users: make",
+	"account onepool: make",
+	"association alice/users: make with qos high,low,normal, default qos normal",
+	"association slurm/onepool: make with qos high,low,normal, default qos normal",
+}
+
 func lines(cs []Change) []string {
 	var out []string
 	for _, c := range cs {
@@ -83,16 +95,7 @@ func TestPlan(t *testing.T) {
 	}{{
 		name: "a fresh slurmdbd: QOS made first, high's preempt list once low exists, then accounts, then associations",
 		want: chartDefaults, have: freshSlurm,
-		changes: []string{
-			"qos low: make with graceTime 30s, preemptMode cluster",
-			"qos high: make with priority 1000, preemptMode cancel",
-			"qos normal: change priority 0 → 10; graceTime 0s → 30s",
-			"qos high: change preempt low,normal",
-			"account users: make",
-			"account onepool: make",
-			"association alice/users: make with qos high,low,normal, default qos normal",
-			"association slurm/onepool: make with qos high,low,normal, default qos normal",
-		},
+		changes: freshChanges,
 	}, {
 		name: "in sync: nothing (lists compared as sets, Slurm's own order)",
 		want: chartDefaults, have: inSync,
