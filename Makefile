@@ -205,7 +205,7 @@ $(BIN)/controller-gen: test/tools/controller-gen/go.mod test/tools/controller-ge
 REST_API = $(if $(filter 26.05,$(SLURM)),v0.0.44,v0.0.42)
 openapi-spec: ## refresh openapi/ from the lab's slurmrestd: v0.0.42 (SLURM=24.11) or v0.0.44 (SLURM=26.05)
 	$(BIN)/lab up --slurm-only
-	$(BIN)/lab slurm-exec -- slurmrestd -s openapi/slurmctld -d $(REST_API) --generate-openapi-spec > openapi/slurm-$(REST_API).json
+	$(BIN)/lab slurm-exec -- slurmrestd -s openapi/slurmctld,openapi/slurmdbd -d $(REST_API) --generate-openapi-spec > openapi/slurm-$(REST_API).json
 
 vet: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -3,6 +3,7 @@ package examples
 import (
 	"bytes"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -104,5 +105,88 @@ func TestExampleTenantPolicies(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: dep.Spec.Template.ObjectMeta, Spec: dep.Spec.Template.Spec}
 	if _, err := tenancy.Decide(p, tenancy.AskOf(pod, tenancy.PodGPUs(pod))); err != nil {
 		t.Errorf("the example Deployment under its policy: %v", err)
+	}
+}
+
+// The examples run on the slurm chart's defaults: the partition and QOS
+// they ask exist there, the training job's QOS preempts the inference
+// replicas', whose pods stop within that QOS's grace time, and the
+// tenant policies' QOS exist.
+func TestExamplesFollowTheSlurmChart(t *testing.T) {
+	raw, err := os.ReadFile("../charts/slurm/values.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values struct {
+		Partitions []struct {
+			Name string `json:"name"`
+		} `json:"partitions"`
+		Accounting struct {
+			QOS []struct {
+				Name      string   `json:"name"`
+				Preempt   []string `json:"preempt"`
+				GraceTime int64    `json:"graceTime"`
+			} `json:"qos"`
+		} `json:"accounting"`
+	}
+	if err := yaml.Unmarshal(raw, &values); err != nil {
+		t.Fatal(err)
+	}
+	partitions := map[string]bool{}
+	for _, p := range values.Partitions {
+		partitions[p.Name] = true
+	}
+	qos := map[string]int{}
+	for i, q := range values.Accounting.QOS {
+		qos[q.Name] = i
+	}
+
+	var dep appsv1.Deployment
+	if err := yaml.UnmarshalStrict(docs(t, "inference-deployment.yaml")[0], &dep); err != nil {
+		t.Fatal(err)
+	}
+	ann := dep.Spec.Template.Annotations
+	if p := ann[keys.AnnotationJobPartition]; !partitions[p] {
+		t.Errorf("inference-deployment.yaml asks partition %q; the slurm chart has %v", p, partitions)
+	}
+	inference, ok := qos[ann[keys.AnnotationJobQOS]]
+	if !ok {
+		t.Fatalf("inference-deployment.yaml asks QOS %q; the slurm chart has %v", ann[keys.AnnotationJobQOS], qos)
+	}
+	grace := values.Accounting.QOS[inference].GraceTime
+	if tg := dep.Spec.Template.Spec.TerminationGracePeriodSeconds; tg == nil || *tg >= grace {
+		t.Errorf("the replicas' terminationGracePeriodSeconds %v is not under QOS %s's graceTime %d", tg, ann[keys.AnnotationJobQOS], grace)
+	}
+
+	sbatch, err := os.ReadFile("training.sbatch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(sbatch), "\n") {
+		if p, ok := strings.CutPrefix(line, "#SBATCH --partition="); ok && !partitions[p] {
+			t.Errorf("training.sbatch asks partition %q; the slurm chart has %v", p, partitions)
+		}
+		if q, ok := strings.CutPrefix(line, "#SBATCH --qos="); ok {
+			i, found := qos[q]
+			if !found {
+				t.Errorf("training.sbatch asks QOS %q; the slurm chart has %v", q, qos)
+				continue
+			}
+			if !slices.Contains(values.Accounting.QOS[i].Preempt, ann[keys.AnnotationJobQOS]) {
+				t.Errorf("training's QOS %s does not preempt the inference replicas' %s", q, ann[keys.AnnotationJobQOS])
+			}
+		}
+	}
+
+	for _, d := range docs(t, "tenantpolicies.yaml") {
+		p := &v1alpha1.TenantPolicy{}
+		if err := yaml.UnmarshalStrict(d, p); err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range append(slices.Clone(p.Spec.QOS.Allowed), p.Spec.QOS.Default) {
+			if _, found := qos[q]; q != "" && q != "*" && !found {
+				t.Errorf("policy %s names QOS %q; the slurm chart has %v", p.Name, q, qos)
+			}
+		}
 	}
 }

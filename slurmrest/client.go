@@ -37,7 +37,30 @@ type (
 	Partition     = model.Partition
 	APIError      = model.APIError
 	SlurmError    = model.SlurmError
+
+	QOS               = model.QOS
+	QOSUpdate         = model.QOSUpdate
+	TRES              = model.TRES
+	Account           = model.Account
+	Association       = model.Association
+	AssociationUpdate = model.AssociationUpdate
 )
+
+// QOS preempt modes, re-exported.
+const (
+	PreemptModeCluster = model.PreemptModeCluster
+	PreemptModeCancel  = model.PreemptModeCancel
+	PreemptModeRequeue = model.PreemptModeRequeue
+)
+
+// PreemptModes are the QOS preempt modes onepool sets.
+var PreemptModes = model.PreemptModes
+
+// ParseTRES reads "gres/gpu=8,cpu=64" (-1: no limit).
+func ParseTRES(s string) ([]TRES, error) { return model.ParseTRES(s) }
+
+// FormatTRES writes a TRES list as Slurm does, sorted.
+func FormatTRES(ts []TRES) string { return model.FormatTRES(ts) }
 
 // Job and node states, re-exported.
 const (
@@ -417,4 +440,68 @@ func (c *Client) ListPartitions(ctx context.Context) ([]Partition, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	return c.backend.ListPartitions(ctx)
+}
+
+// Accounting: slurmdbd's QOS, accounts and associations, through
+// slurmrestd's /slurmdb/ endpoints (its openapi/slurmdbd plugin; a
+// slurmrestd without it answers 404: ErrNotFound). Changing them needs an
+// operator's or admin's token (SlurmUser's is one).
+
+// ListClusters lists the clusters slurmdbd knows; a slurmctld registers its
+// own when it first reaches slurmdbd.
+func (c *Client) ListClusters(ctx context.Context) ([]string, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	return c.backend.ListClusters(ctx)
+}
+
+// ListQOS lists every QOS.
+func (c *Client) ListQOS(ctx context.Context) ([]QOS, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	return c.backend.ListQOS(ctx)
+}
+
+// SetQOS makes the QOS with u's fields when it is missing (true), else sets
+// u's fields on it and leaves every other setting as it is. The QOS a new
+// one preempts must exist first.
+func (c *Client) SetQOS(ctx context.Context, name string, u QOSUpdate) (bool, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	return c.backend.SetQOS(ctx, name, u)
+}
+
+// ListAssociations lists a cluster's associations: each account's (User
+// empty) and each user's.
+func (c *Client) ListAssociations(ctx context.Context, cluster string) ([]Association, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	return c.backend.ListAssociations(ctx, cluster)
+}
+
+// AddAccount makes an account, when missing, and its association on the
+// cluster; what exists is left as it is.
+func (c *Client) AddAccount(ctx context.Context, cluster string, a Account) error {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	return c.backend.AddAccount(ctx, cluster, a)
+}
+
+// AddUserAssociation makes a user's association (and the user, when
+// missing) with its QOS and default QOS. slurmdbd makes nothing, and says
+// nothing, for an association that exists or names an account or QOS it
+// does not know: read the associations back.
+func (c *Client) AddUserAssociation(ctx context.Context, a Association) error {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	return c.backend.AddUserAssociation(ctx, a)
+}
+
+// UpdateAssociation sets u's fields on an association (key: cluster,
+// account, user, partition) and leaves every other setting as it is;
+// ErrNotFound when there is none.
+func (c *Client) UpdateAssociation(ctx context.Context, key Association, u AssociationUpdate) error {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	return c.backend.UpdateAssociation(ctx, key, u)
 }

@@ -42,13 +42,22 @@ func (rp *replay) requests() []string {
 	defer rp.mu.Unlock()
 	var out []string
 	for _, r := range rp.seen {
-		key := r.Method + " " + strings.TrimPrefix(r.URL.Path, "/slurm/"+rp.version)
+		key := r.Method + " " + rp.path(r.URL.Path)
 		if r.URL.RawQuery != "" {
 			key += "?" + r.URL.RawQuery
 		}
 		out = append(out, key)
 	}
 	return out
+}
+
+// path is a request's path as routes name it: after /slurm/<version>, or
+// /slurmdb and what follows /slurmdb/<version>.
+func (rp *replay) path(p string) string {
+	if rest, ok := strings.CutPrefix(p, "/slurmdb/"+rp.version); ok {
+		return "/slurmdb" + rest
+	}
+	return strings.TrimPrefix(p, "/slurm/"+rp.version)
 }
 
 func (rp *replay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -60,7 +69,7 @@ func (rp *replay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if want := cmp.Or(rp.token, testToken); r.Header.Get("X-SLURM-USER-TOKEN") != want {
 		rp.t.Errorf("%s %s: token header %q", r.Method, r.URL, r.Header.Get("X-SLURM-USER-TOKEN"))
 	}
-	key := r.Method + " " + strings.TrimPrefix(r.URL.Path, "/slurm/"+rp.version)
+	key := r.Method + " " + rp.path(r.URL.Path)
 	if r.URL.RawQuery != "" {
 		key += "?" + r.URL.RawQuery
 	}

@@ -2,7 +2,9 @@
 // the NodeSet and topology controllers) with leader election, health probes
 // and Prometheus metrics, and serves the GPU webhook (gpuwebhook).
 // `onepool-controller-manager ensure-secret` makes a Secret of random keys
-// once (the slurm chart's keys Job).
+// once (the slurm chart's keys Job); `ensure-accounting` keeps Slurm's QOS,
+// accounts and associations as the slurm chart's values say (its
+// accounting Job).
 package main
 
 import (
@@ -162,6 +164,9 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "ensure-secret" {
 		os.Exit(runEnsureSecret(os.Args[2:], os.Stdout, os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "ensure-accounting" {
+		os.Exit(runEnsureAccounting(os.Args[2:], os.Stdout, os.Stderr))
 	}
 	c, err := parseFlags(os.Args[1:])
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&c.log)))

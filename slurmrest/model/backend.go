@@ -26,4 +26,14 @@ type Backend interface {
 	UpdateJob(ctx context.Context, id uint32, u JobUpdate) error
 	CancelJob(ctx context.Context, id uint32, signal string) error
 	ListPartitions(ctx context.Context) ([]Partition, error)
+
+	// Accounting: slurmdbd's endpoints (slurmrestd's openapi/slurmdbd plugin).
+	ListClusters(ctx context.Context) ([]string, error)
+	ListQOS(ctx context.Context) ([]QOS, error)
+	// SetQOS makes the QOS when missing (it says so), else sets u's fields.
+	SetQOS(ctx context.Context, name string, u QOSUpdate) (bool, error)
+	ListAssociations(ctx context.Context, cluster string) ([]Association, error)
+	AddAccount(ctx context.Context, cluster string, a Account) error
+	AddUserAssociation(ctx context.Context, a Association) error
+	UpdateAssociation(ctx context.Context, key Association, u AssociationUpdate) error
 }

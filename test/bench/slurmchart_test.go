@@ -50,7 +50,8 @@ func TestBenchSlurmChart(t *testing.T) {
 	})
 	report("slurm_chart_install_to_sinfo_idle_s", time.Since(start).Seconds(), "s")
 
-	// The login pod makes the user's association (Ready once it has).
+	// The accounting Job makes the user's association (the install
+	// above does not wait for Jobs).
 	var id string
 	waitFor(t, 3*time.Minute, "alice can submit from the login pod", func() bool {
 		job, err := l.SlurmChartAsUser(ctx, lab.JailUser, "cd /tmp && sbatch --parsable --hold --wrap true")

@@ -142,6 +142,35 @@ func TestSlurmChartOnTheRealNode(t *testing.T) {
 		assert.Contains(t, got, lab.JailUser)
 	})
 
+	t.Run("QOS from values: a high job preempts a normal one, as examples/ say", func(t *testing.T) {
+		// The chart's Job made them (ensure-accounting), through slurmrestd.
+		qos := map[string]string{}
+		for _, line := range strings.Split(s.sh("login", "sacctmgr -n -P show qos format=name,priority,preempt"), "\n") {
+			if f := strings.SplitN(line, "|", 3); len(f) == 3 {
+				qos[f[0]] = f[1] + "|" + f[2]
+			}
+		}
+		assert.Equal(t, "10|", qos["normal"], "normal: priority|preempts")
+		assert.Equal(t, "0|", qos["low"], "low")
+		assert.Contains(t, []string{"1000|low,normal", "1000|normal,low"}, qos["high"], "high preempts low and normal")
+		assert.Contains(t, s.sh("login", "sacctmgr -n -P show assoc where user="+lab.JailUser+" format=account,qos"), "high",
+			"the login user may use the high QOS")
+
+		run := func(q, wrap string) string {
+			job := s.asUser(lab.JailUser, "cd /tmp && sbatch --parsable --exclusive --qos="+q+" -o /dev/null --wrap '"+wrap+"'")
+			require.Regexp(t, `^\d+$`, job, "sbatch --qos=%s", q)
+			return job
+		}
+		state := func(job string) string { return s.sh("login", "sacct -n -X -P -j "+job+" -o State") }
+		normal := run("normal", "sleep 600")
+		var st string
+		require.Eventually(t, func() bool { st = state(normal); return st == "RUNNING" }, 2*time.Minute, time.Second, "normal job: %q", st)
+		high := run("high", "true")
+		require.Eventually(t, func() bool { st = state(high); return st == "COMPLETED" }, 2*time.Minute, time.Second,
+			"the high job runs at once, on the node the normal job held: %q", st)
+		assert.Equal(t, "PREEMPTED", state(normal), "the normal job was preempted")
+	})
+
 	t.Run("a job finds no Kubernetes credential", func(t *testing.T) {
 		// What an ordinary user would try: the ServiceAccount token where
 		// Kubernetes mounts it, from inside a job (the jail binds /run).

@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	gen42 "github.com/onepool/onepool/slurmrest/internal/gen/v0042"
 	gen44 "github.com/onepool/onepool/slurmrest/internal/gen/v0044"
+	"github.com/onepool/onepool/slurmrest/model"
 )
 
 // wireTypes pairs each JSON type onepool reads or writes with the type
@@ -36,6 +38,16 @@ var wireTypes = []struct {
 	{"job update answer", jobPostResp{}, map[string]any{"v0.0.42": gen42.V0042OpenapiJobPostResponse{}, "v0.0.44": gen44.V0044OpenapiJobPostResponse{}}},
 	{"cancel answer", killJobResp{}, map[string]any{"v0.0.42": gen42.V0042OpenapiKillJobResp{}, "v0.0.44": gen44.V0044OpenapiKillJobResp{}}},
 	{"error", apiError{}, map[string]any{"v0.0.42": gen42.V0042OpenapiError{}, "v0.0.44": gen44.V0044OpenapiError{}}},
+	{"QOS", wireQOS{}, map[string]any{"v0.0.42": gen42.V0042Qos{}, "v0.0.44": gen44.V0044Qos{}}},
+	{"QOS answer", qosResp{}, map[string]any{"v0.0.42": gen42.V0042OpenapiSlurmdbdQosResp{}, "v0.0.44": gen44.V0044OpenapiSlurmdbdQosResp{}}},
+	{"TRES", wireTRES{}, map[string]any{"v0.0.42": gen42.V0042Tres{}, "v0.0.44": gen44.V0044Tres{}}},
+	{"association", wireAssoc{}, map[string]any{"v0.0.42": gen42.V0042Assoc{}, "v0.0.44": gen44.V0044Assoc{}}},
+	{"associations answer", assocsResp{}, map[string]any{"v0.0.42": gen42.V0042OpenapiAssocsResp{}, "v0.0.44": gen44.V0044OpenapiAssocsResp{}}},
+	{"cluster", wireCluster{}, map[string]any{"v0.0.42": gen42.V0042ClusterRec{}, "v0.0.44": gen44.V0044ClusterRec{}}},
+	{"clusters answer", clustersResp{}, map[string]any{"v0.0.42": gen42.V0042OpenapiClustersResp{}, "v0.0.44": gen44.V0044OpenapiClustersResp{}}},
+	{"accounts to add", accountsAddReq{}, map[string]any{"v0.0.42": gen42.V0042OpenapiAccountsAddCondResp{}, "v0.0.44": gen44.V0044OpenapiAccountsAddCondResp{}}},
+	{"users to add", usersAddReq{}, map[string]any{"v0.0.42": gen42.V0042OpenapiUsersAddCondResp{}, "v0.0.44": gen44.V0044OpenapiUsersAddCondResp{}}},
+	{"new association", assocRecSet{}, map[string]any{"v0.0.42": gen42.V0042AssocRecSet{}, "v0.0.44": gen44.V0044AssocRecSet{}}},
 }
 
 // Every field onepool reads or writes exists, with the same JSON name and
@@ -149,6 +161,11 @@ func TestEndpointsInEverySpec(t *testing.T) {
 		pathPartitions: {"get"}, pathJobs: {"get"}, pathJobsState: {"get"}, pathJob: {"get", "post", "delete"},
 		pathSubmit: {"post"}, pathAllocate: {"post"},
 	}
+	// slurmdbd's, under /slurmdb/<version>.
+	usedDB := map[string][]string{
+		pathDBClusters: {"get"}, pathDBQOS: {"get", "post"}, pathDBQOSName: {"get"}, pathDBAssocs: {"get", "post"},
+		pathDBAccountsAdd: {"post"}, pathDBUsersAdd: {"post"},
+	}
 	for _, v := range Versions {
 		raw, err := os.ReadFile(filepath.Join("..", "..", "..", "openapi", "slurm-"+v+".json"))
 		require.NoError(t, err)
@@ -156,14 +173,47 @@ func TestEndpointsInEverySpec(t *testing.T) {
 			Paths map[string]map[string]json.RawMessage `json:"paths"`
 		}
 		require.NoError(t, json.Unmarshal(raw, &spec))
-		for path, methods := range used {
-			ops, ok := spec.Paths["/slurm/"+v+path]
-			if !assert.True(t, ok, "%s: no path %s", v, path) {
-				continue
+		for root, paths := range map[string]map[string][]string{"/slurm/": used, "/slurmdb/": usedDB} {
+			for path, methods := range paths {
+				ops, ok := spec.Paths[root+v+path]
+				if !assert.True(t, ok, "%s: no path %s%s", v, root, path) {
+					continue
+				}
+				for _, m := range methods {
+					assert.Contains(t, ops, m, "%s: %s%s has no %s", v, root, path, strings.ToUpper(m))
+				}
 			}
-			for _, m := range methods {
-				assert.Contains(t, ops, m, "%s: %s has no %s", v, path, strings.ToUpper(m))
-			}
+		}
+	}
+}
+
+// What a change to an existing QOS or association sends is the object as
+// listed with onepool's fields set at paths this file names by hand: each
+// such object, and a new QOS, decodes into each version's generated type
+// with no field left over.
+func TestPatchedObjectsMatchGeneratedTypes(t *testing.T) {
+	u := model.QOSUpdate{Description: ptr("d"), Priority: ptr[uint32](10), GraceTimeSeconds: ptr[uint32](30),
+		Preempt: &[]string{"low"}, PreemptMode: ptr("cancel"), MaxTRESPerUser: []model.TRES{{Type: "gres", Name: "gpu", Count: 8}}}
+	patched := map[string]any{}
+	patchQOS(patched, model.QOS{}, u)
+	assoc := map[string]any{"user": "alice"}
+	setIn(assoc, "normal", "default", "qos")
+	assoc["qos"] = []string{"normal"}
+	for _, c := range []struct {
+		name string
+		obj  any
+		gen  map[string]any
+	}{
+		{"new QOS", newQOS("high", u), map[string]any{"v0.0.42": &gen42.V0042Qos{}, "v0.0.44": &gen44.V0044Qos{}}},
+		{"changed QOS", patched, map[string]any{"v0.0.42": &gen42.V0042Qos{}, "v0.0.44": &gen44.V0044Qos{}}},
+		{"changed association", assoc, map[string]any{"v0.0.42": &gen42.V0042Assoc{}, "v0.0.44": &gen44.V0044Assoc{}}},
+	} {
+		raw, err := json.Marshal(c.obj)
+		require.NoError(t, err)
+		for _, v := range Versions {
+			d := json.NewDecoder(bytes.NewReader(raw))
+			d.DisallowUnknownFields()
+			assert.NoError(t, d.Decode(c.gen[v]), "%s, %s: %s", c.name, v, raw)
 		}
 	}
 }

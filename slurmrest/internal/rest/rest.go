@@ -71,13 +71,28 @@ func (b *Backend) endpoint(method, path string) string {
 	return method + " /slurm/" + b.Version() + path
 }
 
-// request is one call: path is after /slurm/<version> and may hold
-// {placeholders} that args fill (escaped) in order.
+// dbEndpoint is endpoint for slurmdbd's paths: "GET /slurmdb/v0.0.42/qos/".
+func (b *Backend) dbEndpoint(method, path string) string {
+	return method + " /slurmdb/" + b.Version() + path
+}
+
+// request is one call: path is after /slurm/<version> (/slurmdb/<version>
+// with db) and may hold {placeholders} that args fill (escaped) in order.
 type request struct {
 	op, method, path string
 	args             []string
 	query            url.Values
 	body             any
+	// db: one of slurmdbd's endpoints (slurmrestd's openapi/slurmdbd plugin).
+	db bool
+}
+
+// root is the request's path prefix: "/slurm/" or "/slurmdb/".
+func (rq request) root() string {
+	if rq.db {
+		return "/slurmdb/"
+	}
+	return "/slurm/"
 }
 
 // response is one answer of slurmrestd, read in full.
@@ -94,7 +109,7 @@ func (b *Backend) call(ctx context.Context, rq request) (*response, error) {
 	if err != nil {
 		return nil, err
 	}
-	ep := rq.method + " /slurm/" + version + rq.path
+	ep := rq.method + " " + rq.root() + version + rq.path
 	path := rq.path
 	for _, a := range rq.args {
 		i, j := strings.Index(path, "{"), strings.Index(path, "}")
@@ -103,7 +118,7 @@ func (b *Backend) call(ctx context.Context, rq request) (*response, error) {
 		}
 		path = path[:i] + url.PathEscape(a) + path[j+1:]
 	}
-	target := b.server + "/slurm/" + version + path
+	target := b.server + rq.root() + version + path
 	if len(rq.query) > 0 {
 		target += "?" + rq.query.Encode()
 	}

@@ -171,3 +171,100 @@ type killJobResp struct {
 		} `json:"error,omitempty"`
 	} `json:"status"`
 }
+
+// slurmdbd's objects (/slurmdb/<version>/...). A change to an existing QOS
+// or association sends back the whole object as slurmrestd listed it, with
+// onepool's fields changed (slurmdb.go says why); these types are what
+// onepool reads and what it sends for a new one.
+
+type wireTRES struct {
+	Type  string  `json:"type"`
+	Name  *string `json:"name,omitempty"`
+	Count *int64  `json:"count,omitempty"`
+}
+
+type wireQOS struct {
+	Name        *string   `json:"name,omitempty"`
+	Description *string   `json:"description,omitempty"`
+	Flags       *[]string `json:"flags,omitempty"`
+	Priority    *noVal32  `json:"priority,omitempty"`
+	Limits      *struct {
+		GraceTime *int64 `json:"grace_time,omitempty"`
+		Max       *struct {
+			Tres *struct {
+				Per *struct {
+					User *[]wireTRES `json:"user,omitempty"`
+				} `json:"per,omitempty"`
+			} `json:"tres,omitempty"`
+		} `json:"max,omitempty"`
+	} `json:"limits,omitempty"`
+	Preempt *struct {
+		List *[]string `json:"list,omitempty"`
+		Mode *[]string `json:"mode,omitempty"`
+	} `json:"preempt,omitempty"`
+}
+
+type qosResp struct {
+	Qos []wireQOS `json:"qos"`
+}
+
+type wireAssoc struct {
+	Cluster   *string   `json:"cluster,omitempty"`
+	Account   *string   `json:"account,omitempty"`
+	User      string    `json:"user"`
+	Partition *string   `json:"partition,omitempty"`
+	Qos       *[]string `json:"qos,omitempty"`
+	Default   *struct {
+		Qos *string `json:"qos,omitempty"`
+	} `json:"default,omitempty"`
+}
+
+type assocsResp struct {
+	Associations []wireAssoc `json:"associations"`
+}
+
+type wireCluster struct {
+	Name *string `json:"name,omitempty"`
+}
+
+type clustersResp struct {
+	Clusters []wireCluster `json:"clusters"`
+}
+
+// accountsAddReq is POST /accounts_association/: accounts and their
+// associations on clusters (sacctmgr add account).
+type accountsAddReq struct {
+	AssociationCondition *accountsAddCond `json:"association_condition,omitempty"`
+	Account              *accountShort    `json:"account,omitempty"`
+}
+
+type accountsAddCond struct {
+	Accounts []string  `json:"accounts"`
+	Clusters *[]string `json:"clusters,omitempty"`
+}
+
+type accountShort struct {
+	Description  *string `json:"description,omitempty"`
+	Organization *string `json:"organization,omitempty"`
+}
+
+// usersAddReq is POST /users_association/: users and their associations
+// (sacctmgr add user). User is required and left empty: a new user's
+// default account is the association's, an existing user's stays.
+type usersAddReq struct {
+	AssociationCondition usersAddCond `json:"association_condition"`
+	User                 struct{}     `json:"user"`
+}
+
+type usersAddCond struct {
+	Accounts    *[]string    `json:"accounts,omitempty"`
+	Clusters    *[]string    `json:"clusters,omitempty"`
+	Users       []string     `json:"users"`
+	Association *assocRecSet `json:"association,omitempty"`
+}
+
+// assocRecSet is what a new association is made with.
+type assocRecSet struct {
+	Defaultqos *string   `json:"defaultqos,omitempty"`
+	Qoslevel   *[]string `json:"qoslevel,omitempty"`
+}

@@ -44,10 +44,12 @@ type SlurmNode struct {
 
 // SlurmUpgradeArgs is `helm upgrade --install` of charts/slurm (in dir) with
 // the lab's values, the jail on at the node's jail root, and extra
-// arguments (--set, --wait, ...).
+// arguments (--set, --wait, ...). With --wait it also waits for the
+// chart's Jobs (--wait-for-jobs): the accounting Job has made the users'
+// associations and the QOS when it returns, so a user can submit at once.
 func SlurmUpgradeArgs(dir string, n SlurmNode, extra ...string) []string {
 	args := []string{"upgrade", "--install", SlurmRelease, dir, "--namespace", SlurmNamespace, "--create-namespace",
-		"-f", filepath.Join(dir, "ci", "lab-values.yaml"),
+		"-f", filepath.Join(dir, "ci", "lab-values.yaml"), "--wait-for-jobs",
 		"--set", "jail.enabled=true", "--set", "jail.hostPath=" + n.JailHostPath,
 		// The lab's rootfs is a private mount: the kubelet refuses
 		// HostToContainer under it.

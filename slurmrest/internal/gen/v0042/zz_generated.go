@@ -262,6 +262,278 @@ func (e SlurmV0042GetPartitionsParamsFlags) Valid() bool {
 	}
 }
 
+// Defines values for SlurmdbV0042DeleteClusterParamsClassification.
+const (
+	SlurmdbV0042DeleteClusterParamsClassificationCAPABILITY   SlurmdbV0042DeleteClusterParamsClassification = "CAPABILITY"
+	SlurmdbV0042DeleteClusterParamsClassificationCAPACITY     SlurmdbV0042DeleteClusterParamsClassification = "CAPACITY"
+	SlurmdbV0042DeleteClusterParamsClassificationCAPAPACITY   SlurmdbV0042DeleteClusterParamsClassification = "CAPAPACITY"
+	SlurmdbV0042DeleteClusterParamsClassificationUNCLASSIFIED SlurmdbV0042DeleteClusterParamsClassification = "UNCLASSIFIED"
+)
+
+// Valid indicates whether the value is a known member of the SlurmdbV0042DeleteClusterParamsClassification enum.
+func (e SlurmdbV0042DeleteClusterParamsClassification) Valid() bool {
+	switch e {
+	case SlurmdbV0042DeleteClusterParamsClassificationCAPABILITY:
+		return true
+	case SlurmdbV0042DeleteClusterParamsClassificationCAPACITY:
+		return true
+	case SlurmdbV0042DeleteClusterParamsClassificationCAPAPACITY:
+		return true
+	case SlurmdbV0042DeleteClusterParamsClassificationUNCLASSIFIED:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SlurmdbV0042DeleteClusterParamsFlags.
+const (
+	SlurmdbV0042DeleteClusterParamsFlagsEXTERNAL       SlurmdbV0042DeleteClusterParamsFlags = "EXTERNAL"
+	SlurmdbV0042DeleteClusterParamsFlagsFEDERATION     SlurmdbV0042DeleteClusterParamsFlags = "FEDERATION"
+	SlurmdbV0042DeleteClusterParamsFlagsFRONTEND       SlurmdbV0042DeleteClusterParamsFlags = "FRONT_END"
+	SlurmdbV0042DeleteClusterParamsFlagsMULTIPLESLURMD SlurmdbV0042DeleteClusterParamsFlags = "MULTIPLE_SLURMD"
+	SlurmdbV0042DeleteClusterParamsFlagsREGISTERING    SlurmdbV0042DeleteClusterParamsFlags = "REGISTERING"
+)
+
+// Valid indicates whether the value is a known member of the SlurmdbV0042DeleteClusterParamsFlags enum.
+func (e SlurmdbV0042DeleteClusterParamsFlags) Valid() bool {
+	switch e {
+	case SlurmdbV0042DeleteClusterParamsFlagsEXTERNAL:
+		return true
+	case SlurmdbV0042DeleteClusterParamsFlagsFEDERATION:
+		return true
+	case SlurmdbV0042DeleteClusterParamsFlagsFRONTEND:
+		return true
+	case SlurmdbV0042DeleteClusterParamsFlagsMULTIPLESLURMD:
+		return true
+	case SlurmdbV0042DeleteClusterParamsFlagsREGISTERING:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SlurmdbV0042GetClusterParamsClassification.
+const (
+	SlurmdbV0042GetClusterParamsClassificationCAPABILITY   SlurmdbV0042GetClusterParamsClassification = "CAPABILITY"
+	SlurmdbV0042GetClusterParamsClassificationCAPACITY     SlurmdbV0042GetClusterParamsClassification = "CAPACITY"
+	SlurmdbV0042GetClusterParamsClassificationCAPAPACITY   SlurmdbV0042GetClusterParamsClassification = "CAPAPACITY"
+	SlurmdbV0042GetClusterParamsClassificationUNCLASSIFIED SlurmdbV0042GetClusterParamsClassification = "UNCLASSIFIED"
+)
+
+// Valid indicates whether the value is a known member of the SlurmdbV0042GetClusterParamsClassification enum.
+func (e SlurmdbV0042GetClusterParamsClassification) Valid() bool {
+	switch e {
+	case SlurmdbV0042GetClusterParamsClassificationCAPABILITY:
+		return true
+	case SlurmdbV0042GetClusterParamsClassificationCAPACITY:
+		return true
+	case SlurmdbV0042GetClusterParamsClassificationCAPAPACITY:
+		return true
+	case SlurmdbV0042GetClusterParamsClassificationUNCLASSIFIED:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SlurmdbV0042GetClusterParamsFlags.
+const (
+	SlurmdbV0042GetClusterParamsFlagsEXTERNAL       SlurmdbV0042GetClusterParamsFlags = "EXTERNAL"
+	SlurmdbV0042GetClusterParamsFlagsFEDERATION     SlurmdbV0042GetClusterParamsFlags = "FEDERATION"
+	SlurmdbV0042GetClusterParamsFlagsFRONTEND       SlurmdbV0042GetClusterParamsFlags = "FRONT_END"
+	SlurmdbV0042GetClusterParamsFlagsMULTIPLESLURMD SlurmdbV0042GetClusterParamsFlags = "MULTIPLE_SLURMD"
+	SlurmdbV0042GetClusterParamsFlagsREGISTERING    SlurmdbV0042GetClusterParamsFlags = "REGISTERING"
+)
+
+// Valid indicates whether the value is a known member of the SlurmdbV0042GetClusterParamsFlags enum.
+func (e SlurmdbV0042GetClusterParamsFlags) Valid() bool {
+	switch e {
+	case SlurmdbV0042GetClusterParamsFlagsEXTERNAL:
+		return true
+	case SlurmdbV0042GetClusterParamsFlagsFEDERATION:
+		return true
+	case SlurmdbV0042GetClusterParamsFlagsFRONTEND:
+		return true
+	case SlurmdbV0042GetClusterParamsFlagsMULTIPLESLURMD:
+		return true
+	case SlurmdbV0042GetClusterParamsFlagsREGISTERING:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SlurmdbV0042GetQosParamsPreemptMode.
+const (
+	SlurmdbV0042GetQosParamsPreemptModeCANCEL   SlurmdbV0042GetQosParamsPreemptMode = "CANCEL"
+	SlurmdbV0042GetQosParamsPreemptModeDISABLED SlurmdbV0042GetQosParamsPreemptMode = "DISABLED"
+	SlurmdbV0042GetQosParamsPreemptModeGANG     SlurmdbV0042GetQosParamsPreemptMode = "GANG"
+	SlurmdbV0042GetQosParamsPreemptModeREQUEUE  SlurmdbV0042GetQosParamsPreemptMode = "REQUEUE"
+	SlurmdbV0042GetQosParamsPreemptModeSUSPEND  SlurmdbV0042GetQosParamsPreemptMode = "SUSPEND"
+)
+
+// Valid indicates whether the value is a known member of the SlurmdbV0042GetQosParamsPreemptMode enum.
+func (e SlurmdbV0042GetQosParamsPreemptMode) Valid() bool {
+	switch e {
+	case SlurmdbV0042GetQosParamsPreemptModeCANCEL:
+		return true
+	case SlurmdbV0042GetQosParamsPreemptModeDISABLED:
+		return true
+	case SlurmdbV0042GetQosParamsPreemptModeGANG:
+		return true
+	case SlurmdbV0042GetQosParamsPreemptModeREQUEUE:
+		return true
+	case SlurmdbV0042GetQosParamsPreemptModeSUSPEND:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SlurmdbV0042PostQosParamsPreemptMode.
+const (
+	SlurmdbV0042PostQosParamsPreemptModeCANCEL   SlurmdbV0042PostQosParamsPreemptMode = "CANCEL"
+	SlurmdbV0042PostQosParamsPreemptModeDISABLED SlurmdbV0042PostQosParamsPreemptMode = "DISABLED"
+	SlurmdbV0042PostQosParamsPreemptModeGANG     SlurmdbV0042PostQosParamsPreemptMode = "GANG"
+	SlurmdbV0042PostQosParamsPreemptModeREQUEUE  SlurmdbV0042PostQosParamsPreemptMode = "REQUEUE"
+	SlurmdbV0042PostQosParamsPreemptModeSUSPEND  SlurmdbV0042PostQosParamsPreemptMode = "SUSPEND"
+)
+
+// Valid indicates whether the value is a known member of the SlurmdbV0042PostQosParamsPreemptMode enum.
+func (e SlurmdbV0042PostQosParamsPreemptMode) Valid() bool {
+	switch e {
+	case SlurmdbV0042PostQosParamsPreemptModeCANCEL:
+		return true
+	case SlurmdbV0042PostQosParamsPreemptModeDISABLED:
+		return true
+	case SlurmdbV0042PostQosParamsPreemptModeGANG:
+		return true
+	case SlurmdbV0042PostQosParamsPreemptModeREQUEUE:
+		return true
+	case SlurmdbV0042PostQosParamsPreemptModeSUSPEND:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SlurmdbV0042GetUsersParamsAdminLevel.
+const (
+	Administrator SlurmdbV0042GetUsersParamsAdminLevel = "Administrator"
+	None          SlurmdbV0042GetUsersParamsAdminLevel = "None"
+	NotSet        SlurmdbV0042GetUsersParamsAdminLevel = "Not Set"
+	Operator      SlurmdbV0042GetUsersParamsAdminLevel = "Operator"
+)
+
+// Valid indicates whether the value is a known member of the SlurmdbV0042GetUsersParamsAdminLevel enum.
+func (e SlurmdbV0042GetUsersParamsAdminLevel) Valid() bool {
+	switch e {
+	case Administrator:
+		return true
+	case None:
+		return true
+	case NotSet:
+		return true
+	case Operator:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SlurmdbV0042PostUsersAssociationParamsFlags.
+const (
+	SlurmdbV0042PostUsersAssociationParamsFlagsALL        SlurmdbV0042PostUsersAssociationParamsFlags = "ALL"
+	SlurmdbV0042PostUsersAssociationParamsFlagsDETAIL     SlurmdbV0042PostUsersAssociationParamsFlags = "DETAIL"
+	SlurmdbV0042PostUsersAssociationParamsFlagsFEDERATION SlurmdbV0042PostUsersAssociationParamsFlags = "FEDERATION"
+	SlurmdbV0042PostUsersAssociationParamsFlagsFUTURE     SlurmdbV0042PostUsersAssociationParamsFlags = "FUTURE"
+	SlurmdbV0042PostUsersAssociationParamsFlagsLOCAL      SlurmdbV0042PostUsersAssociationParamsFlags = "LOCAL"
+	SlurmdbV0042PostUsersAssociationParamsFlagsMIXED      SlurmdbV0042PostUsersAssociationParamsFlags = "MIXED"
+	SlurmdbV0042PostUsersAssociationParamsFlagsSIBLING    SlurmdbV0042PostUsersAssociationParamsFlags = "SIBLING"
+)
+
+// Valid indicates whether the value is a known member of the SlurmdbV0042PostUsersAssociationParamsFlags enum.
+func (e SlurmdbV0042PostUsersAssociationParamsFlags) Valid() bool {
+	switch e {
+	case SlurmdbV0042PostUsersAssociationParamsFlagsALL:
+		return true
+	case SlurmdbV0042PostUsersAssociationParamsFlagsDETAIL:
+		return true
+	case SlurmdbV0042PostUsersAssociationParamsFlagsFEDERATION:
+		return true
+	case SlurmdbV0042PostUsersAssociationParamsFlagsFUTURE:
+		return true
+	case SlurmdbV0042PostUsersAssociationParamsFlagsLOCAL:
+		return true
+	case SlurmdbV0042PostUsersAssociationParamsFlagsMIXED:
+		return true
+	case SlurmdbV0042PostUsersAssociationParamsFlagsSIBLING:
+		return true
+	default:
+		return false
+	}
+}
+
+// V0042Account defines model for v0.0.42_account.
+type V0042Account struct {
+	Associations *V0042AssocShortList `json:"associations,omitempty"`
+	Coordinators *V0042CoordList      `json:"coordinators,omitempty"`
+
+	// Description Arbitrary string describing the account
+	Description string             `json:"description"`
+	Flags       *V0042AccountFlags `json:"flags,omitempty"`
+
+	// Name Account name
+	Name string `json:"name"`
+
+	// Organization Organization to which the account belongs
+	Organization string `json:"organization"`
+}
+
+// V0042AccountFlags defines model for v0.0.42_account_flags.
+type V0042AccountFlags = []string
+
+// V0042AccountList defines model for v0.0.42_account_list.
+type V0042AccountList = []V0042Account
+
+// V0042AccountShort defines model for v0.0.42_account_short.
+type V0042AccountShort struct {
+	// Description Arbitrary string describing the account
+	Description *string `json:"description,omitempty"`
+
+	// Organization Organization to which the account belongs
+	Organization *string `json:"organization,omitempty"`
+}
+
+// V0042Accounting defines model for v0.0.42_accounting.
+type V0042Accounting struct {
+	TRES      *V0042Tres `json:"TRES,omitempty"`
+	Allocated *struct {
+		// Seconds Number of seconds allocated
+		Seconds *int64 `json:"seconds,omitempty"`
+	} `json:"allocated,omitempty"`
+
+	// Id Association ID or Workload characterization key ID
+	Id *int32 `json:"id,omitempty"`
+
+	// IdAlt Alternate ID (not currently used)
+	IdAlt *int32 `json:"id_alt,omitempty"`
+
+	// Start When the record was started (UNIX timestamp)
+	Start *int64 `json:"start,omitempty"`
+}
+
+// V0042AccountingList defines model for v0.0.42_accounting_list.
+type V0042AccountingList = []V0042Accounting
+
+// V0042AccountsAddCond defines model for v0.0.42_accounts_add_cond.
+type V0042AccountsAddCond struct {
+	Accounts    V0042StringList   `json:"accounts"`
+	Association *V0042AssocRecSet `json:"association,omitempty"`
+	Clusters    *V0042StringList  `json:"clusters,omitempty"`
+}
+
 // V0042AcctGatherEnergy defines model for v0.0.42_acct_gather_energy.
 type V0042AcctGatherEnergy struct {
 	// AverageWatts Average power consumption, in watts
@@ -283,6 +555,131 @@ type V0042AcctGatherEnergy struct {
 
 // V0042AcctGatherProfile defines model for v0.0.42_acct_gather_profile.
 type V0042AcctGatherProfile = []string
+
+// V0042AdminLvl defines model for v0.0.42_admin_lvl.
+type V0042AdminLvl = []string
+
+// V0042Assoc defines model for v0.0.42_assoc.
+type V0042Assoc struct {
+	// Account Account name
+	Account    *string              `json:"account,omitempty"`
+	Accounting *V0042AccountingList `json:"accounting,omitempty"`
+
+	// Cluster Cluster name
+	Cluster *string `json:"cluster,omitempty"`
+
+	// Comment Arbitrary comment
+	Comment *string `json:"comment,omitempty"`
+	Default *struct {
+		// Qos Default QOS
+		Qos *string `json:"qos,omitempty"`
+	} `json:"default,omitempty"`
+	Flags *V0042AssocFlags `json:"flags,omitempty"`
+
+	// Id Unique ID
+	Id *int32 `json:"id,omitempty"`
+
+	// IsDefault Is default association for user
+	IsDefault *bool `json:"is_default,omitempty"`
+
+	// Lineage Complete path up the hierarchy to the root association
+	Lineage *string `json:"lineage,omitempty"`
+	Max     *struct {
+		Jobs *struct {
+			Accruing *V0042Uint32NoValStruct `json:"accruing,omitempty"`
+			Active   *V0042Uint32NoValStruct `json:"active,omitempty"`
+			Per      *struct {
+				Accruing  *V0042Uint32NoValStruct `json:"accruing,omitempty"`
+				Count     *V0042Uint32NoValStruct `json:"count,omitempty"`
+				Submitted *V0042Uint32NoValStruct `json:"submitted,omitempty"`
+				WallClock *V0042Uint32NoValStruct `json:"wall_clock,omitempty"`
+			} `json:"per,omitempty"`
+			Total *V0042Uint32NoValStruct `json:"total,omitempty"`
+		} `json:"jobs,omitempty"`
+		Per *struct {
+			Account *struct {
+				WallClock *V0042Uint32NoValStruct `json:"wall_clock,omitempty"`
+			} `json:"account,omitempty"`
+		} `json:"per,omitempty"`
+		Tres *struct {
+			Group *struct {
+				Active  *V0042TresList `json:"active,omitempty"`
+				Minutes *V0042TresList `json:"minutes,omitempty"`
+			} `json:"group,omitempty"`
+			Minutes *struct {
+				Per *struct {
+					Job *V0042TresList `json:"job,omitempty"`
+				} `json:"per,omitempty"`
+				Total *V0042TresList `json:"total,omitempty"`
+			} `json:"minutes,omitempty"`
+			Per *struct {
+				Job  *V0042TresList `json:"job,omitempty"`
+				Node *V0042TresList `json:"node,omitempty"`
+			} `json:"per,omitempty"`
+			Total *V0042TresList `json:"total,omitempty"`
+		} `json:"tres,omitempty"`
+	} `json:"max,omitempty"`
+	Min *struct {
+		PriorityThreshold *V0042Uint32NoValStruct `json:"priority_threshold,omitempty"`
+	} `json:"min,omitempty"`
+
+	// ParentAccount Name of parent account
+	ParentAccount *string `json:"parent_account,omitempty"`
+
+	// Partition Partition name
+	Partition *string                 `json:"partition,omitempty"`
+	Priority  *V0042Uint32NoValStruct `json:"priority,omitempty"`
+
+	// Qos List of QOS names
+	Qos *V0042QosStringIdList `json:"qos,omitempty"`
+
+	// SharesRaw Allocated shares used for fairshare calculation
+	SharesRaw *int32 `json:"shares_raw,omitempty"`
+
+	// User User name
+	User string `json:"user"`
+}
+
+// V0042AssocFlags defines model for v0.0.42_assoc_flags.
+type V0042AssocFlags = []string
+
+// V0042AssocList defines model for v0.0.42_assoc_list.
+type V0042AssocList = []V0042Assoc
+
+// V0042AssocRecSet defines model for v0.0.42_assoc_rec_set.
+type V0042AssocRecSet struct {
+	// Comment Arbitrary comment
+	Comment *string `json:"comment,omitempty"`
+
+	// Defaultqos Default QOS
+	Defaultqos *string `json:"defaultqos,omitempty"`
+
+	// Fairshare Allocated shares used for fairshare calculation
+	Fairshare             *int32                  `json:"fairshare,omitempty"`
+	Grpjobs               *V0042Uint32NoValStruct `json:"grpjobs,omitempty"`
+	Grpjobsaccrue         *V0042Uint32NoValStruct `json:"grpjobsaccrue,omitempty"`
+	Grpsubmitjobs         *V0042Uint32NoValStruct `json:"grpsubmitjobs,omitempty"`
+	Grptres               *V0042TresList          `json:"grptres,omitempty"`
+	Grptresmins           *V0042TresList          `json:"grptresmins,omitempty"`
+	Grptresrunmins        *V0042TresList          `json:"grptresrunmins,omitempty"`
+	Grpwall               *V0042Uint32NoValStruct `json:"grpwall,omitempty"`
+	Maxjobs               *V0042Uint32NoValStruct `json:"maxjobs,omitempty"`
+	Maxjobsaccrue         *V0042Uint32NoValStruct `json:"maxjobsaccrue,omitempty"`
+	Maxsubmitjobs         *V0042Uint32NoValStruct `json:"maxsubmitjobs,omitempty"`
+	Maxtresminsperjob     *V0042TresList          `json:"maxtresminsperjob,omitempty"`
+	Maxtresperjob         *V0042TresList          `json:"maxtresperjob,omitempty"`
+	Maxtrespernode        *V0042TresList          `json:"maxtrespernode,omitempty"`
+	Maxtresrunmins        *V0042TresList          `json:"maxtresrunmins,omitempty"`
+	Maxwalldurationperjob *V0042Uint32NoValStruct `json:"maxwalldurationperjob,omitempty"`
+	Minpriothresh         *V0042Uint32NoValStruct `json:"minpriothresh,omitempty"`
+
+	// Parent Name of parent account
+	Parent   *string                 `json:"parent,omitempty"`
+	Priority *V0042Uint32NoValStruct `json:"priority,omitempty"`
+
+	// Qoslevel List of QOS names
+	Qoslevel *V0042QosStringIdList `json:"qoslevel,omitempty"`
+}
 
 // V0042AssocSharesObjList defines model for v0.0.42_assoc_shares_obj_list.
 type V0042AssocSharesObjList = []V0042AssocSharesObjWrap
@@ -325,6 +722,27 @@ type V0042AssocSharesObjWrap struct {
 // V0042AssocSharesObjWrapType defines model for v0.0.42_assoc_shares_obj_wrap_type.
 type V0042AssocSharesObjWrapType = []string
 
+// V0042AssocShort defines model for v0.0.42_assoc_short.
+type V0042AssocShort struct {
+	// Account Account name
+	Account *string `json:"account,omitempty"`
+
+	// Cluster Cluster name
+	Cluster *string `json:"cluster,omitempty"`
+
+	// Id Numeric association ID
+	Id *int32 `json:"id,omitempty"`
+
+	// Partition Partition name
+	Partition *string `json:"partition,omitempty"`
+
+	// User User name
+	User string `json:"user"`
+}
+
+// V0042AssocShortList defines model for v0.0.42_assoc_short_list.
+type V0042AssocShortList = []V0042AssocShort
+
 // V0042BfExitFields defines model for v0.0.42_bf_exit_fields.
 type V0042BfExitFields struct {
 	// BfMaxJobStart Reached number of jobs allowed to start
@@ -345,6 +763,39 @@ type V0042BfExitFields struct {
 	// StateChanged System state changed
 	StateChanged *int32 `json:"state_changed,omitempty"`
 }
+
+// V0042ClusterRec defines model for v0.0.42_cluster_rec.
+type V0042ClusterRec struct {
+	Associations *struct {
+		Root *V0042AssocShort `json:"root,omitempty"`
+	} `json:"associations,omitempty"`
+	Controller *struct {
+		// Host ControlHost
+		Host *string `json:"host,omitempty"`
+
+		// Port ControlPort
+		Port *int32 `json:"port,omitempty"`
+	} `json:"controller,omitempty"`
+	Flags *V0042ClusterRecFlags `json:"flags,omitempty"`
+
+	// Name ClusterName
+	Name *string `json:"name,omitempty"`
+
+	// Nodes Node names
+	Nodes *string `json:"nodes,omitempty"`
+
+	// RpcVersion RPC version used in the cluster
+	RpcVersion *int32 `json:"rpc_version,omitempty"`
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	SelectPlugin *string        `json:"select_plugin,omitempty"`
+	Tres         *V0042TresList `json:"tres,omitempty"`
+}
+
+// V0042ClusterRecFlags defines model for v0.0.42_cluster_rec_flags.
+type V0042ClusterRecFlags = []string
+
+// V0042ClusterRecList defines model for v0.0.42_cluster_rec_list.
+type V0042ClusterRecList = []V0042ClusterRec
 
 // V0042ControllerPing defines model for v0.0.42_controller_ping.
 type V0042ControllerPing struct {
@@ -371,6 +822,18 @@ type V0042ControllerPing struct {
 
 // V0042ControllerPingArray defines model for v0.0.42_controller_ping_array.
 type V0042ControllerPingArray = []V0042ControllerPing
+
+// V0042Coord defines model for v0.0.42_coord.
+type V0042Coord struct {
+	// Direct Indicates whether the coordinator was directly assigned to this account
+	Direct *bool `json:"direct,omitempty"`
+
+	// Name User name
+	Name string `json:"name"`
+}
+
+// V0042CoordList defines model for v0.0.42_coord_list.
+type V0042CoordList = []V0042Coord
 
 // V0042CpuBindingFlags defines model for v0.0.42_cpu_binding_flags.
 type V0042CpuBindingFlags = []string
@@ -428,8 +891,239 @@ type V0042Float64NoValStruct struct {
 	Set *bool `json:"set,omitempty"`
 }
 
+// V0042Hostlist defines model for v0.0.42_hostlist.
+type V0042Hostlist = []string
+
 // V0042HostlistString defines model for v0.0.42_hostlist_string.
 type V0042HostlistString = []string
+
+// V0042Instance defines model for v0.0.42_instance.
+type V0042Instance struct {
+	// Cluster Cluster name
+	Cluster *string `json:"cluster,omitempty"`
+
+	// Extra Arbitrary string used for node filtering if extra constraints are enabled
+	Extra *string `json:"extra,omitempty"`
+
+	// InstanceId Cloud instance ID
+	InstanceId *string `json:"instance_id,omitempty"`
+
+	// InstanceType Cloud instance type
+	InstanceType *string `json:"instance_type,omitempty"`
+
+	// NodeName NodeName
+	NodeName *string `json:"node_name,omitempty"`
+	Time     *struct {
+		// TimeEnd When the instance will end (UNIX timestamp)
+		TimeEnd *int64 `json:"time_end,omitempty"`
+
+		// TimeStart When the instance will start (UNIX timestamp)
+		TimeStart *int64 `json:"time_start,omitempty"`
+	} `json:"time,omitempty"`
+}
+
+// V0042InstanceList defines model for v0.0.42_instance_list.
+type V0042InstanceList = []V0042Instance
+
+// V0042Job defines model for v0.0.42_job.
+type V0042Job struct {
+	// Account Account the job ran under
+	Account *string `json:"account,omitempty"`
+
+	// AllocationNodes List of nodes allocated to the job
+	AllocationNodes *int32 `json:"allocation_nodes,omitempty"`
+	Array           *struct {
+		// JobId Job ID of job array, or 0 if N/A
+		JobId  *int32 `json:"job_id,omitempty"`
+		Limits *struct {
+			Max *struct {
+				Running *struct {
+					// Tasks Maximum number of simultaneously running tasks, 0 if no limit
+					Tasks *int32 `json:"tasks,omitempty"`
+				} `json:"running,omitempty"`
+			} `json:"max,omitempty"`
+		} `json:"limits,omitempty"`
+
+		// Task String expression of task IDs in this record
+		Task   *string                 `json:"task,omitempty"`
+		TaskId *V0042Uint32NoValStruct `json:"task_id,omitempty"`
+	} `json:"array,omitempty"`
+	Association *V0042AssocShort `json:"association,omitempty"`
+
+	// Block The name of the block to be used (used with Blue Gene systems)
+	Block *string `json:"block,omitempty"`
+
+	// Cluster Cluster name
+	Cluster *string `json:"cluster,omitempty"`
+	Comment *struct {
+		// Administrator Arbitrary comment made by administrator
+		Administrator *string `json:"administrator,omitempty"`
+
+		// Job Arbitrary comment made by user
+		Job *string `json:"job,omitempty"`
+
+		// System Arbitrary comment from slurmctld
+		System *string `json:"system,omitempty"`
+	} `json:"comment,omitempty"`
+
+	// Constraints Feature(s) the job requested as a constraint
+	Constraints *string `json:"constraints,omitempty"`
+
+	// Container Absolute path to OCI container bundle
+	Container       *string                      `json:"container,omitempty"`
+	DerivedExitCode *V0042ProcessExitCodeVerbose `json:"derived_exit_code,omitempty"`
+	ExitCode        *V0042ProcessExitCodeVerbose `json:"exit_code,omitempty"`
+
+	// Extra Arbitrary string used for node filtering if extra constraints are enabled
+	Extra *string `json:"extra,omitempty"`
+
+	// FailedNode Name of node that caused job failure
+	FailedNode *string               `json:"failed_node,omitempty"`
+	Flags      *V0042SlurmdbJobFlags `json:"flags,omitempty"`
+
+	// Group Group ID of the user that owns the job
+	Group *string `json:"group,omitempty"`
+	Het   *struct {
+		// JobId Heterogeneous job ID, if applicable
+		JobId     *int32                  `json:"job_id,omitempty"`
+		JobOffset *V0042Uint32NoValStruct `json:"job_offset,omitempty"`
+	} `json:"het,omitempty"`
+
+	// Hold Hold (true) or release (false) job
+	Hold *bool `json:"hold,omitempty"`
+
+	// JobId Job ID
+	JobId *int32 `json:"job_id,omitempty"`
+
+	// KillRequestUser User ID that requested termination of the job
+	KillRequestUser *string `json:"kill_request_user,omitempty"`
+
+	// Licenses License(s) required by the job
+	Licenses *string `json:"licenses,omitempty"`
+	Mcs      *struct {
+		// Label Multi-Category Security label on the job
+		Label *string `json:"label,omitempty"`
+	} `json:"mcs,omitempty"`
+
+	// Name Job name
+	Name *string `json:"name,omitempty"`
+
+	// Nodes Node(s) allocated to the job
+	Nodes *string `json:"nodes,omitempty"`
+
+	// Partition Partition assigned to the job
+	Partition *string                 `json:"partition,omitempty"`
+	Priority  *V0042Uint32NoValStruct `json:"priority,omitempty"`
+
+	// Qos Quality of Service assigned to the job
+	Qos *string `json:"qos,omitempty"`
+
+	// Qosreq Requested QOS
+	Qosreq   *string `json:"qosreq,omitempty"`
+	Required *struct {
+		// CPUs Minimum number of CPUs required
+		CPUs          *int32                  `json:"CPUs,omitempty"`
+		MemoryPerCpu  *V0042Uint64NoValStruct `json:"memory_per_cpu,omitempty"`
+		MemoryPerNode *V0042Uint64NoValStruct `json:"memory_per_node,omitempty"`
+	} `json:"required,omitempty"`
+	Reservation *struct {
+		// Id Unique identifier of requested reservation
+		Id *int32 `json:"id,omitempty"`
+
+		// Name Name of reservation to use
+		Name *string `json:"name,omitempty"`
+	} `json:"reservation,omitempty"`
+
+	// RestartCnt How many times this job has been requeued/restarted
+	RestartCnt *int32 `json:"restart_cnt,omitempty"`
+
+	// Script Job batch script; only the first component in a HetJob is populated or honored
+	Script *string `json:"script,omitempty"`
+	State  *struct {
+		Current *V0042JobState `json:"current,omitempty"`
+
+		// Reason Reason for previous Pending or Failed state
+		Reason *string `json:"reason,omitempty"`
+	} `json:"state,omitempty"`
+
+	// Stderr Path to stderr file
+	Stderr *string `json:"stderr,omitempty"`
+
+	// StderrExpanded Job stderr with expanded fields
+	StderrExpanded *string `json:"stderr_expanded,omitempty"`
+
+	// Stdin Path to stdin file
+	Stdin *string `json:"stdin,omitempty"`
+
+	// StdinExpanded Job stdin with expanded fields
+	StdinExpanded *string `json:"stdin_expanded,omitempty"`
+
+	// Stdout Path to stdout file
+	Stdout *string `json:"stdout,omitempty"`
+
+	// StdoutExpanded Job stdout with expanded fields
+	StdoutExpanded *string        `json:"stdout_expanded,omitempty"`
+	Steps          *V0042StepList `json:"steps,omitempty"`
+
+	// SubmitLine Command used to submit the job
+	SubmitLine *string `json:"submit_line,omitempty"`
+	Time       *struct {
+		// Elapsed Elapsed time in seconds
+		Elapsed *int32 `json:"elapsed,omitempty"`
+
+		// Eligible Time when the job became eligible to run (UNIX timestamp)
+		Eligible *int64 `json:"eligible,omitempty"`
+
+		// End End time (UNIX timestamp)
+		End     *int64                  `json:"end,omitempty"`
+		Limit   *V0042Uint32NoValStruct `json:"limit,omitempty"`
+		Planned *V0042Uint64NoValStruct `json:"planned,omitempty"`
+
+		// Start Time execution began (UNIX timestamp)
+		Start *int64 `json:"start,omitempty"`
+
+		// Submission Time when the job was submitted (UNIX timestamp)
+		Submission *int64 `json:"submission,omitempty"`
+
+		// Suspended Total time in suspended state in seconds
+		Suspended *int32 `json:"suspended,omitempty"`
+		System    *struct {
+			// Microseconds System CPU time used by the job in microseconds
+			Microseconds *int64 `json:"microseconds,omitempty"`
+
+			// Seconds System CPU time used by the job in seconds
+			Seconds *int64 `json:"seconds,omitempty"`
+		} `json:"system,omitempty"`
+		Total *struct {
+			// Microseconds Sum of System and User CPU time used by the job in microseconds
+			Microseconds *int64 `json:"microseconds,omitempty"`
+
+			// Seconds Sum of System and User CPU time used by the job in seconds
+			Seconds *int64 `json:"seconds,omitempty"`
+		} `json:"total,omitempty"`
+		User *struct {
+			// Microseconds User CPU time used by the job in microseconds
+			Microseconds *int64 `json:"microseconds,omitempty"`
+
+			// Seconds User CPU time used by the job in seconds
+			Seconds *int64 `json:"seconds,omitempty"`
+		} `json:"user,omitempty"`
+	} `json:"time,omitempty"`
+	Tres *struct {
+		Allocated *V0042TresList `json:"allocated,omitempty"`
+		Requested *V0042TresList `json:"requested,omitempty"`
+	} `json:"tres,omitempty"`
+
+	// UsedGres Generic resources used by job
+	UsedGres *string `json:"used_gres,omitempty"`
+
+	// User User that owns the job
+	User  *string              `json:"user,omitempty"`
+	Wckey *V0042WckeyTagStruct `json:"wckey,omitempty"`
+
+	// WorkingDirectory Path to current working directory
+	WorkingDirectory *string `json:"working_directory,omitempty"`
+}
 
 // V0042JobAllocReq defines model for v0.0.42_job_alloc_req.
 type V0042JobAllocReq struct {
@@ -1056,6 +1750,9 @@ type V0042JobInfoGresDetail = []string
 // V0042JobInfoMsg defines model for v0.0.42_job_info_msg.
 type V0042JobInfoMsg = []V0042JobInfo
 
+// V0042JobList defines model for v0.0.42_job_list.
+type V0042JobList = []V0042Job
+
 // V0042JobMailFlags defines model for v0.0.42_job_mail_flags.
 type V0042JobMailFlags = []string
 
@@ -1408,6 +2105,72 @@ type V0042Nodes = []V0042Node
 // V0042OpenMode defines model for v0.0.42_open_mode.
 type V0042OpenMode = []string
 
+// V0042OpenapiAccountsAddCondResp defines model for v0.0.42_openapi_accounts_add_cond_resp.
+type V0042OpenapiAccountsAddCondResp struct {
+	Account              *V0042AccountShort    `json:"account,omitempty"`
+	AssociationCondition *V0042AccountsAddCond `json:"association_condition,omitempty"`
+	Errors               *V0042OpenapiErrors   `json:"errors,omitempty"`
+	Meta                 *V0042OpenapiMeta     `json:"meta,omitempty"`
+	Warnings             *V0042OpenapiWarnings `json:"warnings,omitempty"`
+}
+
+// V0042OpenapiAccountsAddCondRespStr defines model for v0.0.42_openapi_accounts_add_cond_resp_str.
+type V0042OpenapiAccountsAddCondRespStr struct {
+	// AddedAccounts added_accounts
+	AddedAccounts string                `json:"added_accounts"`
+	Errors        *V0042OpenapiErrors   `json:"errors,omitempty"`
+	Meta          *V0042OpenapiMeta     `json:"meta,omitempty"`
+	Warnings      *V0042OpenapiWarnings `json:"warnings,omitempty"`
+}
+
+// V0042OpenapiAccountsRemovedResp defines model for v0.0.42_openapi_accounts_removed_resp.
+type V0042OpenapiAccountsRemovedResp struct {
+	Errors          *V0042OpenapiErrors   `json:"errors,omitempty"`
+	Meta            *V0042OpenapiMeta     `json:"meta,omitempty"`
+	RemovedAccounts V0042StringList       `json:"removed_accounts"`
+	Warnings        *V0042OpenapiWarnings `json:"warnings,omitempty"`
+}
+
+// V0042OpenapiAccountsResp defines model for v0.0.42_openapi_accounts_resp.
+type V0042OpenapiAccountsResp struct {
+	Accounts V0042AccountList      `json:"accounts"`
+	Errors   *V0042OpenapiErrors   `json:"errors,omitempty"`
+	Meta     *V0042OpenapiMeta     `json:"meta,omitempty"`
+	Warnings *V0042OpenapiWarnings `json:"warnings,omitempty"`
+}
+
+// V0042OpenapiAssocsRemovedResp defines model for v0.0.42_openapi_assocs_removed_resp.
+type V0042OpenapiAssocsRemovedResp struct {
+	Errors              *V0042OpenapiErrors   `json:"errors,omitempty"`
+	Meta                *V0042OpenapiMeta     `json:"meta,omitempty"`
+	RemovedAssociations V0042StringList       `json:"removed_associations"`
+	Warnings            *V0042OpenapiWarnings `json:"warnings,omitempty"`
+}
+
+// V0042OpenapiAssocsResp defines model for v0.0.42_openapi_assocs_resp.
+type V0042OpenapiAssocsResp struct {
+	Associations V0042AssocList        `json:"associations"`
+	Errors       *V0042OpenapiErrors   `json:"errors,omitempty"`
+	Meta         *V0042OpenapiMeta     `json:"meta,omitempty"`
+	Warnings     *V0042OpenapiWarnings `json:"warnings,omitempty"`
+}
+
+// V0042OpenapiClustersRemovedResp defines model for v0.0.42_openapi_clusters_removed_resp.
+type V0042OpenapiClustersRemovedResp struct {
+	DeletedClusters V0042StringList       `json:"deleted_clusters"`
+	Errors          *V0042OpenapiErrors   `json:"errors,omitempty"`
+	Meta            *V0042OpenapiMeta     `json:"meta,omitempty"`
+	Warnings        *V0042OpenapiWarnings `json:"warnings,omitempty"`
+}
+
+// V0042OpenapiClustersResp defines model for v0.0.42_openapi_clusters_resp.
+type V0042OpenapiClustersResp struct {
+	Clusters V0042ClusterRecList   `json:"clusters"`
+	Errors   *V0042OpenapiErrors   `json:"errors,omitempty"`
+	Meta     *V0042OpenapiMeta     `json:"meta,omitempty"`
+	Warnings *V0042OpenapiWarnings `json:"warnings,omitempty"`
+}
+
 // V0042OpenapiDiagResp defines model for v0.0.42_openapi_diag_resp.
 type V0042OpenapiDiagResp struct {
 	Errors     *V0042OpenapiErrors   `json:"errors,omitempty"`
@@ -1433,6 +2196,14 @@ type V0042OpenapiError struct {
 
 // V0042OpenapiErrors defines model for v0.0.42_openapi_errors.
 type V0042OpenapiErrors = []V0042OpenapiError
+
+// V0042OpenapiInstancesResp defines model for v0.0.42_openapi_instances_resp.
+type V0042OpenapiInstancesResp struct {
+	Errors    *V0042OpenapiErrors   `json:"errors,omitempty"`
+	Instances V0042InstanceList     `json:"instances"`
+	Meta      *V0042OpenapiMeta     `json:"meta,omitempty"`
+	Warnings  *V0042OpenapiWarnings `json:"warnings,omitempty"`
+}
 
 // V0042OpenapiJobAllocResp defines model for v0.0.42_openapi_job_alloc_resp.
 type V0042OpenapiJobAllocResp struct {
@@ -1605,6 +2376,95 @@ type V0042OpenapiSharesResp struct {
 	Warnings *V0042OpenapiWarnings `json:"warnings,omitempty"`
 }
 
+// V0042OpenapiSlurmdbdConfigResp defines model for v0.0.42_openapi_slurmdbd_config_resp.
+type V0042OpenapiSlurmdbdConfigResp struct {
+	Accounts     *V0042AccountList     `json:"accounts,omitempty"`
+	Associations *V0042AssocList       `json:"associations,omitempty"`
+	Clusters     *V0042ClusterRecList  `json:"clusters,omitempty"`
+	Errors       *V0042OpenapiErrors   `json:"errors,omitempty"`
+	Instances    *V0042InstanceList    `json:"instances,omitempty"`
+	Meta         *V0042OpenapiMeta     `json:"meta,omitempty"`
+	Qos          *V0042QosList         `json:"qos,omitempty"`
+	Tres         *V0042TresList        `json:"tres,omitempty"`
+	Users        *V0042UserList        `json:"users,omitempty"`
+	Warnings     *V0042OpenapiWarnings `json:"warnings,omitempty"`
+	Wckeys       *V0042WckeyList       `json:"wckeys,omitempty"`
+}
+
+// V0042OpenapiSlurmdbdJobsResp defines model for v0.0.42_openapi_slurmdbd_jobs_resp.
+type V0042OpenapiSlurmdbdJobsResp struct {
+	Errors   *V0042OpenapiErrors   `json:"errors,omitempty"`
+	Jobs     V0042JobList          `json:"jobs"`
+	Meta     *V0042OpenapiMeta     `json:"meta,omitempty"`
+	Warnings *V0042OpenapiWarnings `json:"warnings,omitempty"`
+}
+
+// V0042OpenapiSlurmdbdPingResp defines model for v0.0.42_openapi_slurmdbd_ping_resp.
+type V0042OpenapiSlurmdbdPingResp struct {
+	Errors   *V0042OpenapiErrors    `json:"errors,omitempty"`
+	Meta     *V0042OpenapiMeta      `json:"meta,omitempty"`
+	Pings    V0042SlurmdbdPingArray `json:"pings"`
+	Warnings *V0042OpenapiWarnings  `json:"warnings,omitempty"`
+}
+
+// V0042OpenapiSlurmdbdQosRemovedResp defines model for v0.0.42_openapi_slurmdbd_qos_removed_resp.
+type V0042OpenapiSlurmdbdQosRemovedResp struct {
+	Errors     *V0042OpenapiErrors   `json:"errors,omitempty"`
+	Meta       *V0042OpenapiMeta     `json:"meta,omitempty"`
+	RemovedQos V0042StringList       `json:"removed_qos"`
+	Warnings   *V0042OpenapiWarnings `json:"warnings,omitempty"`
+}
+
+// V0042OpenapiSlurmdbdQosResp defines model for v0.0.42_openapi_slurmdbd_qos_resp.
+type V0042OpenapiSlurmdbdQosResp struct {
+	Errors   *V0042OpenapiErrors   `json:"errors,omitempty"`
+	Meta     *V0042OpenapiMeta     `json:"meta,omitempty"`
+	Qos      V0042QosList          `json:"qos"`
+	Warnings *V0042OpenapiWarnings `json:"warnings,omitempty"`
+}
+
+// V0042OpenapiSlurmdbdStatsResp defines model for v0.0.42_openapi_slurmdbd_stats_resp.
+type V0042OpenapiSlurmdbdStatsResp struct {
+	Errors     *V0042OpenapiErrors   `json:"errors,omitempty"`
+	Meta       *V0042OpenapiMeta     `json:"meta,omitempty"`
+	Statistics V0042StatsRec         `json:"statistics"`
+	Warnings   *V0042OpenapiWarnings `json:"warnings,omitempty"`
+}
+
+// V0042OpenapiTresResp defines model for v0.0.42_openapi_tres_resp.
+type V0042OpenapiTresResp struct {
+	TRES     V0042TresList         `json:"TRES"`
+	Errors   *V0042OpenapiErrors   `json:"errors,omitempty"`
+	Meta     *V0042OpenapiMeta     `json:"meta,omitempty"`
+	Warnings *V0042OpenapiWarnings `json:"warnings,omitempty"`
+}
+
+// V0042OpenapiUsersAddCondResp defines model for v0.0.42_openapi_users_add_cond_resp.
+type V0042OpenapiUsersAddCondResp struct {
+	AssociationCondition V0042UsersAddCond     `json:"association_condition"`
+	Errors               *V0042OpenapiErrors   `json:"errors,omitempty"`
+	Meta                 *V0042OpenapiMeta     `json:"meta,omitempty"`
+	User                 V0042UserShort        `json:"user"`
+	Warnings             *V0042OpenapiWarnings `json:"warnings,omitempty"`
+}
+
+// V0042OpenapiUsersAddCondRespStr defines model for v0.0.42_openapi_users_add_cond_resp_str.
+type V0042OpenapiUsersAddCondRespStr struct {
+	// AddedUsers added_users
+	AddedUsers string                `json:"added_users"`
+	Errors     *V0042OpenapiErrors   `json:"errors,omitempty"`
+	Meta       *V0042OpenapiMeta     `json:"meta,omitempty"`
+	Warnings   *V0042OpenapiWarnings `json:"warnings,omitempty"`
+}
+
+// V0042OpenapiUsersResp defines model for v0.0.42_openapi_users_resp.
+type V0042OpenapiUsersResp struct {
+	Errors   *V0042OpenapiErrors   `json:"errors,omitempty"`
+	Meta     *V0042OpenapiMeta     `json:"meta,omitempty"`
+	Users    V0042UserList         `json:"users"`
+	Warnings *V0042OpenapiWarnings `json:"warnings,omitempty"`
+}
+
 // V0042OpenapiWarning defines model for v0.0.42_openapi_warning.
 type V0042OpenapiWarning struct {
 	// Description Long form warning description
@@ -1616,6 +2476,22 @@ type V0042OpenapiWarning struct {
 
 // V0042OpenapiWarnings defines model for v0.0.42_openapi_warnings.
 type V0042OpenapiWarnings = []V0042OpenapiWarning
+
+// V0042OpenapiWckeyRemovedResp defines model for v0.0.42_openapi_wckey_removed_resp.
+type V0042OpenapiWckeyRemovedResp struct {
+	DeletedWckeys V0042StringList       `json:"deleted_wckeys"`
+	Errors        *V0042OpenapiErrors   `json:"errors,omitempty"`
+	Meta          *V0042OpenapiMeta     `json:"meta,omitempty"`
+	Warnings      *V0042OpenapiWarnings `json:"warnings,omitempty"`
+}
+
+// V0042OpenapiWckeyResp defines model for v0.0.42_openapi_wckey_resp.
+type V0042OpenapiWckeyResp struct {
+	Errors   *V0042OpenapiErrors   `json:"errors,omitempty"`
+	Meta     *V0042OpenapiMeta     `json:"meta,omitempty"`
+	Warnings *V0042OpenapiWarnings `json:"warnings,omitempty"`
+	Wckeys   V0042WckeyList        `json:"wckeys"`
+}
 
 // V0042OversubscribeFlags defines model for v0.0.42_oversubscribe_flags.
 type V0042OversubscribeFlags = []string
@@ -1768,6 +2644,105 @@ type V0042ProcessExitCodeVerbose struct {
 	Status *V0042ProcessExitCodeStatus `json:"status,omitempty"`
 }
 
+// V0042Qos defines model for v0.0.42_qos.
+type V0042Qos struct {
+	// Description Arbitrary description
+	Description *string        `json:"description,omitempty"`
+	Flags       *V0042QosFlags `json:"flags,omitempty"`
+
+	// Id Unique ID
+	Id     *int32 `json:"id,omitempty"`
+	Limits *struct {
+		Factor *V0042Float64NoValStruct `json:"factor,omitempty"`
+
+		// GraceTime GraceTime
+		GraceTime *int32 `json:"grace_time,omitempty"`
+		Max       *struct {
+			Accruing *struct {
+				Per *struct {
+					Account *V0042Uint32NoValStruct `json:"account,omitempty"`
+					User    *V0042Uint32NoValStruct `json:"user,omitempty"`
+				} `json:"per,omitempty"`
+			} `json:"accruing,omitempty"`
+			ActiveJobs *struct {
+				Accruing *V0042Uint32NoValStruct `json:"accruing,omitempty"`
+				Count    *V0042Uint32NoValStruct `json:"count,omitempty"`
+			} `json:"active_jobs,omitempty"`
+			Jobs *struct {
+				ActiveJobs *struct {
+					Per *struct {
+						Account *V0042Uint32NoValStruct `json:"account,omitempty"`
+						User    *V0042Uint32NoValStruct `json:"user,omitempty"`
+					} `json:"per,omitempty"`
+				} `json:"active_jobs,omitempty"`
+				Count *V0042Uint32NoValStruct `json:"count,omitempty"`
+				Per   *struct {
+					Account *V0042Uint32NoValStruct `json:"account,omitempty"`
+					User    *V0042Uint32NoValStruct `json:"user,omitempty"`
+				} `json:"per,omitempty"`
+			} `json:"jobs,omitempty"`
+			Tres *struct {
+				Minutes *struct {
+					Per *struct {
+						Account *V0042TresList `json:"account,omitempty"`
+						Job     *V0042TresList `json:"job,omitempty"`
+						Qos     *V0042TresList `json:"qos,omitempty"`
+						User    *V0042TresList `json:"user,omitempty"`
+					} `json:"per,omitempty"`
+					Total *V0042TresList `json:"total,omitempty"`
+				} `json:"minutes,omitempty"`
+				Per *struct {
+					Account *V0042TresList `json:"account,omitempty"`
+					Job     *V0042TresList `json:"job,omitempty"`
+					Node    *V0042TresList `json:"node,omitempty"`
+					User    *V0042TresList `json:"user,omitempty"`
+				} `json:"per,omitempty"`
+				Total *V0042TresList `json:"total,omitempty"`
+			} `json:"tres,omitempty"`
+			WallClock *struct {
+				Per *struct {
+					Job *V0042Uint32NoValStruct `json:"job,omitempty"`
+					Qos *V0042Uint32NoValStruct `json:"qos,omitempty"`
+				} `json:"per,omitempty"`
+			} `json:"wall_clock,omitempty"`
+		} `json:"max,omitempty"`
+		Min *struct {
+			PriorityThreshold *V0042Uint32NoValStruct `json:"priority_threshold,omitempty"`
+			Tres              *struct {
+				Per *struct {
+					Job *V0042TresList `json:"job,omitempty"`
+				} `json:"per,omitempty"`
+			} `json:"tres,omitempty"`
+		} `json:"min,omitempty"`
+	} `json:"limits,omitempty"`
+
+	// Name Name
+	Name    *string `json:"name,omitempty"`
+	Preempt *struct {
+		ExemptTime *V0042Uint32NoValStruct `json:"exempt_time,omitempty"`
+		List       *V0042QosPreemptList    `json:"list,omitempty"`
+		Mode       *V0042QosPreemptModes   `json:"mode,omitempty"`
+	} `json:"preempt,omitempty"`
+	Priority       *V0042Uint32NoValStruct  `json:"priority,omitempty"`
+	UsageFactor    *V0042Float64NoValStruct `json:"usage_factor,omitempty"`
+	UsageThreshold *V0042Float64NoValStruct `json:"usage_threshold,omitempty"`
+}
+
+// V0042QosFlags defines model for v0.0.42_qos_flags.
+type V0042QosFlags = []string
+
+// V0042QosList defines model for v0.0.42_qos_list.
+type V0042QosList = []V0042Qos
+
+// V0042QosPreemptList defines model for v0.0.42_qos_preempt_list.
+type V0042QosPreemptList = []string
+
+// V0042QosPreemptModes defines model for v0.0.42_qos_preempt_modes.
+type V0042QosPreemptModes = []string
+
+// V0042QosStringIdList List of QOS names
+type V0042QosStringIdList = []string
+
 // V0042ReservationCoreSpec defines model for v0.0.42_reservation_core_spec.
 type V0042ReservationCoreSpec struct {
 	// Core IDs of reserved cores
@@ -1836,6 +2811,61 @@ type V0042ReservationInfoCoreSpec = []V0042ReservationCoreSpec
 // V0042ReservationInfoMsg defines model for v0.0.42_reservation_info_msg.
 type V0042ReservationInfoMsg = []V0042ReservationInfo
 
+// V0042RollupStats defines model for v0.0.42_rollup_stats.
+type V0042RollupStats struct {
+	Daily *struct {
+		// Count Number of daily rollups since last_run
+		Count    *int32 `json:"count,omitempty"`
+		Duration *struct {
+			// Last Total time spent doing daily daily rollup (seconds)
+			Last *int64 `json:"last,omitempty"`
+
+			// Max Longest daily rollup time (seconds)
+			Max *int64 `json:"max,omitempty"`
+
+			// Time Total time spent doing daily rollups (seconds)
+			Time *int64 `json:"time,omitempty"`
+		} `json:"duration,omitempty"`
+
+		// LastRun Last time daily rollup ran (UNIX timestamp)
+		LastRun *int64 `json:"last_run,omitempty"`
+	} `json:"daily,omitempty"`
+	Hourly *struct {
+		// Count Number of hourly rollups since last_run
+		Count    *int32 `json:"count,omitempty"`
+		Duration *struct {
+			// Last Total time spent doing last daily rollup (seconds)
+			Last *int64 `json:"last,omitempty"`
+
+			// Max Longest hourly rollup time (seconds)
+			Max *int64 `json:"max,omitempty"`
+
+			// Time Total time spent doing hourly rollups (seconds)
+			Time *int64 `json:"time,omitempty"`
+		} `json:"duration,omitempty"`
+
+		// LastRun Last time hourly rollup ran (UNIX timestamp)
+		LastRun *int64 `json:"last_run,omitempty"`
+	} `json:"hourly,omitempty"`
+	Monthly *struct {
+		// Count Number of monthly rollups since last_run
+		Count    *int32 `json:"count,omitempty"`
+		Duration *struct {
+			// Last Total time spent doing monthly daily rollup (seconds)
+			Last *int64 `json:"last,omitempty"`
+
+			// Max Longest monthly rollup time (seconds)
+			Max *int64 `json:"max,omitempty"`
+
+			// Time Total time spent doing monthly rollups (seconds)
+			Time *int64 `json:"time,omitempty"`
+		} `json:"duration,omitempty"`
+
+		// LastRun Last time monthly rollup ran (UNIX timestamp)
+		LastRun *int64 `json:"last_run,omitempty"`
+	} `json:"monthly,omitempty"`
+}
+
 // V0042ScheduleExitFields defines model for v0.0.42_schedule_exit_fields.
 type V0042ScheduleExitFields struct {
 	// DefaultQueueDepth Reached number of jobs allowed to be tested
@@ -1886,6 +2916,27 @@ type V0042SharesUint64Tres struct {
 
 // V0042SharesUint64TresList defines model for v0.0.42_shares_uint64_tres_list.
 type V0042SharesUint64TresList = []V0042SharesUint64Tres
+
+// V0042SlurmdbJobFlags defines model for v0.0.42_slurmdb_job_flags.
+type V0042SlurmdbJobFlags = []string
+
+// V0042SlurmdbdPing defines model for v0.0.42_slurmdbd_ping.
+type V0042SlurmdbdPing struct {
+	// Hostname Target for ping
+	Hostname string `json:"hostname"`
+
+	// Latency Number of microseconds it took to successfully ping or timeout
+	Latency int64 `json:"latency"`
+
+	// Primary Is responding slurmdbd the primary controller
+	Primary bool `json:"primary"`
+
+	// Responding If ping RPC responded with pong from slurmdbd
+	Responding bool `json:"responding"`
+}
+
+// V0042SlurmdbdPingArray defines model for v0.0.42_slurmdbd_ping_array.
+type V0042SlurmdbdPingArray = []V0042SlurmdbdPing
 
 // V0042StatsMsg defines model for v0.0.42_stats_msg.
 type V0042StatsMsg struct {
@@ -2121,8 +3172,190 @@ type V0042StatsMsgRpcsDump = []V0042StatsMsgRpcDump
 // V0042StatsMsgRpcsQueue Pending RPCs
 type V0042StatsMsgRpcsQueue = []V0042StatsMsgRpcQueue
 
+// V0042StatsRec defines model for v0.0.42_stats_rec.
+type V0042StatsRec struct {
+	RPCs    *V0042StatsRpcList `json:"RPCs,omitempty"`
+	Rollups *V0042RollupStats  `json:"rollups,omitempty"`
+
+	// TimeStart When data collection started (UNIX timestamp)
+	TimeStart *int64              `json:"time_start,omitempty"`
+	Users     *V0042StatsUserList `json:"users,omitempty"`
+}
+
+// V0042StatsRpc defines model for v0.0.42_stats_rpc.
+type V0042StatsRpc struct {
+	// Count Number of RPCs processed
+	Count *int32 `json:"count,omitempty"`
+
+	// Rpc RPC type
+	Rpc  *string `json:"rpc,omitempty"`
+	Time *struct {
+		// Average Average RPC processing time in microseconds
+		Average *int64 `json:"average,omitempty"`
+
+		// Total Total RPC processing time in microseconds
+		Total *int64 `json:"total,omitempty"`
+	} `json:"time,omitempty"`
+}
+
+// V0042StatsRpcList defines model for v0.0.42_stats_rpc_list.
+type V0042StatsRpcList = []V0042StatsRpc
+
+// V0042StatsUser defines model for v0.0.42_stats_user.
+type V0042StatsUser struct {
+	// Count Number of RPCs processed
+	Count *int32 `json:"count,omitempty"`
+	Time  *struct {
+		// Average Average RPC processing time in microseconds
+		Average *int64 `json:"average,omitempty"`
+
+		// Total Total RPC processing time in microseconds
+		Total *int64 `json:"total,omitempty"`
+	} `json:"time,omitempty"`
+
+	// User User ID
+	User *string `json:"user,omitempty"`
+}
+
+// V0042StatsUserList defines model for v0.0.42_stats_user_list.
+type V0042StatsUserList = []V0042StatsUser
+
+// V0042Step defines model for v0.0.42_step.
+type V0042Step struct {
+	CPU *struct {
+		// Governor Requested CPU frequency governor in kHz
+		Governor           *string `json:"governor,omitempty"`
+		RequestedFrequency *struct {
+			Max *V0042Uint32NoValStruct `json:"max,omitempty"`
+			Min *V0042Uint32NoValStruct `json:"min,omitempty"`
+		} `json:"requested_frequency,omitempty"`
+	} `json:"CPU,omitempty"`
+	ExitCode *V0042ProcessExitCodeVerbose `json:"exit_code,omitempty"`
+
+	// KillRequestUser User ID that requested termination of the step
+	KillRequestUser *string `json:"kill_request_user,omitempty"`
+	Nodes           *struct {
+		// Count Number of nodes in the job step
+		Count *int32         `json:"count,omitempty"`
+		List  *V0042Hostlist `json:"list,omitempty"`
+
+		// Range Node(s) allocated to the job step
+		Range *string `json:"range,omitempty"`
+	} `json:"nodes,omitempty"`
+
+	// Pid Deprecated; Process ID
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	Pid        *string        `json:"pid,omitempty"`
+	State      *V0042JobState `json:"state,omitempty"`
+	Statistics *struct {
+		CPU *struct {
+			// ActualFrequency Average weighted CPU frequency of all tasks in kHz
+			ActualFrequency *int64 `json:"actual_frequency,omitempty"`
+		} `json:"CPU,omitempty"`
+		Energy *struct {
+			Consumed *V0042Uint64NoValStruct `json:"consumed,omitempty"`
+		} `json:"energy,omitempty"`
+	} `json:"statistics,omitempty"`
+	Step *struct {
+		// Id Step ID
+		Id *string `json:"id,omitempty"`
+
+		// Name Step name
+		Name *string `json:"name,omitempty"`
+	} `json:"step,omitempty"`
+	Task *struct {
+		// Distribution The layout of the step was when it was running
+		Distribution *string `json:"distribution,omitempty"`
+	} `json:"task,omitempty"`
+	Tasks *struct {
+		// Count Total number of tasks
+		Count *int32 `json:"count,omitempty"`
+	} `json:"tasks,omitempty"`
+	Time *struct {
+		// Elapsed Elapsed time in seconds
+		Elapsed *int32                  `json:"elapsed,omitempty"`
+		End     *V0042Uint64NoValStruct `json:"end,omitempty"`
+		Start   *V0042Uint64NoValStruct `json:"start,omitempty"`
+
+		// Suspended Total time in suspended state in seconds
+		Suspended *int32 `json:"suspended,omitempty"`
+		System    *struct {
+			// Microseconds System CPU time used by the step in microseconds
+			Microseconds *int32 `json:"microseconds,omitempty"`
+
+			// Seconds System CPU time used by the step in seconds
+			Seconds *int64 `json:"seconds,omitempty"`
+		} `json:"system,omitempty"`
+		Total *struct {
+			// Microseconds Total CPU time used by the step in microseconds
+			Microseconds *int32 `json:"microseconds,omitempty"`
+
+			// Seconds Total CPU time used by the step in seconds
+			Seconds *int64 `json:"seconds,omitempty"`
+		} `json:"total,omitempty"`
+		User *struct {
+			// Microseconds User CPU time used by the step in microseconds
+			Microseconds *int32 `json:"microseconds,omitempty"`
+
+			// Seconds User CPU time used by the step in seconds
+			Seconds *int64 `json:"seconds,omitempty"`
+		} `json:"user,omitempty"`
+	} `json:"time,omitempty"`
+	Tres *struct {
+		Allocated *V0042TresList `json:"allocated,omitempty"`
+		Consumed  *struct {
+			Average *V0042TresList         `json:"average,omitempty"`
+			Max     *V0042StepTresUsageMax `json:"max,omitempty"`
+			Min     *V0042StepTresUsageMin `json:"min,omitempty"`
+			Total   *V0042TresList         `json:"total,omitempty"`
+		} `json:"consumed,omitempty"`
+		Requested *struct {
+			Average *V0042TresList       `json:"average,omitempty"`
+			Max     *V0042StepTresReqMax `json:"max,omitempty"`
+			Min     *V0042StepTresReqMin `json:"min,omitempty"`
+			Total   *V0042TresList       `json:"total,omitempty"`
+		} `json:"requested,omitempty"`
+	} `json:"tres,omitempty"`
+}
+
+// V0042StepList defines model for v0.0.42_step_list.
+type V0042StepList = []V0042Step
+
+// V0042StepTresReqMax defines model for v0.0.42_step_tres_req_max.
+type V0042StepTresReqMax = []V0042Tres
+
+// V0042StepTresReqMin defines model for v0.0.42_step_tres_req_min.
+type V0042StepTresReqMin = []V0042Tres
+
+// V0042StepTresUsageMax defines model for v0.0.42_step_tres_usage_max.
+type V0042StepTresUsageMax = []V0042Tres
+
+// V0042StepTresUsageMin defines model for v0.0.42_step_tres_usage_min.
+type V0042StepTresUsageMin = []V0042Tres
+
 // V0042StringArray defines model for v0.0.42_string_array.
 type V0042StringArray = []string
+
+// V0042StringList defines model for v0.0.42_string_list.
+type V0042StringList = []string
+
+// V0042Tres defines model for v0.0.42_tres.
+type V0042Tres struct {
+	// Count TRES count (0 if listed generically)
+	Count *int64 `json:"count,omitempty"`
+
+	// Id ID used in the database
+	Id *int32 `json:"id,omitempty"`
+
+	// Name TRES name (if applicable)
+	Name *string `json:"name,omitempty"`
+
+	// Type TRES type (CPU, MEM, etc)
+	Type string `json:"type"`
+}
+
+// V0042TresList defines model for v0.0.42_tres_list.
+type V0042TresList = []V0042Tres
 
 // V0042Uint16NoValStruct defines model for v0.0.42_uint16_no_val_struct.
 type V0042Uint16NoValStruct struct {
@@ -2190,8 +3423,92 @@ type V0042UpdateNodeMsg struct {
 	Weight      *V0042Uint32NoValStruct `json:"weight,omitempty"`
 }
 
+// V0042User defines model for v0.0.42_user.
+type V0042User struct {
+	AdministratorLevel *V0042AdminLvl       `json:"administrator_level,omitempty"`
+	Associations       *V0042AssocShortList `json:"associations,omitempty"`
+	Coordinators       *V0042CoordList      `json:"coordinators,omitempty"`
+	Default            *struct {
+		// Account Default account
+		Account *string `json:"account,omitempty"`
+
+		// Wckey Default WCKey
+		Wckey *string `json:"wckey,omitempty"`
+	} `json:"default,omitempty"`
+	Flags *V0042UserFlags `json:"flags,omitempty"`
+
+	// Name User name
+	Name string `json:"name"`
+
+	// OldName Previous user name
+	OldName *string         `json:"old_name,omitempty"`
+	Wckeys  *V0042WckeyList `json:"wckeys,omitempty"`
+}
+
+// V0042UserFlags defines model for v0.0.42_user_flags.
+type V0042UserFlags = []string
+
+// V0042UserList defines model for v0.0.42_user_list.
+type V0042UserList = []V0042User
+
+// V0042UserShort defines model for v0.0.42_user_short.
+type V0042UserShort struct {
+	Adminlevel *V0042AdminLvl `json:"adminlevel,omitempty"`
+
+	// Defaultaccount Default account
+	Defaultaccount *string `json:"defaultaccount,omitempty"`
+
+	// Defaultwckey Default WCKey
+	Defaultwckey *string `json:"defaultwckey,omitempty"`
+}
+
+// V0042UsersAddCond defines model for v0.0.42_users_add_cond.
+type V0042UsersAddCond struct {
+	Accounts    *V0042StringList  `json:"accounts,omitempty"`
+	Association *V0042AssocRecSet `json:"association,omitempty"`
+	Clusters    *V0042StringList  `json:"clusters,omitempty"`
+	Partitions  *V0042StringList  `json:"partitions,omitempty"`
+	Users       V0042StringList   `json:"users"`
+	Wckeys      *V0042StringList  `json:"wckeys,omitempty"`
+}
+
 // V0042WarnFlags defines model for v0.0.42_warn_flags.
 type V0042WarnFlags = []string
+
+// V0042Wckey defines model for v0.0.42_wckey.
+type V0042Wckey struct {
+	Accounting *V0042AccountingList `json:"accounting,omitempty"`
+
+	// Cluster Cluster name
+	Cluster string           `json:"cluster"`
+	Flags   *V0042WckeyFlags `json:"flags,omitempty"`
+
+	// Id Unique ID for this user-cluster-wckey combination
+	Id *int32 `json:"id,omitempty"`
+
+	// Name WCKey name
+	Name string `json:"name"`
+
+	// User User name
+	User string `json:"user"`
+}
+
+// V0042WckeyFlags defines model for v0.0.42_wckey_flags.
+type V0042WckeyFlags = []string
+
+// V0042WckeyList defines model for v0.0.42_wckey_list.
+type V0042WckeyList = []V0042Wckey
+
+// V0042WckeyTagFlags defines model for v0.0.42_wckey_tag_flags.
+type V0042WckeyTagFlags = []string
+
+// V0042WckeyTagStruct defines model for v0.0.42_wckey_tag_struct.
+type V0042WckeyTagStruct struct {
+	Flags V0042WckeyTagFlags `json:"flags"`
+
+	// Wckey WCKey name
+	Wckey string `json:"wckey"`
+}
 
 // V0042X11Flags defines model for v0.0.42_x11_flags.
 type V0042X11Flags = []string
@@ -2307,6 +3624,633 @@ type SlurmV0042GetSharesParams struct {
 	Users *string `form:"users,omitempty" json:"users,omitempty"`
 }
 
+// SlurmdbV0042GetAccountParams defines parameters for SlurmdbV0042GetAccount.
+type SlurmdbV0042GetAccountParams struct {
+	// WithAssocs Include associations
+	WithAssocs *string `form:"with_assocs,omitempty" json:"with_assocs,omitempty"`
+
+	// WithCoords Include coordinators
+	WithCoords *string `form:"with_coords,omitempty" json:"with_coords,omitempty"`
+
+	// WithDeleted Include deleted
+	WithDeleted *string `form:"with_deleted,omitempty" json:"with_deleted,omitempty"`
+}
+
+// SlurmdbV0042GetAccountsParams defines parameters for SlurmdbV0042GetAccounts.
+type SlurmdbV0042GetAccountsParams struct {
+	// Description CSV description list
+	Description *string `form:"description,omitempty" json:"description,omitempty"`
+
+	// DELETED include deleted associations
+	DELETED *string `form:"DELETED,omitempty" json:"DELETED,omitempty"`
+
+	// WithAssociations query includes associations
+	WithAssociations *string `form:"WithAssociations,omitempty" json:"WithAssociations,omitempty"`
+
+	// WithCoordinators query includes coordinators
+	WithCoordinators *string `form:"WithCoordinators,omitempty" json:"WithCoordinators,omitempty"`
+
+	// NoUsersAreCoords remove users as coordinators
+	NoUsersAreCoords *string `form:"NoUsersAreCoords,omitempty" json:"NoUsersAreCoords,omitempty"`
+
+	// UsersAreCoords users are coordinators
+	UsersAreCoords *string `form:"UsersAreCoords,omitempty" json:"UsersAreCoords,omitempty"`
+}
+
+// SlurmdbV0042DeleteAssociationParams defines parameters for SlurmdbV0042DeleteAssociation.
+type SlurmdbV0042DeleteAssociationParams struct {
+	// Account CSV accounts list
+	Account *string `form:"account,omitempty" json:"account,omitempty"`
+
+	// Cluster CSV clusters list
+	Cluster *string `form:"cluster,omitempty" json:"cluster,omitempty"`
+
+	// DefaultQos CSV QOS list
+	DefaultQos                 *string `form:"default_qos,omitempty" json:"default_qos,omitempty"`
+	IncludeDeletedAssociations *string `form:"Include deleted associations,omitempty" json:"Include deleted associations,omitempty"`
+	IncludeUsage               *string `form:"Include usage,omitempty" json:"Include usage,omitempty"`
+	FilterToOnlyDefaults       *string `form:"Filter to only defaults,omitempty" json:"Filter to only defaults,omitempty"`
+	IncludeTheRawQOSOrDeltaQos *string `form:"Include the raw QOS or delta_qos,omitempty" json:"Include the raw QOS or delta_qos,omitempty"`
+	IncludeSubAcctInformation  *string `form:"Include sub acct information,omitempty" json:"Include sub acct information,omitempty"`
+	ExcludeParentIdname        *string `form:"Exclude parent id/name,omitempty" json:"Exclude parent id/name,omitempty"`
+	ExcludeLimitsFromParents   *string `form:"Exclude limits from parents,omitempty" json:"Exclude limits from parents,omitempty"`
+
+	// Format Ignored; process JSON manually to control output format
+	Format *string `form:"format,omitempty" json:"format,omitempty"`
+
+	// Id CSV ID list
+	Id *string `form:"id,omitempty" json:"id,omitempty"`
+
+	// ParentAccount CSV names of parent account
+	ParentAccount *string `form:"parent_account,omitempty" json:"parent_account,omitempty"`
+
+	// Partition CSV partition name list
+	Partition *string `form:"partition,omitempty" json:"partition,omitempty"`
+
+	// Qos CSV QOS list
+	Qos *string `form:"qos,omitempty" json:"qos,omitempty"`
+
+	// UsageEnd Usage end (UNIX timestamp)
+	UsageEnd *string `form:"usage_end,omitempty" json:"usage_end,omitempty"`
+
+	// UsageStart Usage start (UNIX timestamp)
+	UsageStart *string `form:"usage_start,omitempty" json:"usage_start,omitempty"`
+
+	// User CSV user list
+	User *string `form:"user,omitempty" json:"user,omitempty"`
+}
+
+// SlurmdbV0042GetAssociationParams defines parameters for SlurmdbV0042GetAssociation.
+type SlurmdbV0042GetAssociationParams struct {
+	// Account CSV accounts list
+	Account *string `form:"account,omitempty" json:"account,omitempty"`
+
+	// Cluster CSV clusters list
+	Cluster *string `form:"cluster,omitempty" json:"cluster,omitempty"`
+
+	// DefaultQos CSV QOS list
+	DefaultQos                 *string `form:"default_qos,omitempty" json:"default_qos,omitempty"`
+	IncludeDeletedAssociations *string `form:"Include deleted associations,omitempty" json:"Include deleted associations,omitempty"`
+	IncludeUsage               *string `form:"Include usage,omitempty" json:"Include usage,omitempty"`
+	FilterToOnlyDefaults       *string `form:"Filter to only defaults,omitempty" json:"Filter to only defaults,omitempty"`
+	IncludeTheRawQOSOrDeltaQos *string `form:"Include the raw QOS or delta_qos,omitempty" json:"Include the raw QOS or delta_qos,omitempty"`
+	IncludeSubAcctInformation  *string `form:"Include sub acct information,omitempty" json:"Include sub acct information,omitempty"`
+	ExcludeParentIdname        *string `form:"Exclude parent id/name,omitempty" json:"Exclude parent id/name,omitempty"`
+	ExcludeLimitsFromParents   *string `form:"Exclude limits from parents,omitempty" json:"Exclude limits from parents,omitempty"`
+
+	// Format Ignored; process JSON manually to control output format
+	Format *string `form:"format,omitempty" json:"format,omitempty"`
+
+	// Id CSV ID list
+	Id *string `form:"id,omitempty" json:"id,omitempty"`
+
+	// ParentAccount CSV names of parent account
+	ParentAccount *string `form:"parent_account,omitempty" json:"parent_account,omitempty"`
+
+	// Partition CSV partition name list
+	Partition *string `form:"partition,omitempty" json:"partition,omitempty"`
+
+	// Qos CSV QOS list
+	Qos *string `form:"qos,omitempty" json:"qos,omitempty"`
+
+	// UsageEnd Usage end (UNIX timestamp)
+	UsageEnd *string `form:"usage_end,omitempty" json:"usage_end,omitempty"`
+
+	// UsageStart Usage start (UNIX timestamp)
+	UsageStart *string `form:"usage_start,omitempty" json:"usage_start,omitempty"`
+
+	// User CSV user list
+	User *string `form:"user,omitempty" json:"user,omitempty"`
+}
+
+// SlurmdbV0042DeleteAssociationsParams defines parameters for SlurmdbV0042DeleteAssociations.
+type SlurmdbV0042DeleteAssociationsParams struct {
+	// Account CSV accounts list
+	Account *string `form:"account,omitempty" json:"account,omitempty"`
+
+	// Cluster CSV clusters list
+	Cluster *string `form:"cluster,omitempty" json:"cluster,omitempty"`
+
+	// DefaultQos CSV QOS list
+	DefaultQos                 *string `form:"default_qos,omitempty" json:"default_qos,omitempty"`
+	IncludeDeletedAssociations *string `form:"Include deleted associations,omitempty" json:"Include deleted associations,omitempty"`
+	IncludeUsage               *string `form:"Include usage,omitempty" json:"Include usage,omitempty"`
+	FilterToOnlyDefaults       *string `form:"Filter to only defaults,omitempty" json:"Filter to only defaults,omitempty"`
+	IncludeTheRawQOSOrDeltaQos *string `form:"Include the raw QOS or delta_qos,omitempty" json:"Include the raw QOS or delta_qos,omitempty"`
+	IncludeSubAcctInformation  *string `form:"Include sub acct information,omitempty" json:"Include sub acct information,omitempty"`
+	ExcludeParentIdname        *string `form:"Exclude parent id/name,omitempty" json:"Exclude parent id/name,omitempty"`
+	ExcludeLimitsFromParents   *string `form:"Exclude limits from parents,omitempty" json:"Exclude limits from parents,omitempty"`
+
+	// Format Ignored; process JSON manually to control output format
+	Format *string `form:"format,omitempty" json:"format,omitempty"`
+
+	// Id CSV ID list
+	Id *string `form:"id,omitempty" json:"id,omitempty"`
+
+	// ParentAccount CSV names of parent account
+	ParentAccount *string `form:"parent_account,omitempty" json:"parent_account,omitempty"`
+
+	// Partition CSV partition name list
+	Partition *string `form:"partition,omitempty" json:"partition,omitempty"`
+
+	// Qos CSV QOS list
+	Qos *string `form:"qos,omitempty" json:"qos,omitempty"`
+
+	// UsageEnd Usage end (UNIX timestamp)
+	UsageEnd *string `form:"usage_end,omitempty" json:"usage_end,omitempty"`
+
+	// UsageStart Usage start (UNIX timestamp)
+	UsageStart *string `form:"usage_start,omitempty" json:"usage_start,omitempty"`
+
+	// User CSV user list
+	User *string `form:"user,omitempty" json:"user,omitempty"`
+}
+
+// SlurmdbV0042GetAssociationsParams defines parameters for SlurmdbV0042GetAssociations.
+type SlurmdbV0042GetAssociationsParams struct {
+	// Account CSV accounts list
+	Account *string `form:"account,omitempty" json:"account,omitempty"`
+
+	// Cluster CSV clusters list
+	Cluster *string `form:"cluster,omitempty" json:"cluster,omitempty"`
+
+	// DefaultQos CSV QOS list
+	DefaultQos                 *string `form:"default_qos,omitempty" json:"default_qos,omitempty"`
+	IncludeDeletedAssociations *string `form:"Include deleted associations,omitempty" json:"Include deleted associations,omitempty"`
+	IncludeUsage               *string `form:"Include usage,omitempty" json:"Include usage,omitempty"`
+	FilterToOnlyDefaults       *string `form:"Filter to only defaults,omitempty" json:"Filter to only defaults,omitempty"`
+	IncludeTheRawQOSOrDeltaQos *string `form:"Include the raw QOS or delta_qos,omitempty" json:"Include the raw QOS or delta_qos,omitempty"`
+	IncludeSubAcctInformation  *string `form:"Include sub acct information,omitempty" json:"Include sub acct information,omitempty"`
+	ExcludeParentIdname        *string `form:"Exclude parent id/name,omitempty" json:"Exclude parent id/name,omitempty"`
+	ExcludeLimitsFromParents   *string `form:"Exclude limits from parents,omitempty" json:"Exclude limits from parents,omitempty"`
+
+	// Format Ignored; process JSON manually to control output format
+	Format *string `form:"format,omitempty" json:"format,omitempty"`
+
+	// Id CSV ID list
+	Id *string `form:"id,omitempty" json:"id,omitempty"`
+
+	// ParentAccount CSV names of parent account
+	ParentAccount *string `form:"parent_account,omitempty" json:"parent_account,omitempty"`
+
+	// Partition CSV partition name list
+	Partition *string `form:"partition,omitempty" json:"partition,omitempty"`
+
+	// Qos CSV QOS list
+	Qos *string `form:"qos,omitempty" json:"qos,omitempty"`
+
+	// UsageEnd Usage end (UNIX timestamp)
+	UsageEnd *string `form:"usage_end,omitempty" json:"usage_end,omitempty"`
+
+	// UsageStart Usage start (UNIX timestamp)
+	UsageStart *string `form:"usage_start,omitempty" json:"usage_start,omitempty"`
+
+	// User CSV user list
+	User *string `form:"user,omitempty" json:"user,omitempty"`
+}
+
+// SlurmdbV0042DeleteClusterParams defines parameters for SlurmdbV0042DeleteCluster.
+type SlurmdbV0042DeleteClusterParams struct {
+	// Classification Type of machine
+	Classification *SlurmdbV0042DeleteClusterParamsClassification `form:"classification,omitempty" json:"classification,omitempty"`
+
+	// Cluster CSV cluster list
+	Cluster *string `form:"cluster,omitempty" json:"cluster,omitempty"`
+
+	// Federation CSV federation list
+	Federation *string `form:"federation,omitempty" json:"federation,omitempty"`
+
+	// Flags Query flags
+	Flags *SlurmdbV0042DeleteClusterParamsFlags `form:"flags,omitempty" json:"flags,omitempty"`
+
+	// Format Ignored; process JSON manually to control output format
+	Format *string `form:"format,omitempty" json:"format,omitempty"`
+
+	// RpcVersion CSV RPC version list
+	RpcVersion *string `form:"rpc_version,omitempty" json:"rpc_version,omitempty"`
+
+	// UsageEnd Usage end (UNIX timestamp)
+	UsageEnd *string `form:"usage_end,omitempty" json:"usage_end,omitempty"`
+
+	// UsageStart Usage start (UNIX timestamp)
+	UsageStart *string `form:"usage_start,omitempty" json:"usage_start,omitempty"`
+
+	// WithDeleted Include deleted clusters
+	WithDeleted *string `form:"with_deleted,omitempty" json:"with_deleted,omitempty"`
+
+	// WithUsage Include usage
+	WithUsage *string `form:"with_usage,omitempty" json:"with_usage,omitempty"`
+}
+
+// SlurmdbV0042DeleteClusterParamsClassification defines parameters for SlurmdbV0042DeleteCluster.
+type SlurmdbV0042DeleteClusterParamsClassification string
+
+// SlurmdbV0042DeleteClusterParamsFlags defines parameters for SlurmdbV0042DeleteCluster.
+type SlurmdbV0042DeleteClusterParamsFlags string
+
+// SlurmdbV0042GetClusterParams defines parameters for SlurmdbV0042GetCluster.
+type SlurmdbV0042GetClusterParams struct {
+	// Classification Type of machine
+	Classification *SlurmdbV0042GetClusterParamsClassification `form:"classification,omitempty" json:"classification,omitempty"`
+
+	// Cluster CSV cluster list
+	Cluster *string `form:"cluster,omitempty" json:"cluster,omitempty"`
+
+	// Federation CSV federation list
+	Federation *string `form:"federation,omitempty" json:"federation,omitempty"`
+
+	// Flags Query flags
+	Flags *SlurmdbV0042GetClusterParamsFlags `form:"flags,omitempty" json:"flags,omitempty"`
+
+	// Format Ignored; process JSON manually to control output format
+	Format *string `form:"format,omitempty" json:"format,omitempty"`
+
+	// RpcVersion CSV RPC version list
+	RpcVersion *string `form:"rpc_version,omitempty" json:"rpc_version,omitempty"`
+
+	// UsageEnd Usage end (UNIX timestamp)
+	UsageEnd *string `form:"usage_end,omitempty" json:"usage_end,omitempty"`
+
+	// UsageStart Usage start (UNIX timestamp)
+	UsageStart *string `form:"usage_start,omitempty" json:"usage_start,omitempty"`
+
+	// WithDeleted Include deleted clusters
+	WithDeleted *string `form:"with_deleted,omitempty" json:"with_deleted,omitempty"`
+
+	// WithUsage Include usage
+	WithUsage *string `form:"with_usage,omitempty" json:"with_usage,omitempty"`
+}
+
+// SlurmdbV0042GetClusterParamsClassification defines parameters for SlurmdbV0042GetCluster.
+type SlurmdbV0042GetClusterParamsClassification string
+
+// SlurmdbV0042GetClusterParamsFlags defines parameters for SlurmdbV0042GetCluster.
+type SlurmdbV0042GetClusterParamsFlags string
+
+// SlurmdbV0042GetClustersParams defines parameters for SlurmdbV0042GetClusters.
+type SlurmdbV0042GetClustersParams struct {
+	// UpdateTime Query reservations updated more recently than this time (UNIX timestamp)
+	UpdateTime *string `form:"update_time,omitempty" json:"update_time,omitempty"`
+}
+
+// SlurmdbV0042PostClustersParams defines parameters for SlurmdbV0042PostClusters.
+type SlurmdbV0042PostClustersParams struct {
+	// UpdateTime Query reservations updated more recently than this time (UNIX timestamp)
+	UpdateTime *string `form:"update_time,omitempty" json:"update_time,omitempty"`
+}
+
+// SlurmdbV0042GetInstanceParams defines parameters for SlurmdbV0042GetInstance.
+type SlurmdbV0042GetInstanceParams struct {
+	// Cluster CSV clusters list
+	Cluster *string `form:"cluster,omitempty" json:"cluster,omitempty"`
+
+	// Extra CSV extra list
+	Extra *string `form:"extra,omitempty" json:"extra,omitempty"`
+
+	// Format Ignored; process JSON manually to control output format
+	Format *string `form:"format,omitempty" json:"format,omitempty"`
+
+	// InstanceId CSV instance_id list
+	InstanceId *string `form:"instance_id,omitempty" json:"instance_id,omitempty"`
+
+	// InstanceType CSV instance_type list
+	InstanceType *string `form:"instance_type,omitempty" json:"instance_type,omitempty"`
+
+	// NodeList Ranged node string
+	NodeList *string `form:"node_list,omitempty" json:"node_list,omitempty"`
+
+	// TimeEnd Time end (UNIX timestamp)
+	TimeEnd *string `form:"time_end,omitempty" json:"time_end,omitempty"`
+
+	// TimeStart Time start (UNIX timestamp)
+	TimeStart *string `form:"time_start,omitempty" json:"time_start,omitempty"`
+}
+
+// SlurmdbV0042GetInstancesParams defines parameters for SlurmdbV0042GetInstances.
+type SlurmdbV0042GetInstancesParams struct {
+	// Cluster CSV clusters list
+	Cluster *string `form:"cluster,omitempty" json:"cluster,omitempty"`
+
+	// Extra CSV extra list
+	Extra *string `form:"extra,omitempty" json:"extra,omitempty"`
+
+	// Format Ignored; process JSON manually to control output format
+	Format *string `form:"format,omitempty" json:"format,omitempty"`
+
+	// InstanceId CSV instance_id list
+	InstanceId *string `form:"instance_id,omitempty" json:"instance_id,omitempty"`
+
+	// InstanceType CSV instance_type list
+	InstanceType *string `form:"instance_type,omitempty" json:"instance_type,omitempty"`
+
+	// NodeList Ranged node string
+	NodeList *string `form:"node_list,omitempty" json:"node_list,omitempty"`
+
+	// TimeEnd Time end (UNIX timestamp)
+	TimeEnd *string `form:"time_end,omitempty" json:"time_end,omitempty"`
+
+	// TimeStart Time start (UNIX timestamp)
+	TimeStart *string `form:"time_start,omitempty" json:"time_start,omitempty"`
+}
+
+// SlurmdbV0042GetJobsParams defines parameters for SlurmdbV0042GetJobs.
+type SlurmdbV0042GetJobsParams struct {
+	// Account CSV account list
+	Account *string `form:"account,omitempty" json:"account,omitempty"`
+
+	// Association CSV association list
+	Association *string `form:"association,omitempty" json:"association,omitempty"`
+
+	// Cluster CSV cluster list
+	Cluster *string `form:"cluster,omitempty" json:"cluster,omitempty"`
+
+	// Constraints CSV constraint list
+	Constraints *string `form:"constraints,omitempty" json:"constraints,omitempty"`
+
+	// SchedulerUnset Schedule bits not set
+	SchedulerUnset *string `form:"scheduler_unset,omitempty" json:"scheduler_unset,omitempty"`
+
+	// ScheduledOnSubmit Job was started on submit
+	ScheduledOnSubmit *string `form:"scheduled_on_submit,omitempty" json:"scheduled_on_submit,omitempty"`
+
+	// ScheduledByMain Job was started from main scheduler
+	ScheduledByMain *string `form:"scheduled_by_main,omitempty" json:"scheduled_by_main,omitempty"`
+
+	// ScheduledByBackfill Job was started from backfill
+	ScheduledByBackfill *string `form:"scheduled_by_backfill,omitempty" json:"scheduled_by_backfill,omitempty"`
+
+	// JobStarted Job start RPC was received
+	JobStarted *string `form:"job_started,omitempty" json:"job_started,omitempty"`
+
+	// ExitCode Job exit code (numeric)
+	ExitCode *string `form:"exit_code,omitempty" json:"exit_code,omitempty"`
+
+	// ShowDuplicates Include duplicate job entries
+	ShowDuplicates *string `form:"show_duplicates,omitempty" json:"show_duplicates,omitempty"`
+
+	// SkipSteps Exclude job step details
+	SkipSteps *string `form:"skip_steps,omitempty" json:"skip_steps,omitempty"`
+
+	// DisableTruncateUsageTime Do not truncate the time to usage_start and usage_end
+	DisableTruncateUsageTime *string `form:"disable_truncate_usage_time,omitempty" json:"disable_truncate_usage_time,omitempty"`
+
+	// WholeHetjob Include details on all hetjob components
+	WholeHetjob *string `form:"whole_hetjob,omitempty" json:"whole_hetjob,omitempty"`
+
+	// DisableWholeHetjob Only show details on specified hetjob components
+	DisableWholeHetjob *string `form:"disable_whole_hetjob,omitempty" json:"disable_whole_hetjob,omitempty"`
+
+	// DisableWaitForResult Tell dbd not to wait for the result
+	DisableWaitForResult *string `form:"disable_wait_for_result,omitempty" json:"disable_wait_for_result,omitempty"`
+
+	// UsageTimeAsSubmitTime Use usage_time as the submit_time of the job
+	UsageTimeAsSubmitTime *string `form:"usage_time_as_submit_time,omitempty" json:"usage_time_as_submit_time,omitempty"`
+
+	// ShowBatchScript Include job script
+	ShowBatchScript *string `form:"show_batch_script,omitempty" json:"show_batch_script,omitempty"`
+
+	// ShowJobEnvironment Include job environment
+	ShowJobEnvironment *string `form:"show_job_environment,omitempty" json:"show_job_environment,omitempty"`
+
+	// Format Ignored; process JSON manually to control output format
+	Format *string `form:"format,omitempty" json:"format,omitempty"`
+
+	// Groups CSV group list
+	Groups *string `form:"groups,omitempty" json:"groups,omitempty"`
+
+	// JobName CSV job name list
+	JobName *string `form:"job_name,omitempty" json:"job_name,omitempty"`
+
+	// Partition CSV partition name list
+	Partition *string `form:"partition,omitempty" json:"partition,omitempty"`
+
+	// Qos CSV QOS name list
+	Qos *string `form:"qos,omitempty" json:"qos,omitempty"`
+
+	// Reason CSV reason list
+	Reason *string `form:"reason,omitempty" json:"reason,omitempty"`
+
+	// Reservation CSV reservation name list
+	Reservation *string `form:"reservation,omitempty" json:"reservation,omitempty"`
+
+	// ReservationId CSV reservation ID list
+	ReservationId *string `form:"reservation_id,omitempty" json:"reservation_id,omitempty"`
+
+	// State CSV state list
+	State *string `form:"state,omitempty" json:"state,omitempty"`
+
+	// Step CSV step id list
+	Step *string `form:"step,omitempty" json:"step,omitempty"`
+
+	// EndTime Usage end (UNIX timestamp)
+	EndTime *string `form:"end_time,omitempty" json:"end_time,omitempty"`
+
+	// StartTime Usage start (UNIX timestamp)
+	StartTime *string `form:"start_time,omitempty" json:"start_time,omitempty"`
+
+	// Node Ranged node string where jobs ran
+	Node *string `form:"node,omitempty" json:"node,omitempty"`
+
+	// Users CSV user name list
+	Users *string `form:"users,omitempty" json:"users,omitempty"`
+
+	// Wckey CSV WCKey list
+	Wckey *string `form:"wckey,omitempty" json:"wckey,omitempty"`
+}
+
+// SlurmdbV0042GetQosParams defines parameters for SlurmdbV0042GetQos.
+type SlurmdbV0042GetQosParams struct {
+	// Description CSV description list
+	Description       *string `form:"description,omitempty" json:"description,omitempty"`
+	IncludeDeletedQOS *string `form:"Include deleted QOS,omitempty" json:"Include deleted QOS,omitempty"`
+
+	// Id CSV QOS id list
+	Id *string `form:"id,omitempty" json:"id,omitempty"`
+
+	// Format Ignored; process JSON manually to control output format
+	Format *string `form:"format,omitempty" json:"format,omitempty"`
+
+	// Name CSV QOS name list
+	Name *string `form:"name,omitempty" json:"name,omitempty"`
+
+	// PreemptMode PreemptMode used when jobs in this QOS are preempted
+	PreemptMode *SlurmdbV0042GetQosParamsPreemptMode `form:"preempt_mode,omitempty" json:"preempt_mode,omitempty"`
+}
+
+// SlurmdbV0042GetQosParamsPreemptMode defines parameters for SlurmdbV0042GetQos.
+type SlurmdbV0042GetQosParamsPreemptMode string
+
+// SlurmdbV0042PostQosParams defines parameters for SlurmdbV0042PostQos.
+type SlurmdbV0042PostQosParams struct {
+	// Description CSV description list
+	Description       *string `form:"description,omitempty" json:"description,omitempty"`
+	IncludeDeletedQOS *string `form:"Include deleted QOS,omitempty" json:"Include deleted QOS,omitempty"`
+
+	// Id CSV QOS id list
+	Id *string `form:"id,omitempty" json:"id,omitempty"`
+
+	// Format Ignored; process JSON manually to control output format
+	Format *string `form:"format,omitempty" json:"format,omitempty"`
+
+	// Name CSV QOS name list
+	Name *string `form:"name,omitempty" json:"name,omitempty"`
+
+	// PreemptMode PreemptMode used when jobs in this QOS are preempted
+	PreemptMode *SlurmdbV0042PostQosParamsPreemptMode `form:"preempt_mode,omitempty" json:"preempt_mode,omitempty"`
+}
+
+// SlurmdbV0042PostQosParamsPreemptMode defines parameters for SlurmdbV0042PostQos.
+type SlurmdbV0042PostQosParamsPreemptMode string
+
+// SlurmdbV0042GetSingleQosParams defines parameters for SlurmdbV0042GetSingleQos.
+type SlurmdbV0042GetSingleQosParams struct {
+	// WithDeleted Query includes deleted QOS
+	WithDeleted *string `form:"with_deleted,omitempty" json:"with_deleted,omitempty"`
+}
+
+// SlurmdbV0042GetUserParams defines parameters for SlurmdbV0042GetUser.
+type SlurmdbV0042GetUserParams struct {
+	// WithDeleted Include deleted users
+	WithDeleted *string `form:"with_deleted,omitempty" json:"with_deleted,omitempty"`
+
+	// WithAssocs Include associations
+	WithAssocs *string `form:"with_assocs,omitempty" json:"with_assocs,omitempty"`
+
+	// WithCoords Include coordinators
+	WithCoords *string `form:"with_coords,omitempty" json:"with_coords,omitempty"`
+
+	// WithWckeys Include WCKeys
+	WithWckeys *string `form:"with_wckeys,omitempty" json:"with_wckeys,omitempty"`
+}
+
+// SlurmdbV0042GetUsersParams defines parameters for SlurmdbV0042GetUsers.
+type SlurmdbV0042GetUsersParams struct {
+	// AdminLevel Administrator level
+	AdminLevel *SlurmdbV0042GetUsersParamsAdminLevel `form:"admin_level,omitempty" json:"admin_level,omitempty"`
+
+	// DefaultAccount CSV default account list
+	DefaultAccount *string `form:"default_account,omitempty" json:"default_account,omitempty"`
+
+	// DefaultWckey CSV default WCKey list
+	DefaultWckey *string `form:"default_wckey,omitempty" json:"default_wckey,omitempty"`
+
+	// WithAssocs With associations
+	WithAssocs *string `form:"with_assocs,omitempty" json:"with_assocs,omitempty"`
+
+	// WithCoords With coordinators
+	WithCoords *string `form:"with_coords,omitempty" json:"with_coords,omitempty"`
+
+	// WithDeleted With deleted
+	WithDeleted *string `form:"with_deleted,omitempty" json:"with_deleted,omitempty"`
+
+	// WithWckeys With WCKeys
+	WithWckeys *string `form:"with_wckeys,omitempty" json:"with_wckeys,omitempty"`
+
+	// WithoutDefaults Exclude defaults
+	WithoutDefaults *string `form:"without_defaults,omitempty" json:"without_defaults,omitempty"`
+}
+
+// SlurmdbV0042GetUsersParamsAdminLevel defines parameters for SlurmdbV0042GetUsers.
+type SlurmdbV0042GetUsersParamsAdminLevel string
+
+// SlurmdbV0042PostUsersAssociationParams defines parameters for SlurmdbV0042PostUsersAssociation.
+type SlurmdbV0042PostUsersAssociationParams struct {
+	// UpdateTime Query partitions updated more recently than this time (UNIX timestamp)
+	UpdateTime *string `form:"update_time,omitempty" json:"update_time,omitempty"`
+
+	// Flags Query flags
+	Flags *SlurmdbV0042PostUsersAssociationParamsFlags `form:"flags,omitempty" json:"flags,omitempty"`
+}
+
+// SlurmdbV0042PostUsersAssociationParamsFlags defines parameters for SlurmdbV0042PostUsersAssociation.
+type SlurmdbV0042PostUsersAssociationParamsFlags string
+
+// SlurmdbV0042GetWckeysParams defines parameters for SlurmdbV0042GetWckeys.
+type SlurmdbV0042GetWckeysParams struct {
+	// Cluster CSV cluster name list
+	Cluster *string `form:"cluster,omitempty" json:"cluster,omitempty"`
+
+	// Format Ignored; process JSON manually to control output format
+	Format *string `form:"format,omitempty" json:"format,omitempty"`
+
+	// Id CSV ID list
+	Id *string `form:"id,omitempty" json:"id,omitempty"`
+
+	// Name CSV name list
+	Name *string `form:"name,omitempty" json:"name,omitempty"`
+
+	// OnlyDefaults Only query defaults
+	OnlyDefaults *string `form:"only_defaults,omitempty" json:"only_defaults,omitempty"`
+
+	// UsageEnd Usage end (UNIX timestamp)
+	UsageEnd *string `form:"usage_end,omitempty" json:"usage_end,omitempty"`
+
+	// UsageStart Usage start (UNIX timestamp)
+	UsageStart *string `form:"usage_start,omitempty" json:"usage_start,omitempty"`
+
+	// User CSV user list
+	User *string `form:"user,omitempty" json:"user,omitempty"`
+
+	// WithUsage Include usage
+	WithUsage *string `form:"with_usage,omitempty" json:"with_usage,omitempty"`
+
+	// WithDeleted Include deleted WCKeys
+	WithDeleted *string `form:"with_deleted,omitempty" json:"with_deleted,omitempty"`
+}
+
+// SlurmdbV0042PostWckeysParams defines parameters for SlurmdbV0042PostWckeys.
+type SlurmdbV0042PostWckeysParams struct {
+	// Cluster CSV cluster name list
+	Cluster *string `form:"cluster,omitempty" json:"cluster,omitempty"`
+
+	// Format Ignored; process JSON manually to control output format
+	Format *string `form:"format,omitempty" json:"format,omitempty"`
+
+	// Id CSV ID list
+	Id *string `form:"id,omitempty" json:"id,omitempty"`
+
+	// Name CSV name list
+	Name *string `form:"name,omitempty" json:"name,omitempty"`
+
+	// OnlyDefaults Only query defaults
+	OnlyDefaults *string `form:"only_defaults,omitempty" json:"only_defaults,omitempty"`
+
+	// UsageEnd Usage end (UNIX timestamp)
+	UsageEnd *string `form:"usage_end,omitempty" json:"usage_end,omitempty"`
+
+	// UsageStart Usage start (UNIX timestamp)
+	UsageStart *string `form:"usage_start,omitempty" json:"usage_start,omitempty"`
+
+	// User CSV user list
+	User *string `form:"user,omitempty" json:"user,omitempty"`
+
+	// WithUsage Include usage
+	WithUsage *string `form:"with_usage,omitempty" json:"with_usage,omitempty"`
+
+	// WithDeleted Include deleted WCKeys
+	WithDeleted *string `form:"with_deleted,omitempty" json:"with_deleted,omitempty"`
+}
+
 // SlurmV0042PostJobAllocateJSONRequestBody defines body for SlurmV0042PostJobAllocate for application/json ContentType.
 type SlurmV0042PostJobAllocateJSONRequestBody = V0042JobAllocReq
 
@@ -2324,6 +4268,36 @@ type SlurmV0042PostNodeJSONRequestBody = V0042UpdateNodeMsg
 
 // SlurmV0042PostNodesJSONRequestBody defines body for SlurmV0042PostNodes for application/json ContentType.
 type SlurmV0042PostNodesJSONRequestBody = V0042UpdateNodeMsg
+
+// SlurmdbV0042PostAccountsJSONRequestBody defines body for SlurmdbV0042PostAccounts for application/json ContentType.
+type SlurmdbV0042PostAccountsJSONRequestBody = V0042OpenapiAccountsResp
+
+// SlurmdbV0042PostAccountsAssociationJSONRequestBody defines body for SlurmdbV0042PostAccountsAssociation for application/json ContentType.
+type SlurmdbV0042PostAccountsAssociationJSONRequestBody = V0042OpenapiAccountsAddCondResp
+
+// SlurmdbV0042PostAssociationsJSONRequestBody defines body for SlurmdbV0042PostAssociations for application/json ContentType.
+type SlurmdbV0042PostAssociationsJSONRequestBody = V0042OpenapiAssocsResp
+
+// SlurmdbV0042PostClustersJSONRequestBody defines body for SlurmdbV0042PostClusters for application/json ContentType.
+type SlurmdbV0042PostClustersJSONRequestBody = V0042OpenapiClustersResp
+
+// SlurmdbV0042PostConfigJSONRequestBody defines body for SlurmdbV0042PostConfig for application/json ContentType.
+type SlurmdbV0042PostConfigJSONRequestBody = V0042OpenapiSlurmdbdConfigResp
+
+// SlurmdbV0042PostQosJSONRequestBody defines body for SlurmdbV0042PostQos for application/json ContentType.
+type SlurmdbV0042PostQosJSONRequestBody = V0042OpenapiSlurmdbdQosResp
+
+// SlurmdbV0042PostTresJSONRequestBody defines body for SlurmdbV0042PostTres for application/json ContentType.
+type SlurmdbV0042PostTresJSONRequestBody = V0042OpenapiTresResp
+
+// SlurmdbV0042PostUsersJSONRequestBody defines body for SlurmdbV0042PostUsers for application/json ContentType.
+type SlurmdbV0042PostUsersJSONRequestBody = V0042OpenapiUsersResp
+
+// SlurmdbV0042PostUsersAssociationJSONRequestBody defines body for SlurmdbV0042PostUsersAssociation for application/json ContentType.
+type SlurmdbV0042PostUsersAssociationJSONRequestBody = V0042OpenapiUsersAddCondResp
+
+// SlurmdbV0042PostWckeysJSONRequestBody defines body for SlurmdbV0042PostWckeys for application/json ContentType.
+type SlurmdbV0042PostWckeysJSONRequestBody = V0042OpenapiWckeyResp
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -2562,6 +4536,283 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /slurm/v0.0.42/shares (the `SlurmV0042GetShares` operationId).
 	SlurmV0042GetShares(ctx context.Context, params *SlurmV0042GetSharesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042DeleteAccount Delete account
+	//
+	// Corresponds with DELETE /slurmdb/v0.0.42/account/{account_name} (the `SlurmdbV0042DeleteAccount` operationId).
+	SlurmdbV0042DeleteAccount(ctx context.Context, accountName string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042GetAccount Get account info
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/account/{account_name} (the `SlurmdbV0042GetAccount` operationId).
+	SlurmdbV0042GetAccount(ctx context.Context, accountName string, params *SlurmdbV0042GetAccountParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042GetAccounts Get account list
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/accounts/ (the `SlurmdbV0042GetAccounts` operationId).
+	SlurmdbV0042GetAccounts(ctx context.Context, params *SlurmdbV0042GetAccountsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042PostAccountsWithBody Add/update list of accounts
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/accounts/ (the `SlurmdbV0042PostAccounts` operationId).
+	SlurmdbV0042PostAccountsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042PostAccounts Add/update list of accounts
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/accounts/ (the `SlurmdbV0042PostAccounts` operationId).
+	SlurmdbV0042PostAccounts(ctx context.Context, body SlurmdbV0042PostAccountsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042PostAccountsAssociationWithBody Add accounts with conditional association
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/accounts_association/ (the `SlurmdbV0042PostAccountsAssociation` operationId).
+	SlurmdbV0042PostAccountsAssociationWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042PostAccountsAssociation Add accounts with conditional association
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/accounts_association/ (the `SlurmdbV0042PostAccountsAssociation` operationId).
+	SlurmdbV0042PostAccountsAssociation(ctx context.Context, body SlurmdbV0042PostAccountsAssociationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042DeleteAssociation Delete association
+	//
+	// Corresponds with DELETE /slurmdb/v0.0.42/association/ (the `SlurmdbV0042DeleteAssociation` operationId).
+	SlurmdbV0042DeleteAssociation(ctx context.Context, params *SlurmdbV0042DeleteAssociationParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042GetAssociation Get association info
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/association/ (the `SlurmdbV0042GetAssociation` operationId).
+	SlurmdbV0042GetAssociation(ctx context.Context, params *SlurmdbV0042GetAssociationParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042DeleteAssociations Delete associations
+	//
+	// Corresponds with DELETE /slurmdb/v0.0.42/associations/ (the `SlurmdbV0042DeleteAssociations` operationId).
+	SlurmdbV0042DeleteAssociations(ctx context.Context, params *SlurmdbV0042DeleteAssociationsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042GetAssociations Get association list
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/associations/ (the `SlurmdbV0042GetAssociations` operationId).
+	SlurmdbV0042GetAssociations(ctx context.Context, params *SlurmdbV0042GetAssociationsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042PostAssociationsWithBody Set associations info
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/associations/ (the `SlurmdbV0042PostAssociations` operationId).
+	SlurmdbV0042PostAssociationsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042PostAssociations Set associations info
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/associations/ (the `SlurmdbV0042PostAssociations` operationId).
+	SlurmdbV0042PostAssociations(ctx context.Context, body SlurmdbV0042PostAssociationsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042DeleteCluster Delete cluster
+	//
+	// Corresponds with DELETE /slurmdb/v0.0.42/cluster/{cluster_name} (the `SlurmdbV0042DeleteCluster` operationId).
+	SlurmdbV0042DeleteCluster(ctx context.Context, clusterName string, params *SlurmdbV0042DeleteClusterParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042GetCluster Get cluster info
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/cluster/{cluster_name} (the `SlurmdbV0042GetCluster` operationId).
+	SlurmdbV0042GetCluster(ctx context.Context, clusterName string, params *SlurmdbV0042GetClusterParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042GetClusters Get cluster list
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/clusters/ (the `SlurmdbV0042GetClusters` operationId).
+	SlurmdbV0042GetClusters(ctx context.Context, params *SlurmdbV0042GetClustersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042PostClustersWithBody Get cluster list
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/clusters/ (the `SlurmdbV0042PostClusters` operationId).
+	SlurmdbV0042PostClustersWithBody(ctx context.Context, params *SlurmdbV0042PostClustersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042PostClusters Get cluster list
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/clusters/ (the `SlurmdbV0042PostClusters` operationId).
+	SlurmdbV0042PostClusters(ctx context.Context, params *SlurmdbV0042PostClustersParams, body SlurmdbV0042PostClustersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042GetConfig Dump all configuration information
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/config (the `SlurmdbV0042GetConfig` operationId).
+	SlurmdbV0042GetConfig(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042PostConfigWithBody Load all configuration information
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/config (the `SlurmdbV0042PostConfig` operationId).
+	SlurmdbV0042PostConfigWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042PostConfig Load all configuration information
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/config (the `SlurmdbV0042PostConfig` operationId).
+	SlurmdbV0042PostConfig(ctx context.Context, body SlurmdbV0042PostConfigJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042GetDiag Get slurmdb diagnostics
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/diag/ (the `SlurmdbV0042GetDiag` operationId).
+	SlurmdbV0042GetDiag(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042GetInstance Get instance info
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/instance/ (the `SlurmdbV0042GetInstance` operationId).
+	SlurmdbV0042GetInstance(ctx context.Context, params *SlurmdbV0042GetInstanceParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042GetInstances Get instance list
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/instances/ (the `SlurmdbV0042GetInstances` operationId).
+	SlurmdbV0042GetInstances(ctx context.Context, params *SlurmdbV0042GetInstancesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042GetJob Get job info
+	//
+	// This endpoint may return multiple job entries since job_id is not a unique key - only the tuple (cluster, job_id, start_time) is unique. If the requested job_id is a component of a heterogeneous job all components are returned.
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/job/{job_id} (the `SlurmdbV0042GetJob` operationId).
+	SlurmdbV0042GetJob(ctx context.Context, jobId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042GetJobs Get job list
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/jobs/ (the `SlurmdbV0042GetJobs` operationId).
+	SlurmdbV0042GetJobs(ctx context.Context, params *SlurmdbV0042GetJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042GetPing ping test
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/ping/ (the `SlurmdbV0042GetPing` operationId).
+	SlurmdbV0042GetPing(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042GetQos Get QOS list
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/qos/ (the `SlurmdbV0042GetQos` operationId).
+	SlurmdbV0042GetQos(ctx context.Context, params *SlurmdbV0042GetQosParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042PostQosWithBody Add or update QOSs
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/qos/ (the `SlurmdbV0042PostQos` operationId).
+	SlurmdbV0042PostQosWithBody(ctx context.Context, params *SlurmdbV0042PostQosParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042PostQos Add or update QOSs
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/qos/ (the `SlurmdbV0042PostQos` operationId).
+	SlurmdbV0042PostQos(ctx context.Context, params *SlurmdbV0042PostQosParams, body SlurmdbV0042PostQosJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042DeleteSingleQos Delete QOS
+	//
+	// Corresponds with DELETE /slurmdb/v0.0.42/qos/{qos} (the `SlurmdbV0042DeleteSingleQos` operationId).
+	SlurmdbV0042DeleteSingleQos(ctx context.Context, qos string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042GetSingleQos Get QOS info
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/qos/{qos} (the `SlurmdbV0042GetSingleQos` operationId).
+	SlurmdbV0042GetSingleQos(ctx context.Context, qos string, params *SlurmdbV0042GetSingleQosParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042GetTres Get TRES info
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/tres/ (the `SlurmdbV0042GetTres` operationId).
+	SlurmdbV0042GetTres(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042PostTresWithBody Add TRES
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/tres/ (the `SlurmdbV0042PostTres` operationId).
+	SlurmdbV0042PostTresWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042PostTres Add TRES
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/tres/ (the `SlurmdbV0042PostTres` operationId).
+	SlurmdbV0042PostTres(ctx context.Context, body SlurmdbV0042PostTresJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042DeleteUser Delete user
+	//
+	// Corresponds with DELETE /slurmdb/v0.0.42/user/{name} (the `SlurmdbV0042DeleteUser` operationId).
+	SlurmdbV0042DeleteUser(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042GetUser Get user info
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/user/{name} (the `SlurmdbV0042GetUser` operationId).
+	SlurmdbV0042GetUser(ctx context.Context, name string, params *SlurmdbV0042GetUserParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042GetUsers Get user list
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/users/ (the `SlurmdbV0042GetUsers` operationId).
+	SlurmdbV0042GetUsers(ctx context.Context, params *SlurmdbV0042GetUsersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042PostUsersWithBody Update users
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/users/ (the `SlurmdbV0042PostUsers` operationId).
+	SlurmdbV0042PostUsersWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042PostUsers Update users
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/users/ (the `SlurmdbV0042PostUsers` operationId).
+	SlurmdbV0042PostUsers(ctx context.Context, body SlurmdbV0042PostUsersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042PostUsersAssociationWithBody Add users with conditional association
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/users_association/ (the `SlurmdbV0042PostUsersAssociation` operationId).
+	SlurmdbV0042PostUsersAssociationWithBody(ctx context.Context, params *SlurmdbV0042PostUsersAssociationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042PostUsersAssociation Add users with conditional association
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/users_association/ (the `SlurmdbV0042PostUsersAssociation` operationId).
+	SlurmdbV0042PostUsersAssociation(ctx context.Context, params *SlurmdbV0042PostUsersAssociationParams, body SlurmdbV0042PostUsersAssociationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042DeleteWckey Delete wckey
+	//
+	// Corresponds with DELETE /slurmdb/v0.0.42/wckey/{id} (the `SlurmdbV0042DeleteWckey` operationId).
+	SlurmdbV0042DeleteWckey(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042GetWckey Get wckey info
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/wckey/{id} (the `SlurmdbV0042GetWckey` operationId).
+	SlurmdbV0042GetWckey(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042GetWckeys Get wckey list
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/wckeys/ (the `SlurmdbV0042GetWckeys` operationId).
+	SlurmdbV0042GetWckeys(ctx context.Context, params *SlurmdbV0042GetWckeysParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042PostWckeysWithBody Add or update wckeys
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/wckeys/ (the `SlurmdbV0042PostWckeys` operationId).
+	SlurmdbV0042PostWckeysWithBody(ctx context.Context, params *SlurmdbV0042PostWckeysParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0042PostWckeys Add or update wckeys
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/wckeys/ (the `SlurmdbV0042PostWckeys` operationId).
+	SlurmdbV0042PostWckeys(ctx context.Context, params *SlurmdbV0042PostWckeysParams, body SlurmdbV0042PostWckeysJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // SlurmV0042GetDiag get diagnostics
@@ -2998,6 +5249,753 @@ func (c *Client) SlurmV0042GetReservations(ctx context.Context, params *SlurmV00
 // Corresponds with GET /slurm/v0.0.42/shares (the `SlurmV0042GetShares` operationId).
 func (c *Client) SlurmV0042GetShares(ctx context.Context, params *SlurmV0042GetSharesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSlurmV0042GetSharesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042DeleteAccount Delete account
+//
+// Corresponds with DELETE /slurmdb/v0.0.42/account/{account_name} (the `SlurmdbV0042DeleteAccount` operationId).
+func (c *Client) SlurmdbV0042DeleteAccount(ctx context.Context, accountName string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042DeleteAccountRequest(c.Server, accountName)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042GetAccount Get account info
+//
+// Corresponds with GET /slurmdb/v0.0.42/account/{account_name} (the `SlurmdbV0042GetAccount` operationId).
+func (c *Client) SlurmdbV0042GetAccount(ctx context.Context, accountName string, params *SlurmdbV0042GetAccountParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042GetAccountRequest(c.Server, accountName, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042GetAccounts Get account list
+//
+// Corresponds with GET /slurmdb/v0.0.42/accounts/ (the `SlurmdbV0042GetAccounts` operationId).
+func (c *Client) SlurmdbV0042GetAccounts(ctx context.Context, params *SlurmdbV0042GetAccountsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042GetAccountsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042PostAccountsWithBody Add/update list of accounts
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /slurmdb/v0.0.42/accounts/ (the `SlurmdbV0042PostAccounts` operationId).
+func (c *Client) SlurmdbV0042PostAccountsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042PostAccountsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042PostAccounts Add/update list of accounts
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /slurmdb/v0.0.42/accounts/ (the `SlurmdbV0042PostAccounts` operationId).
+func (c *Client) SlurmdbV0042PostAccounts(ctx context.Context, body SlurmdbV0042PostAccountsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042PostAccountsRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042PostAccountsAssociationWithBody Add accounts with conditional association
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /slurmdb/v0.0.42/accounts_association/ (the `SlurmdbV0042PostAccountsAssociation` operationId).
+func (c *Client) SlurmdbV0042PostAccountsAssociationWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042PostAccountsAssociationRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042PostAccountsAssociation Add accounts with conditional association
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /slurmdb/v0.0.42/accounts_association/ (the `SlurmdbV0042PostAccountsAssociation` operationId).
+func (c *Client) SlurmdbV0042PostAccountsAssociation(ctx context.Context, body SlurmdbV0042PostAccountsAssociationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042PostAccountsAssociationRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042DeleteAssociation Delete association
+//
+// Corresponds with DELETE /slurmdb/v0.0.42/association/ (the `SlurmdbV0042DeleteAssociation` operationId).
+func (c *Client) SlurmdbV0042DeleteAssociation(ctx context.Context, params *SlurmdbV0042DeleteAssociationParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042DeleteAssociationRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042GetAssociation Get association info
+//
+// Corresponds with GET /slurmdb/v0.0.42/association/ (the `SlurmdbV0042GetAssociation` operationId).
+func (c *Client) SlurmdbV0042GetAssociation(ctx context.Context, params *SlurmdbV0042GetAssociationParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042GetAssociationRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042DeleteAssociations Delete associations
+//
+// Corresponds with DELETE /slurmdb/v0.0.42/associations/ (the `SlurmdbV0042DeleteAssociations` operationId).
+func (c *Client) SlurmdbV0042DeleteAssociations(ctx context.Context, params *SlurmdbV0042DeleteAssociationsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042DeleteAssociationsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042GetAssociations Get association list
+//
+// Corresponds with GET /slurmdb/v0.0.42/associations/ (the `SlurmdbV0042GetAssociations` operationId).
+func (c *Client) SlurmdbV0042GetAssociations(ctx context.Context, params *SlurmdbV0042GetAssociationsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042GetAssociationsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042PostAssociationsWithBody Set associations info
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /slurmdb/v0.0.42/associations/ (the `SlurmdbV0042PostAssociations` operationId).
+func (c *Client) SlurmdbV0042PostAssociationsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042PostAssociationsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042PostAssociations Set associations info
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /slurmdb/v0.0.42/associations/ (the `SlurmdbV0042PostAssociations` operationId).
+func (c *Client) SlurmdbV0042PostAssociations(ctx context.Context, body SlurmdbV0042PostAssociationsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042PostAssociationsRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042DeleteCluster Delete cluster
+//
+// Corresponds with DELETE /slurmdb/v0.0.42/cluster/{cluster_name} (the `SlurmdbV0042DeleteCluster` operationId).
+func (c *Client) SlurmdbV0042DeleteCluster(ctx context.Context, clusterName string, params *SlurmdbV0042DeleteClusterParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042DeleteClusterRequest(c.Server, clusterName, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042GetCluster Get cluster info
+//
+// Corresponds with GET /slurmdb/v0.0.42/cluster/{cluster_name} (the `SlurmdbV0042GetCluster` operationId).
+func (c *Client) SlurmdbV0042GetCluster(ctx context.Context, clusterName string, params *SlurmdbV0042GetClusterParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042GetClusterRequest(c.Server, clusterName, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042GetClusters Get cluster list
+//
+// Corresponds with GET /slurmdb/v0.0.42/clusters/ (the `SlurmdbV0042GetClusters` operationId).
+func (c *Client) SlurmdbV0042GetClusters(ctx context.Context, params *SlurmdbV0042GetClustersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042GetClustersRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042PostClustersWithBody Get cluster list
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /slurmdb/v0.0.42/clusters/ (the `SlurmdbV0042PostClusters` operationId).
+func (c *Client) SlurmdbV0042PostClustersWithBody(ctx context.Context, params *SlurmdbV0042PostClustersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042PostClustersRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042PostClusters Get cluster list
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /slurmdb/v0.0.42/clusters/ (the `SlurmdbV0042PostClusters` operationId).
+func (c *Client) SlurmdbV0042PostClusters(ctx context.Context, params *SlurmdbV0042PostClustersParams, body SlurmdbV0042PostClustersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042PostClustersRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042GetConfig Dump all configuration information
+//
+// Corresponds with GET /slurmdb/v0.0.42/config (the `SlurmdbV0042GetConfig` operationId).
+func (c *Client) SlurmdbV0042GetConfig(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042GetConfigRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042PostConfigWithBody Load all configuration information
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /slurmdb/v0.0.42/config (the `SlurmdbV0042PostConfig` operationId).
+func (c *Client) SlurmdbV0042PostConfigWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042PostConfigRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042PostConfig Load all configuration information
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /slurmdb/v0.0.42/config (the `SlurmdbV0042PostConfig` operationId).
+func (c *Client) SlurmdbV0042PostConfig(ctx context.Context, body SlurmdbV0042PostConfigJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042PostConfigRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042GetDiag Get slurmdb diagnostics
+//
+// Corresponds with GET /slurmdb/v0.0.42/diag/ (the `SlurmdbV0042GetDiag` operationId).
+func (c *Client) SlurmdbV0042GetDiag(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042GetDiagRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042GetInstance Get instance info
+//
+// Corresponds with GET /slurmdb/v0.0.42/instance/ (the `SlurmdbV0042GetInstance` operationId).
+func (c *Client) SlurmdbV0042GetInstance(ctx context.Context, params *SlurmdbV0042GetInstanceParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042GetInstanceRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042GetInstances Get instance list
+//
+// Corresponds with GET /slurmdb/v0.0.42/instances/ (the `SlurmdbV0042GetInstances` operationId).
+func (c *Client) SlurmdbV0042GetInstances(ctx context.Context, params *SlurmdbV0042GetInstancesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042GetInstancesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042GetJob Get job info
+//
+// This endpoint may return multiple job entries since job_id is not a unique key - only the tuple (cluster, job_id, start_time) is unique. If the requested job_id is a component of a heterogeneous job all components are returned.
+//
+// Corresponds with GET /slurmdb/v0.0.42/job/{job_id} (the `SlurmdbV0042GetJob` operationId).
+func (c *Client) SlurmdbV0042GetJob(ctx context.Context, jobId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042GetJobRequest(c.Server, jobId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042GetJobs Get job list
+//
+// Corresponds with GET /slurmdb/v0.0.42/jobs/ (the `SlurmdbV0042GetJobs` operationId).
+func (c *Client) SlurmdbV0042GetJobs(ctx context.Context, params *SlurmdbV0042GetJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042GetJobsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042GetPing ping test
+//
+// Corresponds with GET /slurmdb/v0.0.42/ping/ (the `SlurmdbV0042GetPing` operationId).
+func (c *Client) SlurmdbV0042GetPing(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042GetPingRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042GetQos Get QOS list
+//
+// Corresponds with GET /slurmdb/v0.0.42/qos/ (the `SlurmdbV0042GetQos` operationId).
+func (c *Client) SlurmdbV0042GetQos(ctx context.Context, params *SlurmdbV0042GetQosParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042GetQosRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042PostQosWithBody Add or update QOSs
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /slurmdb/v0.0.42/qos/ (the `SlurmdbV0042PostQos` operationId).
+func (c *Client) SlurmdbV0042PostQosWithBody(ctx context.Context, params *SlurmdbV0042PostQosParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042PostQosRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042PostQos Add or update QOSs
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /slurmdb/v0.0.42/qos/ (the `SlurmdbV0042PostQos` operationId).
+func (c *Client) SlurmdbV0042PostQos(ctx context.Context, params *SlurmdbV0042PostQosParams, body SlurmdbV0042PostQosJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042PostQosRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042DeleteSingleQos Delete QOS
+//
+// Corresponds with DELETE /slurmdb/v0.0.42/qos/{qos} (the `SlurmdbV0042DeleteSingleQos` operationId).
+func (c *Client) SlurmdbV0042DeleteSingleQos(ctx context.Context, qos string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042DeleteSingleQosRequest(c.Server, qos)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042GetSingleQos Get QOS info
+//
+// Corresponds with GET /slurmdb/v0.0.42/qos/{qos} (the `SlurmdbV0042GetSingleQos` operationId).
+func (c *Client) SlurmdbV0042GetSingleQos(ctx context.Context, qos string, params *SlurmdbV0042GetSingleQosParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042GetSingleQosRequest(c.Server, qos, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042GetTres Get TRES info
+//
+// Corresponds with GET /slurmdb/v0.0.42/tres/ (the `SlurmdbV0042GetTres` operationId).
+func (c *Client) SlurmdbV0042GetTres(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042GetTresRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042PostTresWithBody Add TRES
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /slurmdb/v0.0.42/tres/ (the `SlurmdbV0042PostTres` operationId).
+func (c *Client) SlurmdbV0042PostTresWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042PostTresRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042PostTres Add TRES
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /slurmdb/v0.0.42/tres/ (the `SlurmdbV0042PostTres` operationId).
+func (c *Client) SlurmdbV0042PostTres(ctx context.Context, body SlurmdbV0042PostTresJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042PostTresRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042DeleteUser Delete user
+//
+// Corresponds with DELETE /slurmdb/v0.0.42/user/{name} (the `SlurmdbV0042DeleteUser` operationId).
+func (c *Client) SlurmdbV0042DeleteUser(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042DeleteUserRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042GetUser Get user info
+//
+// Corresponds with GET /slurmdb/v0.0.42/user/{name} (the `SlurmdbV0042GetUser` operationId).
+func (c *Client) SlurmdbV0042GetUser(ctx context.Context, name string, params *SlurmdbV0042GetUserParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042GetUserRequest(c.Server, name, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042GetUsers Get user list
+//
+// Corresponds with GET /slurmdb/v0.0.42/users/ (the `SlurmdbV0042GetUsers` operationId).
+func (c *Client) SlurmdbV0042GetUsers(ctx context.Context, params *SlurmdbV0042GetUsersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042GetUsersRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042PostUsersWithBody Update users
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /slurmdb/v0.0.42/users/ (the `SlurmdbV0042PostUsers` operationId).
+func (c *Client) SlurmdbV0042PostUsersWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042PostUsersRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042PostUsers Update users
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /slurmdb/v0.0.42/users/ (the `SlurmdbV0042PostUsers` operationId).
+func (c *Client) SlurmdbV0042PostUsers(ctx context.Context, body SlurmdbV0042PostUsersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042PostUsersRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042PostUsersAssociationWithBody Add users with conditional association
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /slurmdb/v0.0.42/users_association/ (the `SlurmdbV0042PostUsersAssociation` operationId).
+func (c *Client) SlurmdbV0042PostUsersAssociationWithBody(ctx context.Context, params *SlurmdbV0042PostUsersAssociationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042PostUsersAssociationRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042PostUsersAssociation Add users with conditional association
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /slurmdb/v0.0.42/users_association/ (the `SlurmdbV0042PostUsersAssociation` operationId).
+func (c *Client) SlurmdbV0042PostUsersAssociation(ctx context.Context, params *SlurmdbV0042PostUsersAssociationParams, body SlurmdbV0042PostUsersAssociationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042PostUsersAssociationRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042DeleteWckey Delete wckey
+//
+// Corresponds with DELETE /slurmdb/v0.0.42/wckey/{id} (the `SlurmdbV0042DeleteWckey` operationId).
+func (c *Client) SlurmdbV0042DeleteWckey(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042DeleteWckeyRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042GetWckey Get wckey info
+//
+// Corresponds with GET /slurmdb/v0.0.42/wckey/{id} (the `SlurmdbV0042GetWckey` operationId).
+func (c *Client) SlurmdbV0042GetWckey(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042GetWckeyRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042GetWckeys Get wckey list
+//
+// Corresponds with GET /slurmdb/v0.0.42/wckeys/ (the `SlurmdbV0042GetWckeys` operationId).
+func (c *Client) SlurmdbV0042GetWckeys(ctx context.Context, params *SlurmdbV0042GetWckeysParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042GetWckeysRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042PostWckeysWithBody Add or update wckeys
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /slurmdb/v0.0.42/wckeys/ (the `SlurmdbV0042PostWckeys` operationId).
+func (c *Client) SlurmdbV0042PostWckeysWithBody(ctx context.Context, params *SlurmdbV0042PostWckeysParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042PostWckeysRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0042PostWckeys Add or update wckeys
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /slurmdb/v0.0.42/wckeys/ (the `SlurmdbV0042PostWckeys` operationId).
+func (c *Client) SlurmdbV0042PostWckeys(ctx context.Context, params *SlurmdbV0042PostWckeysParams, body SlurmdbV0042PostWckeysJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0042PostWckeysRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4129,6 +7127,3927 @@ func NewSlurmV0042GetSharesRequest(server string, params *SlurmV0042GetSharesPar
 	return req, nil
 }
 
+// NewSlurmdbV0042DeleteAccountRequest constructs an http.Request for the SlurmdbV0042DeleteAccount method
+func NewSlurmdbV0042DeleteAccountRequest(server string, accountName string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "account_name", accountName, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/account/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0042GetAccountRequest constructs an http.Request for the SlurmdbV0042GetAccount method
+func NewSlurmdbV0042GetAccountRequest(server string, accountName string, params *SlurmdbV0042GetAccountParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "account_name", accountName, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/account/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.WithAssocs != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_assocs", *params.WithAssocs, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithCoords != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_coords", *params.WithCoords, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithDeleted != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_deleted", *params.WithDeleted, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0042GetAccountsRequest constructs an http.Request for the SlurmdbV0042GetAccounts method
+func NewSlurmdbV0042GetAccountsRequest(server string, params *SlurmdbV0042GetAccountsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/accounts/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Description != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "description", *params.Description, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.DELETED != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "DELETED", *params.DELETED, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithAssociations != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "WithAssociations", *params.WithAssociations, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithCoordinators != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "WithCoordinators", *params.WithCoordinators, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.NoUsersAreCoords != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "NoUsersAreCoords", *params.NoUsersAreCoords, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsersAreCoords != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "UsersAreCoords", *params.UsersAreCoords, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0042PostAccountsRequest calls the generic SlurmdbV0042PostAccounts builder with application/json body
+func NewSlurmdbV0042PostAccountsRequest(server string, body SlurmdbV0042PostAccountsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSlurmdbV0042PostAccountsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewSlurmdbV0042PostAccountsRequestWithBody constructs an http.Request for the SlurmdbV0042PostAccounts method, with any body, and a specified content type
+func NewSlurmdbV0042PostAccountsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/accounts/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSlurmdbV0042PostAccountsAssociationRequest calls the generic SlurmdbV0042PostAccountsAssociation builder with application/json body
+func NewSlurmdbV0042PostAccountsAssociationRequest(server string, body SlurmdbV0042PostAccountsAssociationJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSlurmdbV0042PostAccountsAssociationRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewSlurmdbV0042PostAccountsAssociationRequestWithBody constructs an http.Request for the SlurmdbV0042PostAccountsAssociation method, with any body, and a specified content type
+func NewSlurmdbV0042PostAccountsAssociationRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/accounts_association/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSlurmdbV0042DeleteAssociationRequest constructs an http.Request for the SlurmdbV0042DeleteAssociation method
+func NewSlurmdbV0042DeleteAssociationRequest(server string, params *SlurmdbV0042DeleteAssociationParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/association/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Account != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "account", *params.Account, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cluster != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cluster", *params.Cluster, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.DefaultQos != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "default_qos", *params.DefaultQos, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeDeletedAssociations != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include deleted associations", *params.IncludeDeletedAssociations, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeUsage != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include usage", *params.IncludeUsage, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.FilterToOnlyDefaults != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Filter to only defaults", *params.FilterToOnlyDefaults, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeTheRawQOSOrDeltaQos != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include the raw QOS or delta_qos", *params.IncludeTheRawQOSOrDeltaQos, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeSubAcctInformation != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include sub acct information", *params.IncludeSubAcctInformation, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ExcludeParentIdname != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Exclude parent id/name", *params.ExcludeParentIdname, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ExcludeLimitsFromParents != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Exclude limits from parents", *params.ExcludeLimitsFromParents, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Id != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "id", *params.Id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ParentAccount != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "parent_account", *params.ParentAccount, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Partition != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "partition", *params.Partition, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Qos != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "qos", *params.Qos, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageEnd != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_end", *params.UsageEnd, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageStart != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_start", *params.UsageStart, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.User != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "user", *params.User, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0042GetAssociationRequest constructs an http.Request for the SlurmdbV0042GetAssociation method
+func NewSlurmdbV0042GetAssociationRequest(server string, params *SlurmdbV0042GetAssociationParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/association/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Account != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "account", *params.Account, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cluster != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cluster", *params.Cluster, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.DefaultQos != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "default_qos", *params.DefaultQos, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeDeletedAssociations != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include deleted associations", *params.IncludeDeletedAssociations, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeUsage != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include usage", *params.IncludeUsage, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.FilterToOnlyDefaults != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Filter to only defaults", *params.FilterToOnlyDefaults, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeTheRawQOSOrDeltaQos != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include the raw QOS or delta_qos", *params.IncludeTheRawQOSOrDeltaQos, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeSubAcctInformation != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include sub acct information", *params.IncludeSubAcctInformation, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ExcludeParentIdname != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Exclude parent id/name", *params.ExcludeParentIdname, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ExcludeLimitsFromParents != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Exclude limits from parents", *params.ExcludeLimitsFromParents, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Id != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "id", *params.Id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ParentAccount != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "parent_account", *params.ParentAccount, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Partition != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "partition", *params.Partition, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Qos != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "qos", *params.Qos, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageEnd != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_end", *params.UsageEnd, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageStart != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_start", *params.UsageStart, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.User != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "user", *params.User, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0042DeleteAssociationsRequest constructs an http.Request for the SlurmdbV0042DeleteAssociations method
+func NewSlurmdbV0042DeleteAssociationsRequest(server string, params *SlurmdbV0042DeleteAssociationsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/associations/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Account != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "account", *params.Account, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cluster != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cluster", *params.Cluster, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.DefaultQos != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "default_qos", *params.DefaultQos, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeDeletedAssociations != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include deleted associations", *params.IncludeDeletedAssociations, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeUsage != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include usage", *params.IncludeUsage, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.FilterToOnlyDefaults != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Filter to only defaults", *params.FilterToOnlyDefaults, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeTheRawQOSOrDeltaQos != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include the raw QOS or delta_qos", *params.IncludeTheRawQOSOrDeltaQos, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeSubAcctInformation != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include sub acct information", *params.IncludeSubAcctInformation, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ExcludeParentIdname != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Exclude parent id/name", *params.ExcludeParentIdname, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ExcludeLimitsFromParents != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Exclude limits from parents", *params.ExcludeLimitsFromParents, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Id != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "id", *params.Id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ParentAccount != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "parent_account", *params.ParentAccount, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Partition != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "partition", *params.Partition, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Qos != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "qos", *params.Qos, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageEnd != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_end", *params.UsageEnd, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageStart != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_start", *params.UsageStart, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.User != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "user", *params.User, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0042GetAssociationsRequest constructs an http.Request for the SlurmdbV0042GetAssociations method
+func NewSlurmdbV0042GetAssociationsRequest(server string, params *SlurmdbV0042GetAssociationsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/associations/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Account != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "account", *params.Account, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cluster != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cluster", *params.Cluster, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.DefaultQos != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "default_qos", *params.DefaultQos, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeDeletedAssociations != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include deleted associations", *params.IncludeDeletedAssociations, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeUsage != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include usage", *params.IncludeUsage, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.FilterToOnlyDefaults != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Filter to only defaults", *params.FilterToOnlyDefaults, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeTheRawQOSOrDeltaQos != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include the raw QOS or delta_qos", *params.IncludeTheRawQOSOrDeltaQos, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeSubAcctInformation != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include sub acct information", *params.IncludeSubAcctInformation, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ExcludeParentIdname != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Exclude parent id/name", *params.ExcludeParentIdname, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ExcludeLimitsFromParents != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Exclude limits from parents", *params.ExcludeLimitsFromParents, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Id != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "id", *params.Id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ParentAccount != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "parent_account", *params.ParentAccount, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Partition != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "partition", *params.Partition, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Qos != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "qos", *params.Qos, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageEnd != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_end", *params.UsageEnd, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageStart != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_start", *params.UsageStart, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.User != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "user", *params.User, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0042PostAssociationsRequest calls the generic SlurmdbV0042PostAssociations builder with application/json body
+func NewSlurmdbV0042PostAssociationsRequest(server string, body SlurmdbV0042PostAssociationsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSlurmdbV0042PostAssociationsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewSlurmdbV0042PostAssociationsRequestWithBody constructs an http.Request for the SlurmdbV0042PostAssociations method, with any body, and a specified content type
+func NewSlurmdbV0042PostAssociationsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/associations/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSlurmdbV0042DeleteClusterRequest constructs an http.Request for the SlurmdbV0042DeleteCluster method
+func NewSlurmdbV0042DeleteClusterRequest(server string, clusterName string, params *SlurmdbV0042DeleteClusterParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "cluster_name", clusterName, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/cluster/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Classification != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "classification", *params.Classification, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cluster != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cluster", *params.Cluster, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Federation != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "federation", *params.Federation, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Flags != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "flags", *params.Flags, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.RpcVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "rpc_version", *params.RpcVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageEnd != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_end", *params.UsageEnd, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageStart != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_start", *params.UsageStart, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithDeleted != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_deleted", *params.WithDeleted, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithUsage != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_usage", *params.WithUsage, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0042GetClusterRequest constructs an http.Request for the SlurmdbV0042GetCluster method
+func NewSlurmdbV0042GetClusterRequest(server string, clusterName string, params *SlurmdbV0042GetClusterParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "cluster_name", clusterName, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/cluster/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Classification != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "classification", *params.Classification, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cluster != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cluster", *params.Cluster, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Federation != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "federation", *params.Federation, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Flags != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "flags", *params.Flags, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.RpcVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "rpc_version", *params.RpcVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageEnd != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_end", *params.UsageEnd, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageStart != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_start", *params.UsageStart, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithDeleted != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_deleted", *params.WithDeleted, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithUsage != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_usage", *params.WithUsage, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0042GetClustersRequest constructs an http.Request for the SlurmdbV0042GetClusters method
+func NewSlurmdbV0042GetClustersRequest(server string, params *SlurmdbV0042GetClustersParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/clusters/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.UpdateTime != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "update_time", *params.UpdateTime, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0042PostClustersRequest calls the generic SlurmdbV0042PostClusters builder with application/json body
+func NewSlurmdbV0042PostClustersRequest(server string, params *SlurmdbV0042PostClustersParams, body SlurmdbV0042PostClustersJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSlurmdbV0042PostClustersRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewSlurmdbV0042PostClustersRequestWithBody constructs an http.Request for the SlurmdbV0042PostClusters method, with any body, and a specified content type
+func NewSlurmdbV0042PostClustersRequestWithBody(server string, params *SlurmdbV0042PostClustersParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/clusters/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.UpdateTime != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "update_time", *params.UpdateTime, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSlurmdbV0042GetConfigRequest constructs an http.Request for the SlurmdbV0042GetConfig method
+func NewSlurmdbV0042GetConfigRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/config")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0042PostConfigRequest calls the generic SlurmdbV0042PostConfig builder with application/json body
+func NewSlurmdbV0042PostConfigRequest(server string, body SlurmdbV0042PostConfigJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSlurmdbV0042PostConfigRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewSlurmdbV0042PostConfigRequestWithBody constructs an http.Request for the SlurmdbV0042PostConfig method, with any body, and a specified content type
+func NewSlurmdbV0042PostConfigRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/config")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSlurmdbV0042GetDiagRequest constructs an http.Request for the SlurmdbV0042GetDiag method
+func NewSlurmdbV0042GetDiagRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/diag/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0042GetInstanceRequest constructs an http.Request for the SlurmdbV0042GetInstance method
+func NewSlurmdbV0042GetInstanceRequest(server string, params *SlurmdbV0042GetInstanceParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/instance/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Cluster != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cluster", *params.Cluster, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Extra != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "extra", *params.Extra, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.InstanceId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "instance_id", *params.InstanceId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.InstanceType != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "instance_type", *params.InstanceType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.NodeList != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "node_list", *params.NodeList, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.TimeEnd != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "time_end", *params.TimeEnd, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.TimeStart != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "time_start", *params.TimeStart, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0042GetInstancesRequest constructs an http.Request for the SlurmdbV0042GetInstances method
+func NewSlurmdbV0042GetInstancesRequest(server string, params *SlurmdbV0042GetInstancesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/instances/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Cluster != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cluster", *params.Cluster, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Extra != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "extra", *params.Extra, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.InstanceId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "instance_id", *params.InstanceId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.InstanceType != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "instance_type", *params.InstanceType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.NodeList != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "node_list", *params.NodeList, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.TimeEnd != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "time_end", *params.TimeEnd, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.TimeStart != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "time_start", *params.TimeStart, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0042GetJobRequest constructs an http.Request for the SlurmdbV0042GetJob method
+func NewSlurmdbV0042GetJobRequest(server string, jobId string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "job_id", jobId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/job/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0042GetJobsRequest constructs an http.Request for the SlurmdbV0042GetJobs method
+func NewSlurmdbV0042GetJobsRequest(server string, params *SlurmdbV0042GetJobsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/jobs/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Account != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "account", *params.Account, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Association != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "association", *params.Association, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cluster != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cluster", *params.Cluster, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Constraints != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "constraints", *params.Constraints, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.SchedulerUnset != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "scheduler_unset", *params.SchedulerUnset, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ScheduledOnSubmit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "scheduled_on_submit", *params.ScheduledOnSubmit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ScheduledByMain != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "scheduled_by_main", *params.ScheduledByMain, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ScheduledByBackfill != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "scheduled_by_backfill", *params.ScheduledByBackfill, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.JobStarted != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "job_started", *params.JobStarted, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ExitCode != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "exit_code", *params.ExitCode, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ShowDuplicates != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "show_duplicates", *params.ShowDuplicates, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.SkipSteps != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "skip_steps", *params.SkipSteps, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.DisableTruncateUsageTime != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "disable_truncate_usage_time", *params.DisableTruncateUsageTime, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WholeHetjob != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "whole_hetjob", *params.WholeHetjob, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.DisableWholeHetjob != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "disable_whole_hetjob", *params.DisableWholeHetjob, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.DisableWaitForResult != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "disable_wait_for_result", *params.DisableWaitForResult, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageTimeAsSubmitTime != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_time_as_submit_time", *params.UsageTimeAsSubmitTime, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ShowBatchScript != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "show_batch_script", *params.ShowBatchScript, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ShowJobEnvironment != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "show_job_environment", *params.ShowJobEnvironment, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Groups != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "groups", *params.Groups, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.JobName != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "job_name", *params.JobName, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Partition != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "partition", *params.Partition, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Qos != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "qos", *params.Qos, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Reason != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "reason", *params.Reason, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Reservation != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "reservation", *params.Reservation, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ReservationId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "reservation_id", *params.ReservationId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.State != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "state", *params.State, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Step != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "step", *params.Step, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.EndTime != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "end_time", *params.EndTime, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.StartTime != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "start_time", *params.StartTime, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Node != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "node", *params.Node, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Users != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "users", *params.Users, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Wckey != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "wckey", *params.Wckey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0042GetPingRequest constructs an http.Request for the SlurmdbV0042GetPing method
+func NewSlurmdbV0042GetPingRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/ping/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0042GetQosRequest constructs an http.Request for the SlurmdbV0042GetQos method
+func NewSlurmdbV0042GetQosRequest(server string, params *SlurmdbV0042GetQosParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/qos/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Description != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "description", *params.Description, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeDeletedQOS != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include deleted QOS", *params.IncludeDeletedQOS, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Id != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "id", *params.Id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Name != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "name", *params.Name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PreemptMode != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "preempt_mode", *params.PreemptMode, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0042PostQosRequest calls the generic SlurmdbV0042PostQos builder with application/json body
+func NewSlurmdbV0042PostQosRequest(server string, params *SlurmdbV0042PostQosParams, body SlurmdbV0042PostQosJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSlurmdbV0042PostQosRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewSlurmdbV0042PostQosRequestWithBody constructs an http.Request for the SlurmdbV0042PostQos method, with any body, and a specified content type
+func NewSlurmdbV0042PostQosRequestWithBody(server string, params *SlurmdbV0042PostQosParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/qos/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Description != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "description", *params.Description, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeDeletedQOS != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include deleted QOS", *params.IncludeDeletedQOS, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Id != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "id", *params.Id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Name != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "name", *params.Name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PreemptMode != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "preempt_mode", *params.PreemptMode, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSlurmdbV0042DeleteSingleQosRequest constructs an http.Request for the SlurmdbV0042DeleteSingleQos method
+func NewSlurmdbV0042DeleteSingleQosRequest(server string, qos string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "qos", qos, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/qos/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0042GetSingleQosRequest constructs an http.Request for the SlurmdbV0042GetSingleQos method
+func NewSlurmdbV0042GetSingleQosRequest(server string, qos string, params *SlurmdbV0042GetSingleQosParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "qos", qos, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/qos/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.WithDeleted != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_deleted", *params.WithDeleted, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0042GetTresRequest constructs an http.Request for the SlurmdbV0042GetTres method
+func NewSlurmdbV0042GetTresRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/tres/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0042PostTresRequest calls the generic SlurmdbV0042PostTres builder with application/json body
+func NewSlurmdbV0042PostTresRequest(server string, body SlurmdbV0042PostTresJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSlurmdbV0042PostTresRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewSlurmdbV0042PostTresRequestWithBody constructs an http.Request for the SlurmdbV0042PostTres method, with any body, and a specified content type
+func NewSlurmdbV0042PostTresRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/tres/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSlurmdbV0042DeleteUserRequest constructs an http.Request for the SlurmdbV0042DeleteUser method
+func NewSlurmdbV0042DeleteUserRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/user/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0042GetUserRequest constructs an http.Request for the SlurmdbV0042GetUser method
+func NewSlurmdbV0042GetUserRequest(server string, name string, params *SlurmdbV0042GetUserParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/user/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.WithDeleted != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_deleted", *params.WithDeleted, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithAssocs != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_assocs", *params.WithAssocs, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithCoords != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_coords", *params.WithCoords, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithWckeys != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_wckeys", *params.WithWckeys, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0042GetUsersRequest constructs an http.Request for the SlurmdbV0042GetUsers method
+func NewSlurmdbV0042GetUsersRequest(server string, params *SlurmdbV0042GetUsersParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/users/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.AdminLevel != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "admin_level", *params.AdminLevel, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.DefaultAccount != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "default_account", *params.DefaultAccount, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.DefaultWckey != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "default_wckey", *params.DefaultWckey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithAssocs != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_assocs", *params.WithAssocs, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithCoords != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_coords", *params.WithCoords, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithDeleted != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_deleted", *params.WithDeleted, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithWckeys != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_wckeys", *params.WithWckeys, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithoutDefaults != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "without_defaults", *params.WithoutDefaults, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0042PostUsersRequest calls the generic SlurmdbV0042PostUsers builder with application/json body
+func NewSlurmdbV0042PostUsersRequest(server string, body SlurmdbV0042PostUsersJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSlurmdbV0042PostUsersRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewSlurmdbV0042PostUsersRequestWithBody constructs an http.Request for the SlurmdbV0042PostUsers method, with any body, and a specified content type
+func NewSlurmdbV0042PostUsersRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/users/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSlurmdbV0042PostUsersAssociationRequest calls the generic SlurmdbV0042PostUsersAssociation builder with application/json body
+func NewSlurmdbV0042PostUsersAssociationRequest(server string, params *SlurmdbV0042PostUsersAssociationParams, body SlurmdbV0042PostUsersAssociationJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSlurmdbV0042PostUsersAssociationRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewSlurmdbV0042PostUsersAssociationRequestWithBody constructs an http.Request for the SlurmdbV0042PostUsersAssociation method, with any body, and a specified content type
+func NewSlurmdbV0042PostUsersAssociationRequestWithBody(server string, params *SlurmdbV0042PostUsersAssociationParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/users_association/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.UpdateTime != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "update_time", *params.UpdateTime, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Flags != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "flags", *params.Flags, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSlurmdbV0042DeleteWckeyRequest constructs an http.Request for the SlurmdbV0042DeleteWckey method
+func NewSlurmdbV0042DeleteWckeyRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/wckey/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0042GetWckeyRequest constructs an http.Request for the SlurmdbV0042GetWckey method
+func NewSlurmdbV0042GetWckeyRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/wckey/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0042GetWckeysRequest constructs an http.Request for the SlurmdbV0042GetWckeys method
+func NewSlurmdbV0042GetWckeysRequest(server string, params *SlurmdbV0042GetWckeysParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/wckeys/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Cluster != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cluster", *params.Cluster, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Id != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "id", *params.Id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Name != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "name", *params.Name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.OnlyDefaults != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "only_defaults", *params.OnlyDefaults, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageEnd != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_end", *params.UsageEnd, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageStart != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_start", *params.UsageStart, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.User != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "user", *params.User, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithUsage != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_usage", *params.WithUsage, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithDeleted != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_deleted", *params.WithDeleted, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0042PostWckeysRequest calls the generic SlurmdbV0042PostWckeys builder with application/json body
+func NewSlurmdbV0042PostWckeysRequest(server string, params *SlurmdbV0042PostWckeysParams, body SlurmdbV0042PostWckeysJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSlurmdbV0042PostWckeysRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewSlurmdbV0042PostWckeysRequestWithBody constructs an http.Request for the SlurmdbV0042PostWckeys method, with any body, and a specified content type
+func NewSlurmdbV0042PostWckeysRequestWithBody(server string, params *SlurmdbV0042PostWckeysParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.42/wckeys/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Cluster != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cluster", *params.Cluster, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Id != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "id", *params.Id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Name != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "name", *params.Name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.OnlyDefaults != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "only_defaults", *params.OnlyDefaults, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageEnd != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_end", *params.UsageEnd, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageStart != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_start", *params.UsageStart, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.User != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "user", *params.User, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithUsage != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_usage", *params.WithUsage, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithDeleted != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_deleted", *params.WithDeleted, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -4368,6 +11287,337 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /slurm/v0.0.42/shares (the `SlurmV0042GetShares` operationId).
 	SlurmV0042GetSharesWithResponse(ctx context.Context, params *SlurmV0042GetSharesParams, reqEditors ...RequestEditorFn) (*SlurmV0042GetSharesResponse, error)
+
+	// SlurmdbV0042DeleteAccountWithResponse Delete account
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /slurmdb/v0.0.42/account/{account_name} (the `SlurmdbV0042DeleteAccount` operationId).
+	SlurmdbV0042DeleteAccountWithResponse(ctx context.Context, accountName string, reqEditors ...RequestEditorFn) (*SlurmdbV0042DeleteAccountResponse, error)
+
+	// SlurmdbV0042GetAccountWithResponse Get account info
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/account/{account_name} (the `SlurmdbV0042GetAccount` operationId).
+	SlurmdbV0042GetAccountWithResponse(ctx context.Context, accountName string, params *SlurmdbV0042GetAccountParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetAccountResponse, error)
+
+	// SlurmdbV0042GetAccountsWithResponse Get account list
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/accounts/ (the `SlurmdbV0042GetAccounts` operationId).
+	SlurmdbV0042GetAccountsWithResponse(ctx context.Context, params *SlurmdbV0042GetAccountsParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetAccountsResponse, error)
+
+	// SlurmdbV0042PostAccountsWithBodyWithResponse Add/update list of accounts
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/accounts/ (the `SlurmdbV0042PostAccounts` operationId).
+	SlurmdbV0042PostAccountsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostAccountsResponse, error)
+
+	// SlurmdbV0042PostAccountsWithResponse Add/update list of accounts
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/accounts/ (the `SlurmdbV0042PostAccounts` operationId).
+	SlurmdbV0042PostAccountsWithResponse(ctx context.Context, body SlurmdbV0042PostAccountsJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostAccountsResponse, error)
+
+	// SlurmdbV0042PostAccountsAssociationWithBodyWithResponse Add accounts with conditional association
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/accounts_association/ (the `SlurmdbV0042PostAccountsAssociation` operationId).
+	SlurmdbV0042PostAccountsAssociationWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostAccountsAssociationResponse, error)
+
+	// SlurmdbV0042PostAccountsAssociationWithResponse Add accounts with conditional association
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/accounts_association/ (the `SlurmdbV0042PostAccountsAssociation` operationId).
+	SlurmdbV0042PostAccountsAssociationWithResponse(ctx context.Context, body SlurmdbV0042PostAccountsAssociationJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostAccountsAssociationResponse, error)
+
+	// SlurmdbV0042DeleteAssociationWithResponse Delete association
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /slurmdb/v0.0.42/association/ (the `SlurmdbV0042DeleteAssociation` operationId).
+	SlurmdbV0042DeleteAssociationWithResponse(ctx context.Context, params *SlurmdbV0042DeleteAssociationParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042DeleteAssociationResponse, error)
+
+	// SlurmdbV0042GetAssociationWithResponse Get association info
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/association/ (the `SlurmdbV0042GetAssociation` operationId).
+	SlurmdbV0042GetAssociationWithResponse(ctx context.Context, params *SlurmdbV0042GetAssociationParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetAssociationResponse, error)
+
+	// SlurmdbV0042DeleteAssociationsWithResponse Delete associations
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /slurmdb/v0.0.42/associations/ (the `SlurmdbV0042DeleteAssociations` operationId).
+	SlurmdbV0042DeleteAssociationsWithResponse(ctx context.Context, params *SlurmdbV0042DeleteAssociationsParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042DeleteAssociationsResponse, error)
+
+	// SlurmdbV0042GetAssociationsWithResponse Get association list
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/associations/ (the `SlurmdbV0042GetAssociations` operationId).
+	SlurmdbV0042GetAssociationsWithResponse(ctx context.Context, params *SlurmdbV0042GetAssociationsParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetAssociationsResponse, error)
+
+	// SlurmdbV0042PostAssociationsWithBodyWithResponse Set associations info
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/associations/ (the `SlurmdbV0042PostAssociations` operationId).
+	SlurmdbV0042PostAssociationsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostAssociationsResponse, error)
+
+	// SlurmdbV0042PostAssociationsWithResponse Set associations info
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/associations/ (the `SlurmdbV0042PostAssociations` operationId).
+	SlurmdbV0042PostAssociationsWithResponse(ctx context.Context, body SlurmdbV0042PostAssociationsJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostAssociationsResponse, error)
+
+	// SlurmdbV0042DeleteClusterWithResponse Delete cluster
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /slurmdb/v0.0.42/cluster/{cluster_name} (the `SlurmdbV0042DeleteCluster` operationId).
+	SlurmdbV0042DeleteClusterWithResponse(ctx context.Context, clusterName string, params *SlurmdbV0042DeleteClusterParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042DeleteClusterResponse, error)
+
+	// SlurmdbV0042GetClusterWithResponse Get cluster info
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/cluster/{cluster_name} (the `SlurmdbV0042GetCluster` operationId).
+	SlurmdbV0042GetClusterWithResponse(ctx context.Context, clusterName string, params *SlurmdbV0042GetClusterParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetClusterResponse, error)
+
+	// SlurmdbV0042GetClustersWithResponse Get cluster list
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/clusters/ (the `SlurmdbV0042GetClusters` operationId).
+	SlurmdbV0042GetClustersWithResponse(ctx context.Context, params *SlurmdbV0042GetClustersParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetClustersResponse, error)
+
+	// SlurmdbV0042PostClustersWithBodyWithResponse Get cluster list
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/clusters/ (the `SlurmdbV0042PostClusters` operationId).
+	SlurmdbV0042PostClustersWithBodyWithResponse(ctx context.Context, params *SlurmdbV0042PostClustersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostClustersResponse, error)
+
+	// SlurmdbV0042PostClustersWithResponse Get cluster list
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/clusters/ (the `SlurmdbV0042PostClusters` operationId).
+	SlurmdbV0042PostClustersWithResponse(ctx context.Context, params *SlurmdbV0042PostClustersParams, body SlurmdbV0042PostClustersJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostClustersResponse, error)
+
+	// SlurmdbV0042GetConfigWithResponse Dump all configuration information
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/config (the `SlurmdbV0042GetConfig` operationId).
+	SlurmdbV0042GetConfigWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetConfigResponse, error)
+
+	// SlurmdbV0042PostConfigWithBodyWithResponse Load all configuration information
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/config (the `SlurmdbV0042PostConfig` operationId).
+	SlurmdbV0042PostConfigWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostConfigResponse, error)
+
+	// SlurmdbV0042PostConfigWithResponse Load all configuration information
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/config (the `SlurmdbV0042PostConfig` operationId).
+	SlurmdbV0042PostConfigWithResponse(ctx context.Context, body SlurmdbV0042PostConfigJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostConfigResponse, error)
+
+	// SlurmdbV0042GetDiagWithResponse Get slurmdb diagnostics
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/diag/ (the `SlurmdbV0042GetDiag` operationId).
+	SlurmdbV0042GetDiagWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetDiagResponse, error)
+
+	// SlurmdbV0042GetInstanceWithResponse Get instance info
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/instance/ (the `SlurmdbV0042GetInstance` operationId).
+	SlurmdbV0042GetInstanceWithResponse(ctx context.Context, params *SlurmdbV0042GetInstanceParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetInstanceResponse, error)
+
+	// SlurmdbV0042GetInstancesWithResponse Get instance list
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/instances/ (the `SlurmdbV0042GetInstances` operationId).
+	SlurmdbV0042GetInstancesWithResponse(ctx context.Context, params *SlurmdbV0042GetInstancesParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetInstancesResponse, error)
+
+	// SlurmdbV0042GetJobWithResponse Get job info
+	//
+	// This endpoint may return multiple job entries since job_id is not a unique key - only the tuple (cluster, job_id, start_time) is unique. If the requested job_id is a component of a heterogeneous job all components are returned.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/job/{job_id} (the `SlurmdbV0042GetJob` operationId).
+	SlurmdbV0042GetJobWithResponse(ctx context.Context, jobId string, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetJobResponse, error)
+
+	// SlurmdbV0042GetJobsWithResponse Get job list
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/jobs/ (the `SlurmdbV0042GetJobs` operationId).
+	SlurmdbV0042GetJobsWithResponse(ctx context.Context, params *SlurmdbV0042GetJobsParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetJobsResponse, error)
+
+	// SlurmdbV0042GetPingWithResponse ping test
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/ping/ (the `SlurmdbV0042GetPing` operationId).
+	SlurmdbV0042GetPingWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetPingResponse, error)
+
+	// SlurmdbV0042GetQosWithResponse Get QOS list
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/qos/ (the `SlurmdbV0042GetQos` operationId).
+	SlurmdbV0042GetQosWithResponse(ctx context.Context, params *SlurmdbV0042GetQosParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetQosResponse, error)
+
+	// SlurmdbV0042PostQosWithBodyWithResponse Add or update QOSs
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/qos/ (the `SlurmdbV0042PostQos` operationId).
+	SlurmdbV0042PostQosWithBodyWithResponse(ctx context.Context, params *SlurmdbV0042PostQosParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostQosResponse, error)
+
+	// SlurmdbV0042PostQosWithResponse Add or update QOSs
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/qos/ (the `SlurmdbV0042PostQos` operationId).
+	SlurmdbV0042PostQosWithResponse(ctx context.Context, params *SlurmdbV0042PostQosParams, body SlurmdbV0042PostQosJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostQosResponse, error)
+
+	// SlurmdbV0042DeleteSingleQosWithResponse Delete QOS
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /slurmdb/v0.0.42/qos/{qos} (the `SlurmdbV0042DeleteSingleQos` operationId).
+	SlurmdbV0042DeleteSingleQosWithResponse(ctx context.Context, qos string, reqEditors ...RequestEditorFn) (*SlurmdbV0042DeleteSingleQosResponse, error)
+
+	// SlurmdbV0042GetSingleQosWithResponse Get QOS info
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/qos/{qos} (the `SlurmdbV0042GetSingleQos` operationId).
+	SlurmdbV0042GetSingleQosWithResponse(ctx context.Context, qos string, params *SlurmdbV0042GetSingleQosParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetSingleQosResponse, error)
+
+	// SlurmdbV0042GetTresWithResponse Get TRES info
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/tres/ (the `SlurmdbV0042GetTres` operationId).
+	SlurmdbV0042GetTresWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetTresResponse, error)
+
+	// SlurmdbV0042PostTresWithBodyWithResponse Add TRES
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/tres/ (the `SlurmdbV0042PostTres` operationId).
+	SlurmdbV0042PostTresWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostTresResponse, error)
+
+	// SlurmdbV0042PostTresWithResponse Add TRES
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/tres/ (the `SlurmdbV0042PostTres` operationId).
+	SlurmdbV0042PostTresWithResponse(ctx context.Context, body SlurmdbV0042PostTresJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostTresResponse, error)
+
+	// SlurmdbV0042DeleteUserWithResponse Delete user
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /slurmdb/v0.0.42/user/{name} (the `SlurmdbV0042DeleteUser` operationId).
+	SlurmdbV0042DeleteUserWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*SlurmdbV0042DeleteUserResponse, error)
+
+	// SlurmdbV0042GetUserWithResponse Get user info
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/user/{name} (the `SlurmdbV0042GetUser` operationId).
+	SlurmdbV0042GetUserWithResponse(ctx context.Context, name string, params *SlurmdbV0042GetUserParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetUserResponse, error)
+
+	// SlurmdbV0042GetUsersWithResponse Get user list
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/users/ (the `SlurmdbV0042GetUsers` operationId).
+	SlurmdbV0042GetUsersWithResponse(ctx context.Context, params *SlurmdbV0042GetUsersParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetUsersResponse, error)
+
+	// SlurmdbV0042PostUsersWithBodyWithResponse Update users
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/users/ (the `SlurmdbV0042PostUsers` operationId).
+	SlurmdbV0042PostUsersWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostUsersResponse, error)
+
+	// SlurmdbV0042PostUsersWithResponse Update users
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/users/ (the `SlurmdbV0042PostUsers` operationId).
+	SlurmdbV0042PostUsersWithResponse(ctx context.Context, body SlurmdbV0042PostUsersJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostUsersResponse, error)
+
+	// SlurmdbV0042PostUsersAssociationWithBodyWithResponse Add users with conditional association
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/users_association/ (the `SlurmdbV0042PostUsersAssociation` operationId).
+	SlurmdbV0042PostUsersAssociationWithBodyWithResponse(ctx context.Context, params *SlurmdbV0042PostUsersAssociationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostUsersAssociationResponse, error)
+
+	// SlurmdbV0042PostUsersAssociationWithResponse Add users with conditional association
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/users_association/ (the `SlurmdbV0042PostUsersAssociation` operationId).
+	SlurmdbV0042PostUsersAssociationWithResponse(ctx context.Context, params *SlurmdbV0042PostUsersAssociationParams, body SlurmdbV0042PostUsersAssociationJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostUsersAssociationResponse, error)
+
+	// SlurmdbV0042DeleteWckeyWithResponse Delete wckey
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /slurmdb/v0.0.42/wckey/{id} (the `SlurmdbV0042DeleteWckey` operationId).
+	SlurmdbV0042DeleteWckeyWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*SlurmdbV0042DeleteWckeyResponse, error)
+
+	// SlurmdbV0042GetWckeyWithResponse Get wckey info
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/wckey/{id} (the `SlurmdbV0042GetWckey` operationId).
+	SlurmdbV0042GetWckeyWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetWckeyResponse, error)
+
+	// SlurmdbV0042GetWckeysWithResponse Get wckey list
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.42/wckeys/ (the `SlurmdbV0042GetWckeys` operationId).
+	SlurmdbV0042GetWckeysWithResponse(ctx context.Context, params *SlurmdbV0042GetWckeysParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetWckeysResponse, error)
+
+	// SlurmdbV0042PostWckeysWithBodyWithResponse Add or update wckeys
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/wckeys/ (the `SlurmdbV0042PostWckeys` operationId).
+	SlurmdbV0042PostWckeysWithBodyWithResponse(ctx context.Context, params *SlurmdbV0042PostWckeysParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostWckeysResponse, error)
+
+	// SlurmdbV0042PostWckeysWithResponse Add or update wckeys
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.42/wckeys/ (the `SlurmdbV0042PostWckeys` operationId).
+	SlurmdbV0042PostWckeysWithResponse(ctx context.Context, params *SlurmdbV0042PostWckeysParams, body SlurmdbV0042PostWckeysJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostWckeysResponse, error)
 }
 
 type SlurmV0042GetDiagResponse struct {
@@ -5426,6 +12676,1782 @@ func (r SlurmV0042GetSharesResponse) ContentType() string {
 	return ""
 }
 
+type SlurmdbV0042DeleteAccountResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiAccountsRemovedResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiAccountsRemovedResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042DeleteAccountResponse) GetJSON200() *V0042OpenapiAccountsRemovedResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042DeleteAccountResponse) GetJSONDefault() *V0042OpenapiAccountsRemovedResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042DeleteAccountResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042DeleteAccountResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042DeleteAccountResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042DeleteAccountResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042GetAccountResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiAccountsResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiAccountsResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042GetAccountResponse) GetJSON200() *V0042OpenapiAccountsResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042GetAccountResponse) GetJSONDefault() *V0042OpenapiAccountsResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042GetAccountResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042GetAccountResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042GetAccountResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042GetAccountResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042GetAccountsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiAccountsResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiAccountsResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042GetAccountsResponse) GetJSON200() *V0042OpenapiAccountsResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042GetAccountsResponse) GetJSONDefault() *V0042OpenapiAccountsResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042GetAccountsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042GetAccountsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042GetAccountsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042GetAccountsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042PostAccountsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042PostAccountsResponse) GetJSON200() *V0042OpenapiResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042PostAccountsResponse) GetJSONDefault() *V0042OpenapiResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042PostAccountsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042PostAccountsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042PostAccountsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042PostAccountsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042PostAccountsAssociationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiAccountsAddCondRespStr
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiAccountsAddCondRespStr
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042PostAccountsAssociationResponse) GetJSON200() *V0042OpenapiAccountsAddCondRespStr {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042PostAccountsAssociationResponse) GetJSONDefault() *V0042OpenapiAccountsAddCondRespStr {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042PostAccountsAssociationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042PostAccountsAssociationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042PostAccountsAssociationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042PostAccountsAssociationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042DeleteAssociationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiAssocsRemovedResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiAssocsRemovedResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042DeleteAssociationResponse) GetJSON200() *V0042OpenapiAssocsRemovedResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042DeleteAssociationResponse) GetJSONDefault() *V0042OpenapiAssocsRemovedResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042DeleteAssociationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042DeleteAssociationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042DeleteAssociationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042DeleteAssociationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042GetAssociationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiAssocsResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiAssocsResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042GetAssociationResponse) GetJSON200() *V0042OpenapiAssocsResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042GetAssociationResponse) GetJSONDefault() *V0042OpenapiAssocsResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042GetAssociationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042GetAssociationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042GetAssociationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042GetAssociationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042DeleteAssociationsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiAssocsRemovedResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiAssocsRemovedResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042DeleteAssociationsResponse) GetJSON200() *V0042OpenapiAssocsRemovedResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042DeleteAssociationsResponse) GetJSONDefault() *V0042OpenapiAssocsRemovedResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042DeleteAssociationsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042DeleteAssociationsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042DeleteAssociationsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042DeleteAssociationsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042GetAssociationsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiAssocsResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiAssocsResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042GetAssociationsResponse) GetJSON200() *V0042OpenapiAssocsResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042GetAssociationsResponse) GetJSONDefault() *V0042OpenapiAssocsResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042GetAssociationsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042GetAssociationsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042GetAssociationsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042GetAssociationsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042PostAssociationsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042PostAssociationsResponse) GetJSON200() *V0042OpenapiResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042PostAssociationsResponse) GetJSONDefault() *V0042OpenapiResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042PostAssociationsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042PostAssociationsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042PostAssociationsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042PostAssociationsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042DeleteClusterResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiClustersRemovedResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiClustersRemovedResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042DeleteClusterResponse) GetJSON200() *V0042OpenapiClustersRemovedResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042DeleteClusterResponse) GetJSONDefault() *V0042OpenapiClustersRemovedResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042DeleteClusterResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042DeleteClusterResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042DeleteClusterResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042DeleteClusterResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042GetClusterResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiClustersResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiClustersResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042GetClusterResponse) GetJSON200() *V0042OpenapiClustersResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042GetClusterResponse) GetJSONDefault() *V0042OpenapiClustersResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042GetClusterResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042GetClusterResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042GetClusterResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042GetClusterResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042GetClustersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiClustersResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiClustersResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042GetClustersResponse) GetJSON200() *V0042OpenapiClustersResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042GetClustersResponse) GetJSONDefault() *V0042OpenapiClustersResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042GetClustersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042GetClustersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042GetClustersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042GetClustersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042PostClustersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042PostClustersResponse) GetJSON200() *V0042OpenapiResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042PostClustersResponse) GetJSONDefault() *V0042OpenapiResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042PostClustersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042PostClustersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042PostClustersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042PostClustersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042GetConfigResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiSlurmdbdConfigResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiSlurmdbdConfigResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042GetConfigResponse) GetJSON200() *V0042OpenapiSlurmdbdConfigResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042GetConfigResponse) GetJSONDefault() *V0042OpenapiSlurmdbdConfigResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042GetConfigResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042GetConfigResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042GetConfigResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042GetConfigResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042PostConfigResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042PostConfigResponse) GetJSON200() *V0042OpenapiResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042PostConfigResponse) GetJSONDefault() *V0042OpenapiResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042PostConfigResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042PostConfigResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042PostConfigResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042PostConfigResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042GetDiagResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiSlurmdbdStatsResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiSlurmdbdStatsResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042GetDiagResponse) GetJSON200() *V0042OpenapiSlurmdbdStatsResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042GetDiagResponse) GetJSONDefault() *V0042OpenapiSlurmdbdStatsResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042GetDiagResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042GetDiagResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042GetDiagResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042GetDiagResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042GetInstanceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiInstancesResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiInstancesResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042GetInstanceResponse) GetJSON200() *V0042OpenapiInstancesResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042GetInstanceResponse) GetJSONDefault() *V0042OpenapiInstancesResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042GetInstanceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042GetInstanceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042GetInstanceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042GetInstanceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042GetInstancesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiInstancesResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiInstancesResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042GetInstancesResponse) GetJSON200() *V0042OpenapiInstancesResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042GetInstancesResponse) GetJSONDefault() *V0042OpenapiInstancesResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042GetInstancesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042GetInstancesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042GetInstancesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042GetInstancesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042GetJobResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiSlurmdbdJobsResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiSlurmdbdJobsResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042GetJobResponse) GetJSON200() *V0042OpenapiSlurmdbdJobsResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042GetJobResponse) GetJSONDefault() *V0042OpenapiSlurmdbdJobsResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042GetJobResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042GetJobResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042GetJobResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042GetJobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042GetJobsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiSlurmdbdJobsResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiSlurmdbdJobsResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042GetJobsResponse) GetJSON200() *V0042OpenapiSlurmdbdJobsResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042GetJobsResponse) GetJSONDefault() *V0042OpenapiSlurmdbdJobsResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042GetJobsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042GetJobsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042GetJobsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042GetJobsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042GetPingResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiSlurmdbdPingResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiSlurmdbdPingResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042GetPingResponse) GetJSON200() *V0042OpenapiSlurmdbdPingResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042GetPingResponse) GetJSONDefault() *V0042OpenapiSlurmdbdPingResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042GetPingResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042GetPingResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042GetPingResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042GetPingResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042GetQosResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiSlurmdbdQosResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiSlurmdbdQosResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042GetQosResponse) GetJSON200() *V0042OpenapiSlurmdbdQosResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042GetQosResponse) GetJSONDefault() *V0042OpenapiSlurmdbdQosResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042GetQosResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042GetQosResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042GetQosResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042GetQosResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042PostQosResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042PostQosResponse) GetJSON200() *V0042OpenapiResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042PostQosResponse) GetJSONDefault() *V0042OpenapiResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042PostQosResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042PostQosResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042PostQosResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042PostQosResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042DeleteSingleQosResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiSlurmdbdQosRemovedResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiSlurmdbdQosRemovedResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042DeleteSingleQosResponse) GetJSON200() *V0042OpenapiSlurmdbdQosRemovedResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042DeleteSingleQosResponse) GetJSONDefault() *V0042OpenapiSlurmdbdQosRemovedResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042DeleteSingleQosResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042DeleteSingleQosResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042DeleteSingleQosResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042DeleteSingleQosResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042GetSingleQosResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiSlurmdbdQosResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiSlurmdbdQosResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042GetSingleQosResponse) GetJSON200() *V0042OpenapiSlurmdbdQosResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042GetSingleQosResponse) GetJSONDefault() *V0042OpenapiSlurmdbdQosResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042GetSingleQosResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042GetSingleQosResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042GetSingleQosResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042GetSingleQosResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042GetTresResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiTresResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiTresResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042GetTresResponse) GetJSON200() *V0042OpenapiTresResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042GetTresResponse) GetJSONDefault() *V0042OpenapiTresResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042GetTresResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042GetTresResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042GetTresResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042GetTresResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042PostTresResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042PostTresResponse) GetJSON200() *V0042OpenapiResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042PostTresResponse) GetJSONDefault() *V0042OpenapiResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042PostTresResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042PostTresResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042PostTresResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042PostTresResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042DeleteUserResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042DeleteUserResponse) GetJSON200() *V0042OpenapiResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042DeleteUserResponse) GetJSONDefault() *V0042OpenapiResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042DeleteUserResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042DeleteUserResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042DeleteUserResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042DeleteUserResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042GetUserResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiUsersResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiUsersResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042GetUserResponse) GetJSON200() *V0042OpenapiUsersResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042GetUserResponse) GetJSONDefault() *V0042OpenapiUsersResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042GetUserResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042GetUserResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042GetUserResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042GetUserResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042GetUsersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiUsersResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiUsersResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042GetUsersResponse) GetJSON200() *V0042OpenapiUsersResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042GetUsersResponse) GetJSONDefault() *V0042OpenapiUsersResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042GetUsersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042GetUsersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042GetUsersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042GetUsersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042PostUsersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042PostUsersResponse) GetJSON200() *V0042OpenapiResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042PostUsersResponse) GetJSONDefault() *V0042OpenapiResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042PostUsersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042PostUsersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042PostUsersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042PostUsersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042PostUsersAssociationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiUsersAddCondRespStr
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiUsersAddCondRespStr
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042PostUsersAssociationResponse) GetJSON200() *V0042OpenapiUsersAddCondRespStr {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042PostUsersAssociationResponse) GetJSONDefault() *V0042OpenapiUsersAddCondRespStr {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042PostUsersAssociationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042PostUsersAssociationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042PostUsersAssociationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042PostUsersAssociationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042DeleteWckeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiWckeyRemovedResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiWckeyRemovedResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042DeleteWckeyResponse) GetJSON200() *V0042OpenapiWckeyRemovedResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042DeleteWckeyResponse) GetJSONDefault() *V0042OpenapiWckeyRemovedResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042DeleteWckeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042DeleteWckeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042DeleteWckeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042DeleteWckeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042GetWckeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiWckeyResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiWckeyResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042GetWckeyResponse) GetJSON200() *V0042OpenapiWckeyResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042GetWckeyResponse) GetJSONDefault() *V0042OpenapiWckeyResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042GetWckeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042GetWckeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042GetWckeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042GetWckeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042GetWckeysResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiWckeyResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiWckeyResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042GetWckeysResponse) GetJSON200() *V0042OpenapiWckeyResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042GetWckeysResponse) GetJSONDefault() *V0042OpenapiWckeyResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042GetWckeysResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042GetWckeysResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042GetWckeysResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042GetWckeysResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0042PostWckeysResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0042OpenapiResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0042OpenapiResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0042PostWckeysResponse) GetJSON200() *V0042OpenapiResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0042PostWckeysResponse) GetJSONDefault() *V0042OpenapiResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0042PostWckeysResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0042PostWckeysResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0042PostWckeysResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0042PostWckeysResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // SlurmV0042GetDiagWithResponse get diagnostics
 //
 // Returns a wrapper object for the known response body format(s).
@@ -5788,6 +14814,619 @@ func (c *ClientWithResponses) SlurmV0042GetSharesWithResponse(ctx context.Contex
 		return nil, err
 	}
 	return ParseSlurmV0042GetSharesResponse(rsp)
+}
+
+// SlurmdbV0042DeleteAccountWithResponse Delete account
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /slurmdb/v0.0.42/account/{account_name} (the `SlurmdbV0042DeleteAccount` operationId).
+func (c *ClientWithResponses) SlurmdbV0042DeleteAccountWithResponse(ctx context.Context, accountName string, reqEditors ...RequestEditorFn) (*SlurmdbV0042DeleteAccountResponse, error) {
+	rsp, err := c.SlurmdbV0042DeleteAccount(ctx, accountName, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042DeleteAccountResponse(rsp)
+}
+
+// SlurmdbV0042GetAccountWithResponse Get account info
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.42/account/{account_name} (the `SlurmdbV0042GetAccount` operationId).
+func (c *ClientWithResponses) SlurmdbV0042GetAccountWithResponse(ctx context.Context, accountName string, params *SlurmdbV0042GetAccountParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetAccountResponse, error) {
+	rsp, err := c.SlurmdbV0042GetAccount(ctx, accountName, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042GetAccountResponse(rsp)
+}
+
+// SlurmdbV0042GetAccountsWithResponse Get account list
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.42/accounts/ (the `SlurmdbV0042GetAccounts` operationId).
+func (c *ClientWithResponses) SlurmdbV0042GetAccountsWithResponse(ctx context.Context, params *SlurmdbV0042GetAccountsParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetAccountsResponse, error) {
+	rsp, err := c.SlurmdbV0042GetAccounts(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042GetAccountsResponse(rsp)
+}
+
+// SlurmdbV0042PostAccountsWithBodyWithResponse Add/update list of accounts
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.42/accounts/ (the `SlurmdbV0042PostAccounts` operationId).
+func (c *ClientWithResponses) SlurmdbV0042PostAccountsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostAccountsResponse, error) {
+	rsp, err := c.SlurmdbV0042PostAccountsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042PostAccountsResponse(rsp)
+}
+
+// SlurmdbV0042PostAccountsWithResponse Add/update list of accounts
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.42/accounts/ (the `SlurmdbV0042PostAccounts` operationId).
+func (c *ClientWithResponses) SlurmdbV0042PostAccountsWithResponse(ctx context.Context, body SlurmdbV0042PostAccountsJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostAccountsResponse, error) {
+	rsp, err := c.SlurmdbV0042PostAccounts(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042PostAccountsResponse(rsp)
+}
+
+// SlurmdbV0042PostAccountsAssociationWithBodyWithResponse Add accounts with conditional association
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.42/accounts_association/ (the `SlurmdbV0042PostAccountsAssociation` operationId).
+func (c *ClientWithResponses) SlurmdbV0042PostAccountsAssociationWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostAccountsAssociationResponse, error) {
+	rsp, err := c.SlurmdbV0042PostAccountsAssociationWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042PostAccountsAssociationResponse(rsp)
+}
+
+// SlurmdbV0042PostAccountsAssociationWithResponse Add accounts with conditional association
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.42/accounts_association/ (the `SlurmdbV0042PostAccountsAssociation` operationId).
+func (c *ClientWithResponses) SlurmdbV0042PostAccountsAssociationWithResponse(ctx context.Context, body SlurmdbV0042PostAccountsAssociationJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostAccountsAssociationResponse, error) {
+	rsp, err := c.SlurmdbV0042PostAccountsAssociation(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042PostAccountsAssociationResponse(rsp)
+}
+
+// SlurmdbV0042DeleteAssociationWithResponse Delete association
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /slurmdb/v0.0.42/association/ (the `SlurmdbV0042DeleteAssociation` operationId).
+func (c *ClientWithResponses) SlurmdbV0042DeleteAssociationWithResponse(ctx context.Context, params *SlurmdbV0042DeleteAssociationParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042DeleteAssociationResponse, error) {
+	rsp, err := c.SlurmdbV0042DeleteAssociation(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042DeleteAssociationResponse(rsp)
+}
+
+// SlurmdbV0042GetAssociationWithResponse Get association info
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.42/association/ (the `SlurmdbV0042GetAssociation` operationId).
+func (c *ClientWithResponses) SlurmdbV0042GetAssociationWithResponse(ctx context.Context, params *SlurmdbV0042GetAssociationParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetAssociationResponse, error) {
+	rsp, err := c.SlurmdbV0042GetAssociation(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042GetAssociationResponse(rsp)
+}
+
+// SlurmdbV0042DeleteAssociationsWithResponse Delete associations
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /slurmdb/v0.0.42/associations/ (the `SlurmdbV0042DeleteAssociations` operationId).
+func (c *ClientWithResponses) SlurmdbV0042DeleteAssociationsWithResponse(ctx context.Context, params *SlurmdbV0042DeleteAssociationsParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042DeleteAssociationsResponse, error) {
+	rsp, err := c.SlurmdbV0042DeleteAssociations(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042DeleteAssociationsResponse(rsp)
+}
+
+// SlurmdbV0042GetAssociationsWithResponse Get association list
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.42/associations/ (the `SlurmdbV0042GetAssociations` operationId).
+func (c *ClientWithResponses) SlurmdbV0042GetAssociationsWithResponse(ctx context.Context, params *SlurmdbV0042GetAssociationsParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetAssociationsResponse, error) {
+	rsp, err := c.SlurmdbV0042GetAssociations(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042GetAssociationsResponse(rsp)
+}
+
+// SlurmdbV0042PostAssociationsWithBodyWithResponse Set associations info
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.42/associations/ (the `SlurmdbV0042PostAssociations` operationId).
+func (c *ClientWithResponses) SlurmdbV0042PostAssociationsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostAssociationsResponse, error) {
+	rsp, err := c.SlurmdbV0042PostAssociationsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042PostAssociationsResponse(rsp)
+}
+
+// SlurmdbV0042PostAssociationsWithResponse Set associations info
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.42/associations/ (the `SlurmdbV0042PostAssociations` operationId).
+func (c *ClientWithResponses) SlurmdbV0042PostAssociationsWithResponse(ctx context.Context, body SlurmdbV0042PostAssociationsJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostAssociationsResponse, error) {
+	rsp, err := c.SlurmdbV0042PostAssociations(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042PostAssociationsResponse(rsp)
+}
+
+// SlurmdbV0042DeleteClusterWithResponse Delete cluster
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /slurmdb/v0.0.42/cluster/{cluster_name} (the `SlurmdbV0042DeleteCluster` operationId).
+func (c *ClientWithResponses) SlurmdbV0042DeleteClusterWithResponse(ctx context.Context, clusterName string, params *SlurmdbV0042DeleteClusterParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042DeleteClusterResponse, error) {
+	rsp, err := c.SlurmdbV0042DeleteCluster(ctx, clusterName, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042DeleteClusterResponse(rsp)
+}
+
+// SlurmdbV0042GetClusterWithResponse Get cluster info
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.42/cluster/{cluster_name} (the `SlurmdbV0042GetCluster` operationId).
+func (c *ClientWithResponses) SlurmdbV0042GetClusterWithResponse(ctx context.Context, clusterName string, params *SlurmdbV0042GetClusterParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetClusterResponse, error) {
+	rsp, err := c.SlurmdbV0042GetCluster(ctx, clusterName, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042GetClusterResponse(rsp)
+}
+
+// SlurmdbV0042GetClustersWithResponse Get cluster list
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.42/clusters/ (the `SlurmdbV0042GetClusters` operationId).
+func (c *ClientWithResponses) SlurmdbV0042GetClustersWithResponse(ctx context.Context, params *SlurmdbV0042GetClustersParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetClustersResponse, error) {
+	rsp, err := c.SlurmdbV0042GetClusters(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042GetClustersResponse(rsp)
+}
+
+// SlurmdbV0042PostClustersWithBodyWithResponse Get cluster list
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.42/clusters/ (the `SlurmdbV0042PostClusters` operationId).
+func (c *ClientWithResponses) SlurmdbV0042PostClustersWithBodyWithResponse(ctx context.Context, params *SlurmdbV0042PostClustersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostClustersResponse, error) {
+	rsp, err := c.SlurmdbV0042PostClustersWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042PostClustersResponse(rsp)
+}
+
+// SlurmdbV0042PostClustersWithResponse Get cluster list
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.42/clusters/ (the `SlurmdbV0042PostClusters` operationId).
+func (c *ClientWithResponses) SlurmdbV0042PostClustersWithResponse(ctx context.Context, params *SlurmdbV0042PostClustersParams, body SlurmdbV0042PostClustersJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostClustersResponse, error) {
+	rsp, err := c.SlurmdbV0042PostClusters(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042PostClustersResponse(rsp)
+}
+
+// SlurmdbV0042GetConfigWithResponse Dump all configuration information
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.42/config (the `SlurmdbV0042GetConfig` operationId).
+func (c *ClientWithResponses) SlurmdbV0042GetConfigWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetConfigResponse, error) {
+	rsp, err := c.SlurmdbV0042GetConfig(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042GetConfigResponse(rsp)
+}
+
+// SlurmdbV0042PostConfigWithBodyWithResponse Load all configuration information
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.42/config (the `SlurmdbV0042PostConfig` operationId).
+func (c *ClientWithResponses) SlurmdbV0042PostConfigWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostConfigResponse, error) {
+	rsp, err := c.SlurmdbV0042PostConfigWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042PostConfigResponse(rsp)
+}
+
+// SlurmdbV0042PostConfigWithResponse Load all configuration information
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.42/config (the `SlurmdbV0042PostConfig` operationId).
+func (c *ClientWithResponses) SlurmdbV0042PostConfigWithResponse(ctx context.Context, body SlurmdbV0042PostConfigJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostConfigResponse, error) {
+	rsp, err := c.SlurmdbV0042PostConfig(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042PostConfigResponse(rsp)
+}
+
+// SlurmdbV0042GetDiagWithResponse Get slurmdb diagnostics
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.42/diag/ (the `SlurmdbV0042GetDiag` operationId).
+func (c *ClientWithResponses) SlurmdbV0042GetDiagWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetDiagResponse, error) {
+	rsp, err := c.SlurmdbV0042GetDiag(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042GetDiagResponse(rsp)
+}
+
+// SlurmdbV0042GetInstanceWithResponse Get instance info
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.42/instance/ (the `SlurmdbV0042GetInstance` operationId).
+func (c *ClientWithResponses) SlurmdbV0042GetInstanceWithResponse(ctx context.Context, params *SlurmdbV0042GetInstanceParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetInstanceResponse, error) {
+	rsp, err := c.SlurmdbV0042GetInstance(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042GetInstanceResponse(rsp)
+}
+
+// SlurmdbV0042GetInstancesWithResponse Get instance list
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.42/instances/ (the `SlurmdbV0042GetInstances` operationId).
+func (c *ClientWithResponses) SlurmdbV0042GetInstancesWithResponse(ctx context.Context, params *SlurmdbV0042GetInstancesParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetInstancesResponse, error) {
+	rsp, err := c.SlurmdbV0042GetInstances(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042GetInstancesResponse(rsp)
+}
+
+// SlurmdbV0042GetJobWithResponse Get job info
+//
+// This endpoint may return multiple job entries since job_id is not a unique key - only the tuple (cluster, job_id, start_time) is unique. If the requested job_id is a component of a heterogeneous job all components are returned.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.42/job/{job_id} (the `SlurmdbV0042GetJob` operationId).
+func (c *ClientWithResponses) SlurmdbV0042GetJobWithResponse(ctx context.Context, jobId string, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetJobResponse, error) {
+	rsp, err := c.SlurmdbV0042GetJob(ctx, jobId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042GetJobResponse(rsp)
+}
+
+// SlurmdbV0042GetJobsWithResponse Get job list
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.42/jobs/ (the `SlurmdbV0042GetJobs` operationId).
+func (c *ClientWithResponses) SlurmdbV0042GetJobsWithResponse(ctx context.Context, params *SlurmdbV0042GetJobsParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetJobsResponse, error) {
+	rsp, err := c.SlurmdbV0042GetJobs(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042GetJobsResponse(rsp)
+}
+
+// SlurmdbV0042GetPingWithResponse ping test
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.42/ping/ (the `SlurmdbV0042GetPing` operationId).
+func (c *ClientWithResponses) SlurmdbV0042GetPingWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetPingResponse, error) {
+	rsp, err := c.SlurmdbV0042GetPing(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042GetPingResponse(rsp)
+}
+
+// SlurmdbV0042GetQosWithResponse Get QOS list
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.42/qos/ (the `SlurmdbV0042GetQos` operationId).
+func (c *ClientWithResponses) SlurmdbV0042GetQosWithResponse(ctx context.Context, params *SlurmdbV0042GetQosParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetQosResponse, error) {
+	rsp, err := c.SlurmdbV0042GetQos(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042GetQosResponse(rsp)
+}
+
+// SlurmdbV0042PostQosWithBodyWithResponse Add or update QOSs
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.42/qos/ (the `SlurmdbV0042PostQos` operationId).
+func (c *ClientWithResponses) SlurmdbV0042PostQosWithBodyWithResponse(ctx context.Context, params *SlurmdbV0042PostQosParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostQosResponse, error) {
+	rsp, err := c.SlurmdbV0042PostQosWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042PostQosResponse(rsp)
+}
+
+// SlurmdbV0042PostQosWithResponse Add or update QOSs
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.42/qos/ (the `SlurmdbV0042PostQos` operationId).
+func (c *ClientWithResponses) SlurmdbV0042PostQosWithResponse(ctx context.Context, params *SlurmdbV0042PostQosParams, body SlurmdbV0042PostQosJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostQosResponse, error) {
+	rsp, err := c.SlurmdbV0042PostQos(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042PostQosResponse(rsp)
+}
+
+// SlurmdbV0042DeleteSingleQosWithResponse Delete QOS
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /slurmdb/v0.0.42/qos/{qos} (the `SlurmdbV0042DeleteSingleQos` operationId).
+func (c *ClientWithResponses) SlurmdbV0042DeleteSingleQosWithResponse(ctx context.Context, qos string, reqEditors ...RequestEditorFn) (*SlurmdbV0042DeleteSingleQosResponse, error) {
+	rsp, err := c.SlurmdbV0042DeleteSingleQos(ctx, qos, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042DeleteSingleQosResponse(rsp)
+}
+
+// SlurmdbV0042GetSingleQosWithResponse Get QOS info
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.42/qos/{qos} (the `SlurmdbV0042GetSingleQos` operationId).
+func (c *ClientWithResponses) SlurmdbV0042GetSingleQosWithResponse(ctx context.Context, qos string, params *SlurmdbV0042GetSingleQosParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetSingleQosResponse, error) {
+	rsp, err := c.SlurmdbV0042GetSingleQos(ctx, qos, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042GetSingleQosResponse(rsp)
+}
+
+// SlurmdbV0042GetTresWithResponse Get TRES info
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.42/tres/ (the `SlurmdbV0042GetTres` operationId).
+func (c *ClientWithResponses) SlurmdbV0042GetTresWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetTresResponse, error) {
+	rsp, err := c.SlurmdbV0042GetTres(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042GetTresResponse(rsp)
+}
+
+// SlurmdbV0042PostTresWithBodyWithResponse Add TRES
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.42/tres/ (the `SlurmdbV0042PostTres` operationId).
+func (c *ClientWithResponses) SlurmdbV0042PostTresWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostTresResponse, error) {
+	rsp, err := c.SlurmdbV0042PostTresWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042PostTresResponse(rsp)
+}
+
+// SlurmdbV0042PostTresWithResponse Add TRES
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.42/tres/ (the `SlurmdbV0042PostTres` operationId).
+func (c *ClientWithResponses) SlurmdbV0042PostTresWithResponse(ctx context.Context, body SlurmdbV0042PostTresJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostTresResponse, error) {
+	rsp, err := c.SlurmdbV0042PostTres(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042PostTresResponse(rsp)
+}
+
+// SlurmdbV0042DeleteUserWithResponse Delete user
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /slurmdb/v0.0.42/user/{name} (the `SlurmdbV0042DeleteUser` operationId).
+func (c *ClientWithResponses) SlurmdbV0042DeleteUserWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*SlurmdbV0042DeleteUserResponse, error) {
+	rsp, err := c.SlurmdbV0042DeleteUser(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042DeleteUserResponse(rsp)
+}
+
+// SlurmdbV0042GetUserWithResponse Get user info
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.42/user/{name} (the `SlurmdbV0042GetUser` operationId).
+func (c *ClientWithResponses) SlurmdbV0042GetUserWithResponse(ctx context.Context, name string, params *SlurmdbV0042GetUserParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetUserResponse, error) {
+	rsp, err := c.SlurmdbV0042GetUser(ctx, name, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042GetUserResponse(rsp)
+}
+
+// SlurmdbV0042GetUsersWithResponse Get user list
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.42/users/ (the `SlurmdbV0042GetUsers` operationId).
+func (c *ClientWithResponses) SlurmdbV0042GetUsersWithResponse(ctx context.Context, params *SlurmdbV0042GetUsersParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetUsersResponse, error) {
+	rsp, err := c.SlurmdbV0042GetUsers(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042GetUsersResponse(rsp)
+}
+
+// SlurmdbV0042PostUsersWithBodyWithResponse Update users
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.42/users/ (the `SlurmdbV0042PostUsers` operationId).
+func (c *ClientWithResponses) SlurmdbV0042PostUsersWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostUsersResponse, error) {
+	rsp, err := c.SlurmdbV0042PostUsersWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042PostUsersResponse(rsp)
+}
+
+// SlurmdbV0042PostUsersWithResponse Update users
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.42/users/ (the `SlurmdbV0042PostUsers` operationId).
+func (c *ClientWithResponses) SlurmdbV0042PostUsersWithResponse(ctx context.Context, body SlurmdbV0042PostUsersJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostUsersResponse, error) {
+	rsp, err := c.SlurmdbV0042PostUsers(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042PostUsersResponse(rsp)
+}
+
+// SlurmdbV0042PostUsersAssociationWithBodyWithResponse Add users with conditional association
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.42/users_association/ (the `SlurmdbV0042PostUsersAssociation` operationId).
+func (c *ClientWithResponses) SlurmdbV0042PostUsersAssociationWithBodyWithResponse(ctx context.Context, params *SlurmdbV0042PostUsersAssociationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostUsersAssociationResponse, error) {
+	rsp, err := c.SlurmdbV0042PostUsersAssociationWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042PostUsersAssociationResponse(rsp)
+}
+
+// SlurmdbV0042PostUsersAssociationWithResponse Add users with conditional association
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.42/users_association/ (the `SlurmdbV0042PostUsersAssociation` operationId).
+func (c *ClientWithResponses) SlurmdbV0042PostUsersAssociationWithResponse(ctx context.Context, params *SlurmdbV0042PostUsersAssociationParams, body SlurmdbV0042PostUsersAssociationJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostUsersAssociationResponse, error) {
+	rsp, err := c.SlurmdbV0042PostUsersAssociation(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042PostUsersAssociationResponse(rsp)
+}
+
+// SlurmdbV0042DeleteWckeyWithResponse Delete wckey
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /slurmdb/v0.0.42/wckey/{id} (the `SlurmdbV0042DeleteWckey` operationId).
+func (c *ClientWithResponses) SlurmdbV0042DeleteWckeyWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*SlurmdbV0042DeleteWckeyResponse, error) {
+	rsp, err := c.SlurmdbV0042DeleteWckey(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042DeleteWckeyResponse(rsp)
+}
+
+// SlurmdbV0042GetWckeyWithResponse Get wckey info
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.42/wckey/{id} (the `SlurmdbV0042GetWckey` operationId).
+func (c *ClientWithResponses) SlurmdbV0042GetWckeyWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetWckeyResponse, error) {
+	rsp, err := c.SlurmdbV0042GetWckey(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042GetWckeyResponse(rsp)
+}
+
+// SlurmdbV0042GetWckeysWithResponse Get wckey list
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.42/wckeys/ (the `SlurmdbV0042GetWckeys` operationId).
+func (c *ClientWithResponses) SlurmdbV0042GetWckeysWithResponse(ctx context.Context, params *SlurmdbV0042GetWckeysParams, reqEditors ...RequestEditorFn) (*SlurmdbV0042GetWckeysResponse, error) {
+	rsp, err := c.SlurmdbV0042GetWckeys(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042GetWckeysResponse(rsp)
+}
+
+// SlurmdbV0042PostWckeysWithBodyWithResponse Add or update wckeys
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.42/wckeys/ (the `SlurmdbV0042PostWckeys` operationId).
+func (c *ClientWithResponses) SlurmdbV0042PostWckeysWithBodyWithResponse(ctx context.Context, params *SlurmdbV0042PostWckeysParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostWckeysResponse, error) {
+	rsp, err := c.SlurmdbV0042PostWckeysWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042PostWckeysResponse(rsp)
+}
+
+// SlurmdbV0042PostWckeysWithResponse Add or update wckeys
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.42/wckeys/ (the `SlurmdbV0042PostWckeys` operationId).
+func (c *ClientWithResponses) SlurmdbV0042PostWckeysWithResponse(ctx context.Context, params *SlurmdbV0042PostWckeysParams, body SlurmdbV0042PostWckeysJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0042PostWckeysResponse, error) {
+	rsp, err := c.SlurmdbV0042PostWckeys(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0042PostWckeysResponse(rsp)
 }
 
 // ParseSlurmV0042GetDiagResponse parses an HTTP response from a SlurmV0042GetDiagWithResponse call
@@ -6506,6 +16145,1227 @@ func ParseSlurmV0042GetSharesResponse(rsp *http.Response) (*SlurmV0042GetSharesR
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest V0042OpenapiSharesResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042DeleteAccountResponse parses an HTTP response from a SlurmdbV0042DeleteAccountWithResponse call
+func ParseSlurmdbV0042DeleteAccountResponse(rsp *http.Response) (*SlurmdbV0042DeleteAccountResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042DeleteAccountResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiAccountsRemovedResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiAccountsRemovedResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042GetAccountResponse parses an HTTP response from a SlurmdbV0042GetAccountWithResponse call
+func ParseSlurmdbV0042GetAccountResponse(rsp *http.Response) (*SlurmdbV0042GetAccountResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042GetAccountResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiAccountsResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiAccountsResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042GetAccountsResponse parses an HTTP response from a SlurmdbV0042GetAccountsWithResponse call
+func ParseSlurmdbV0042GetAccountsResponse(rsp *http.Response) (*SlurmdbV0042GetAccountsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042GetAccountsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiAccountsResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiAccountsResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042PostAccountsResponse parses an HTTP response from a SlurmdbV0042PostAccountsWithResponse call
+func ParseSlurmdbV0042PostAccountsResponse(rsp *http.Response) (*SlurmdbV0042PostAccountsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042PostAccountsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042PostAccountsAssociationResponse parses an HTTP response from a SlurmdbV0042PostAccountsAssociationWithResponse call
+func ParseSlurmdbV0042PostAccountsAssociationResponse(rsp *http.Response) (*SlurmdbV0042PostAccountsAssociationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042PostAccountsAssociationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiAccountsAddCondRespStr
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiAccountsAddCondRespStr
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042DeleteAssociationResponse parses an HTTP response from a SlurmdbV0042DeleteAssociationWithResponse call
+func ParseSlurmdbV0042DeleteAssociationResponse(rsp *http.Response) (*SlurmdbV0042DeleteAssociationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042DeleteAssociationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiAssocsRemovedResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiAssocsRemovedResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042GetAssociationResponse parses an HTTP response from a SlurmdbV0042GetAssociationWithResponse call
+func ParseSlurmdbV0042GetAssociationResponse(rsp *http.Response) (*SlurmdbV0042GetAssociationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042GetAssociationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiAssocsResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiAssocsResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042DeleteAssociationsResponse parses an HTTP response from a SlurmdbV0042DeleteAssociationsWithResponse call
+func ParseSlurmdbV0042DeleteAssociationsResponse(rsp *http.Response) (*SlurmdbV0042DeleteAssociationsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042DeleteAssociationsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiAssocsRemovedResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiAssocsRemovedResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042GetAssociationsResponse parses an HTTP response from a SlurmdbV0042GetAssociationsWithResponse call
+func ParseSlurmdbV0042GetAssociationsResponse(rsp *http.Response) (*SlurmdbV0042GetAssociationsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042GetAssociationsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiAssocsResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiAssocsResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042PostAssociationsResponse parses an HTTP response from a SlurmdbV0042PostAssociationsWithResponse call
+func ParseSlurmdbV0042PostAssociationsResponse(rsp *http.Response) (*SlurmdbV0042PostAssociationsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042PostAssociationsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042DeleteClusterResponse parses an HTTP response from a SlurmdbV0042DeleteClusterWithResponse call
+func ParseSlurmdbV0042DeleteClusterResponse(rsp *http.Response) (*SlurmdbV0042DeleteClusterResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042DeleteClusterResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiClustersRemovedResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiClustersRemovedResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042GetClusterResponse parses an HTTP response from a SlurmdbV0042GetClusterWithResponse call
+func ParseSlurmdbV0042GetClusterResponse(rsp *http.Response) (*SlurmdbV0042GetClusterResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042GetClusterResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiClustersResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiClustersResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042GetClustersResponse parses an HTTP response from a SlurmdbV0042GetClustersWithResponse call
+func ParseSlurmdbV0042GetClustersResponse(rsp *http.Response) (*SlurmdbV0042GetClustersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042GetClustersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiClustersResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiClustersResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042PostClustersResponse parses an HTTP response from a SlurmdbV0042PostClustersWithResponse call
+func ParseSlurmdbV0042PostClustersResponse(rsp *http.Response) (*SlurmdbV0042PostClustersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042PostClustersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042GetConfigResponse parses an HTTP response from a SlurmdbV0042GetConfigWithResponse call
+func ParseSlurmdbV0042GetConfigResponse(rsp *http.Response) (*SlurmdbV0042GetConfigResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042GetConfigResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiSlurmdbdConfigResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiSlurmdbdConfigResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042PostConfigResponse parses an HTTP response from a SlurmdbV0042PostConfigWithResponse call
+func ParseSlurmdbV0042PostConfigResponse(rsp *http.Response) (*SlurmdbV0042PostConfigResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042PostConfigResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042GetDiagResponse parses an HTTP response from a SlurmdbV0042GetDiagWithResponse call
+func ParseSlurmdbV0042GetDiagResponse(rsp *http.Response) (*SlurmdbV0042GetDiagResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042GetDiagResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiSlurmdbdStatsResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiSlurmdbdStatsResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042GetInstanceResponse parses an HTTP response from a SlurmdbV0042GetInstanceWithResponse call
+func ParseSlurmdbV0042GetInstanceResponse(rsp *http.Response) (*SlurmdbV0042GetInstanceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042GetInstanceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiInstancesResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiInstancesResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042GetInstancesResponse parses an HTTP response from a SlurmdbV0042GetInstancesWithResponse call
+func ParseSlurmdbV0042GetInstancesResponse(rsp *http.Response) (*SlurmdbV0042GetInstancesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042GetInstancesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiInstancesResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiInstancesResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042GetJobResponse parses an HTTP response from a SlurmdbV0042GetJobWithResponse call
+func ParseSlurmdbV0042GetJobResponse(rsp *http.Response) (*SlurmdbV0042GetJobResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042GetJobResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiSlurmdbdJobsResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiSlurmdbdJobsResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042GetJobsResponse parses an HTTP response from a SlurmdbV0042GetJobsWithResponse call
+func ParseSlurmdbV0042GetJobsResponse(rsp *http.Response) (*SlurmdbV0042GetJobsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042GetJobsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiSlurmdbdJobsResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiSlurmdbdJobsResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042GetPingResponse parses an HTTP response from a SlurmdbV0042GetPingWithResponse call
+func ParseSlurmdbV0042GetPingResponse(rsp *http.Response) (*SlurmdbV0042GetPingResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042GetPingResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiSlurmdbdPingResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiSlurmdbdPingResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042GetQosResponse parses an HTTP response from a SlurmdbV0042GetQosWithResponse call
+func ParseSlurmdbV0042GetQosResponse(rsp *http.Response) (*SlurmdbV0042GetQosResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042GetQosResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiSlurmdbdQosResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiSlurmdbdQosResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042PostQosResponse parses an HTTP response from a SlurmdbV0042PostQosWithResponse call
+func ParseSlurmdbV0042PostQosResponse(rsp *http.Response) (*SlurmdbV0042PostQosResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042PostQosResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042DeleteSingleQosResponse parses an HTTP response from a SlurmdbV0042DeleteSingleQosWithResponse call
+func ParseSlurmdbV0042DeleteSingleQosResponse(rsp *http.Response) (*SlurmdbV0042DeleteSingleQosResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042DeleteSingleQosResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiSlurmdbdQosRemovedResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiSlurmdbdQosRemovedResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042GetSingleQosResponse parses an HTTP response from a SlurmdbV0042GetSingleQosWithResponse call
+func ParseSlurmdbV0042GetSingleQosResponse(rsp *http.Response) (*SlurmdbV0042GetSingleQosResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042GetSingleQosResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiSlurmdbdQosResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiSlurmdbdQosResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042GetTresResponse parses an HTTP response from a SlurmdbV0042GetTresWithResponse call
+func ParseSlurmdbV0042GetTresResponse(rsp *http.Response) (*SlurmdbV0042GetTresResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042GetTresResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiTresResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiTresResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042PostTresResponse parses an HTTP response from a SlurmdbV0042PostTresWithResponse call
+func ParseSlurmdbV0042PostTresResponse(rsp *http.Response) (*SlurmdbV0042PostTresResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042PostTresResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042DeleteUserResponse parses an HTTP response from a SlurmdbV0042DeleteUserWithResponse call
+func ParseSlurmdbV0042DeleteUserResponse(rsp *http.Response) (*SlurmdbV0042DeleteUserResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042DeleteUserResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042GetUserResponse parses an HTTP response from a SlurmdbV0042GetUserWithResponse call
+func ParseSlurmdbV0042GetUserResponse(rsp *http.Response) (*SlurmdbV0042GetUserResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042GetUserResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiUsersResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiUsersResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042GetUsersResponse parses an HTTP response from a SlurmdbV0042GetUsersWithResponse call
+func ParseSlurmdbV0042GetUsersResponse(rsp *http.Response) (*SlurmdbV0042GetUsersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042GetUsersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiUsersResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiUsersResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042PostUsersResponse parses an HTTP response from a SlurmdbV0042PostUsersWithResponse call
+func ParseSlurmdbV0042PostUsersResponse(rsp *http.Response) (*SlurmdbV0042PostUsersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042PostUsersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042PostUsersAssociationResponse parses an HTTP response from a SlurmdbV0042PostUsersAssociationWithResponse call
+func ParseSlurmdbV0042PostUsersAssociationResponse(rsp *http.Response) (*SlurmdbV0042PostUsersAssociationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042PostUsersAssociationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiUsersAddCondRespStr
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiUsersAddCondRespStr
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042DeleteWckeyResponse parses an HTTP response from a SlurmdbV0042DeleteWckeyWithResponse call
+func ParseSlurmdbV0042DeleteWckeyResponse(rsp *http.Response) (*SlurmdbV0042DeleteWckeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042DeleteWckeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiWckeyRemovedResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiWckeyRemovedResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042GetWckeyResponse parses an HTTP response from a SlurmdbV0042GetWckeyWithResponse call
+func ParseSlurmdbV0042GetWckeyResponse(rsp *http.Response) (*SlurmdbV0042GetWckeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042GetWckeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiWckeyResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiWckeyResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042GetWckeysResponse parses an HTTP response from a SlurmdbV0042GetWckeysWithResponse call
+func ParseSlurmdbV0042GetWckeysResponse(rsp *http.Response) (*SlurmdbV0042GetWckeysResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042GetWckeysResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiWckeyResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiWckeyResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0042PostWckeysResponse parses an HTTP response from a SlurmdbV0042PostWckeysWithResponse call
+func ParseSlurmdbV0042PostWckeysResponse(rsp *http.Response) (*SlurmdbV0042PostWckeysResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0042PostWckeysResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0042OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0042OpenapiResp
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

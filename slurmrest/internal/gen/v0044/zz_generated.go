@@ -16,6 +16,60 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for V0044AccountFlags.
+const (
+	V0044AccountFlagsDELETED          V0044AccountFlags = "DELETED"
+	V0044AccountFlagsNoUsersAreCoords V0044AccountFlags = "NoUsersAreCoords"
+	V0044AccountFlagsUsersAreCoords   V0044AccountFlags = "UsersAreCoords"
+	V0044AccountFlagsWithAssociations V0044AccountFlags = "WithAssociations"
+	V0044AccountFlagsWithCoordinators V0044AccountFlags = "WithCoordinators"
+)
+
+// Valid indicates whether the value is a known member of the V0044AccountFlags enum.
+func (e V0044AccountFlags) Valid() bool {
+	switch e {
+	case V0044AccountFlagsDELETED:
+		return true
+	case V0044AccountFlagsNoUsersAreCoords:
+		return true
+	case V0044AccountFlagsUsersAreCoords:
+		return true
+	case V0044AccountFlagsWithAssociations:
+		return true
+	case V0044AccountFlagsWithCoordinators:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for V0044AssocFlags.
+const (
+	V0044AssocFlagsDELETED          V0044AssocFlags = "DELETED"
+	V0044AssocFlagsExact            V0044AssocFlags = "Exact"
+	V0044AssocFlagsNoUpdate         V0044AssocFlags = "NoUpdate"
+	V0044AssocFlagsNoUsersAreCoords V0044AssocFlags = "NoUsersAreCoords"
+	V0044AssocFlagsUsersAreCoords   V0044AssocFlags = "UsersAreCoords"
+)
+
+// Valid indicates whether the value is a known member of the V0044AssocFlags enum.
+func (e V0044AssocFlags) Valid() bool {
+	switch e {
+	case V0044AssocFlagsDELETED:
+		return true
+	case V0044AssocFlagsExact:
+		return true
+	case V0044AssocFlagsNoUpdate:
+		return true
+	case V0044AssocFlagsNoUsersAreCoords:
+		return true
+	case V0044AssocFlagsUsersAreCoords:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for V0044AssocSharesObjWrapType.
 const (
 	ASSOCIATION V0044AssocSharesObjWrapType = "ASSOCIATION"
@@ -28,6 +82,33 @@ func (e V0044AssocSharesObjWrapType) Valid() bool {
 	case ASSOCIATION:
 		return true
 	case USER:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for V0044ClusterRecFlags.
+const (
+	V0044ClusterRecFlagsDELETED        V0044ClusterRecFlags = "DELETED"
+	V0044ClusterRecFlagsEXTERNAL       V0044ClusterRecFlags = "EXTERNAL"
+	V0044ClusterRecFlagsFEDERATION     V0044ClusterRecFlags = "FEDERATION"
+	V0044ClusterRecFlagsMULTIPLESLURMD V0044ClusterRecFlags = "MULTIPLE_SLURMD"
+	V0044ClusterRecFlagsREGISTERING    V0044ClusterRecFlags = "REGISTERING"
+)
+
+// Valid indicates whether the value is a known member of the V0044ClusterRecFlags enum.
+func (e V0044ClusterRecFlags) Valid() bool {
+	switch e {
+	case V0044ClusterRecFlagsDELETED:
+		return true
+	case V0044ClusterRecFlagsEXTERNAL:
+		return true
+	case V0044ClusterRecFlagsFEDERATION:
+		return true
+	case V0044ClusterRecFlagsMULTIPLESLURMD:
+		return true
+	case V0044ClusterRecFlagsREGISTERING:
 		return true
 	default:
 		return false
@@ -55,6 +136,138 @@ func (e V0044CronEntryFlags) Valid() bool {
 	case WILDMINUTE:
 		return true
 	case WILDMONTH:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for V0044JobFlags.
+const (
+	V0044JobFlagsCLEARSCHEDULING   V0044JobFlags = "CLEAR_SCHEDULING"
+	V0044JobFlagsJOBALTERED        V0044JobFlags = "JOB_ALTERED"
+	V0044JobFlagsNONE              V0044JobFlags = "NONE"
+	V0044JobFlagsNOTSET            V0044JobFlags = "NOT_SET"
+	V0044JobFlagsSTARTEDONBACKFILL V0044JobFlags = "STARTED_ON_BACKFILL"
+	V0044JobFlagsSTARTEDONSCHEDULE V0044JobFlags = "STARTED_ON_SCHEDULE"
+	V0044JobFlagsSTARTEDONSUBMIT   V0044JobFlags = "STARTED_ON_SUBMIT"
+	V0044JobFlagsSTARTRECEIVED     V0044JobFlags = "START_RECEIVED"
+)
+
+// Valid indicates whether the value is a known member of the V0044JobFlags enum.
+func (e V0044JobFlags) Valid() bool {
+	switch e {
+	case V0044JobFlagsCLEARSCHEDULING:
+		return true
+	case V0044JobFlagsJOBALTERED:
+		return true
+	case V0044JobFlagsNONE:
+		return true
+	case V0044JobFlagsNOTSET:
+		return true
+	case V0044JobFlagsSTARTEDONBACKFILL:
+		return true
+	case V0044JobFlagsSTARTEDONSCHEDULE:
+		return true
+	case V0044JobFlagsSTARTEDONSUBMIT:
+		return true
+	case V0044JobFlagsSTARTRECEIVED:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for V0044JobStateCurrent.
+const (
+	V0044JobStateCurrentBOOTFAIL     V0044JobStateCurrent = "BOOT_FAIL"
+	V0044JobStateCurrentCANCELLED    V0044JobStateCurrent = "CANCELLED"
+	V0044JobStateCurrentCOMPLETED    V0044JobStateCurrent = "COMPLETED"
+	V0044JobStateCurrentCOMPLETING   V0044JobStateCurrent = "COMPLETING"
+	V0044JobStateCurrentCONFIGURING  V0044JobStateCurrent = "CONFIGURING"
+	V0044JobStateCurrentDEADLINE     V0044JobStateCurrent = "DEADLINE"
+	V0044JobStateCurrentEXPEDITING   V0044JobStateCurrent = "EXPEDITING"
+	V0044JobStateCurrentFAILED       V0044JobStateCurrent = "FAILED"
+	V0044JobStateCurrentLAUNCHFAILED V0044JobStateCurrent = "LAUNCH_FAILED"
+	V0044JobStateCurrentNODEFAIL     V0044JobStateCurrent = "NODE_FAIL"
+	V0044JobStateCurrentOUTOFMEMORY  V0044JobStateCurrent = "OUT_OF_MEMORY"
+	V0044JobStateCurrentPENDING      V0044JobStateCurrent = "PENDING"
+	V0044JobStateCurrentPOWERUPNODE  V0044JobStateCurrent = "POWER_UP_NODE"
+	V0044JobStateCurrentPREEMPTED    V0044JobStateCurrent = "PREEMPTED"
+	V0044JobStateCurrentRECONFIGFAIL V0044JobStateCurrent = "RECONFIG_FAIL"
+	V0044JobStateCurrentREQUEUED     V0044JobStateCurrent = "REQUEUED"
+	V0044JobStateCurrentREQUEUEFED   V0044JobStateCurrent = "REQUEUE_FED"
+	V0044JobStateCurrentREQUEUEHOLD  V0044JobStateCurrent = "REQUEUE_HOLD"
+	V0044JobStateCurrentRESIZING     V0044JobStateCurrent = "RESIZING"
+	V0044JobStateCurrentRESVDELHOLD  V0044JobStateCurrent = "RESV_DEL_HOLD"
+	V0044JobStateCurrentREVOKED      V0044JobStateCurrent = "REVOKED"
+	V0044JobStateCurrentRUNNING      V0044JobStateCurrent = "RUNNING"
+	V0044JobStateCurrentSIGNALING    V0044JobStateCurrent = "SIGNALING"
+	V0044JobStateCurrentSPECIALEXIT  V0044JobStateCurrent = "SPECIAL_EXIT"
+	V0044JobStateCurrentSTAGEOUT     V0044JobStateCurrent = "STAGE_OUT"
+	V0044JobStateCurrentSTOPPED      V0044JobStateCurrent = "STOPPED"
+	V0044JobStateCurrentSUSPENDED    V0044JobStateCurrent = "SUSPENDED"
+	V0044JobStateCurrentTIMEOUT      V0044JobStateCurrent = "TIMEOUT"
+)
+
+// Valid indicates whether the value is a known member of the V0044JobStateCurrent enum.
+func (e V0044JobStateCurrent) Valid() bool {
+	switch e {
+	case V0044JobStateCurrentBOOTFAIL:
+		return true
+	case V0044JobStateCurrentCANCELLED:
+		return true
+	case V0044JobStateCurrentCOMPLETED:
+		return true
+	case V0044JobStateCurrentCOMPLETING:
+		return true
+	case V0044JobStateCurrentCONFIGURING:
+		return true
+	case V0044JobStateCurrentDEADLINE:
+		return true
+	case V0044JobStateCurrentEXPEDITING:
+		return true
+	case V0044JobStateCurrentFAILED:
+		return true
+	case V0044JobStateCurrentLAUNCHFAILED:
+		return true
+	case V0044JobStateCurrentNODEFAIL:
+		return true
+	case V0044JobStateCurrentOUTOFMEMORY:
+		return true
+	case V0044JobStateCurrentPENDING:
+		return true
+	case V0044JobStateCurrentPOWERUPNODE:
+		return true
+	case V0044JobStateCurrentPREEMPTED:
+		return true
+	case V0044JobStateCurrentRECONFIGFAIL:
+		return true
+	case V0044JobStateCurrentREQUEUED:
+		return true
+	case V0044JobStateCurrentREQUEUEFED:
+		return true
+	case V0044JobStateCurrentREQUEUEHOLD:
+		return true
+	case V0044JobStateCurrentRESIZING:
+		return true
+	case V0044JobStateCurrentRESVDELHOLD:
+		return true
+	case V0044JobStateCurrentREVOKED:
+		return true
+	case V0044JobStateCurrentRUNNING:
+		return true
+	case V0044JobStateCurrentSIGNALING:
+		return true
+	case V0044JobStateCurrentSPECIALEXIT:
+		return true
+	case V0044JobStateCurrentSTAGEOUT:
+		return true
+	case V0044JobStateCurrentSTOPPED:
+		return true
+	case V0044JobStateCurrentSUSPENDED:
+		return true
+	case V0044JobStateCurrentTIMEOUT:
 		return true
 	default:
 		return false
@@ -1357,6 +1570,93 @@ func (e V0044ProcessExitCodeVerboseStatus) Valid() bool {
 	}
 }
 
+// Defines values for V0044QosFlags.
+const (
+	V0044QosFlagsADD                   V0044QosFlags = "ADD"
+	V0044QosFlagsDELETED               V0044QosFlags = "DELETED"
+	V0044QosFlagsDENYLIMIT             V0044QosFlags = "DENY_LIMIT"
+	V0044QosFlagsENFORCEUSAGETHRESHOLD V0044QosFlags = "ENFORCE_USAGE_THRESHOLD"
+	V0044QosFlagsNODECAY               V0044QosFlags = "NO_DECAY"
+	V0044QosFlagsNORESERVE             V0044QosFlags = "NO_RESERVE"
+	V0044QosFlagsNOTSET                V0044QosFlags = "NOT_SET"
+	V0044QosFlagsOVERRIDEPARTITIONQOS  V0044QosFlags = "OVERRIDE_PARTITION_QOS"
+	V0044QosFlagsPARTITIONMAXIMUMNODE  V0044QosFlags = "PARTITION_MAXIMUM_NODE"
+	V0044QosFlagsPARTITIONMINIMUMNODE  V0044QosFlags = "PARTITION_MINIMUM_NODE"
+	V0044QosFlagsPARTITIONQOS          V0044QosFlags = "PARTITION_QOS"
+	V0044QosFlagsPARTITIONTIMELIMIT    V0044QosFlags = "PARTITION_TIME_LIMIT"
+	V0044QosFlagsRELATIVE              V0044QosFlags = "RELATIVE"
+	V0044QosFlagsREMOVE                V0044QosFlags = "REMOVE"
+	V0044QosFlagsREQUIREDRESERVATION   V0044QosFlags = "REQUIRED_RESERVATION"
+	V0044QosFlagsUSAGEFACTORSAFE       V0044QosFlags = "USAGE_FACTOR_SAFE"
+)
+
+// Valid indicates whether the value is a known member of the V0044QosFlags enum.
+func (e V0044QosFlags) Valid() bool {
+	switch e {
+	case V0044QosFlagsADD:
+		return true
+	case V0044QosFlagsDELETED:
+		return true
+	case V0044QosFlagsDENYLIMIT:
+		return true
+	case V0044QosFlagsENFORCEUSAGETHRESHOLD:
+		return true
+	case V0044QosFlagsNODECAY:
+		return true
+	case V0044QosFlagsNORESERVE:
+		return true
+	case V0044QosFlagsNOTSET:
+		return true
+	case V0044QosFlagsOVERRIDEPARTITIONQOS:
+		return true
+	case V0044QosFlagsPARTITIONMAXIMUMNODE:
+		return true
+	case V0044QosFlagsPARTITIONMINIMUMNODE:
+		return true
+	case V0044QosFlagsPARTITIONQOS:
+		return true
+	case V0044QosFlagsPARTITIONTIMELIMIT:
+		return true
+	case V0044QosFlagsRELATIVE:
+		return true
+	case V0044QosFlagsREMOVE:
+		return true
+	case V0044QosFlagsREQUIREDRESERVATION:
+		return true
+	case V0044QosFlagsUSAGEFACTORSAFE:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for V0044QosPreemptMode.
+const (
+	V0044QosPreemptModeCANCEL   V0044QosPreemptMode = "CANCEL"
+	V0044QosPreemptModeDISABLED V0044QosPreemptMode = "DISABLED"
+	V0044QosPreemptModeGANG     V0044QosPreemptMode = "GANG"
+	V0044QosPreemptModeREQUEUE  V0044QosPreemptMode = "REQUEUE"
+	V0044QosPreemptModeSUSPEND  V0044QosPreemptMode = "SUSPEND"
+)
+
+// Valid indicates whether the value is a known member of the V0044QosPreemptMode enum.
+func (e V0044QosPreemptMode) Valid() bool {
+	switch e {
+	case V0044QosPreemptModeCANCEL:
+		return true
+	case V0044QosPreemptModeDISABLED:
+		return true
+	case V0044QosPreemptModeGANG:
+		return true
+	case V0044QosPreemptModeREQUEUE:
+		return true
+	case V0044QosPreemptModeSUSPEND:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for V0044ReservationDescMsgFlags.
 const (
 	V0044ReservationDescMsgFlagsALLNODES           V0044ReservationDescMsgFlags = "ALL_NODES"
@@ -1627,6 +1927,102 @@ func (e V0044ReservationInfoFlags) Valid() bool {
 	}
 }
 
+// Defines values for V0044StepState.
+const (
+	V0044StepStateBOOTFAIL     V0044StepState = "BOOT_FAIL"
+	V0044StepStateCANCELLED    V0044StepState = "CANCELLED"
+	V0044StepStateCOMPLETED    V0044StepState = "COMPLETED"
+	V0044StepStateCOMPLETING   V0044StepState = "COMPLETING"
+	V0044StepStateCONFIGURING  V0044StepState = "CONFIGURING"
+	V0044StepStateDEADLINE     V0044StepState = "DEADLINE"
+	V0044StepStateEXPEDITING   V0044StepState = "EXPEDITING"
+	V0044StepStateFAILED       V0044StepState = "FAILED"
+	V0044StepStateLAUNCHFAILED V0044StepState = "LAUNCH_FAILED"
+	V0044StepStateNODEFAIL     V0044StepState = "NODE_FAIL"
+	V0044StepStateOUTOFMEMORY  V0044StepState = "OUT_OF_MEMORY"
+	V0044StepStatePENDING      V0044StepState = "PENDING"
+	V0044StepStatePOWERUPNODE  V0044StepState = "POWER_UP_NODE"
+	V0044StepStatePREEMPTED    V0044StepState = "PREEMPTED"
+	V0044StepStateRECONFIGFAIL V0044StepState = "RECONFIG_FAIL"
+	V0044StepStateREQUEUED     V0044StepState = "REQUEUED"
+	V0044StepStateREQUEUEFED   V0044StepState = "REQUEUE_FED"
+	V0044StepStateREQUEUEHOLD  V0044StepState = "REQUEUE_HOLD"
+	V0044StepStateRESIZING     V0044StepState = "RESIZING"
+	V0044StepStateRESVDELHOLD  V0044StepState = "RESV_DEL_HOLD"
+	V0044StepStateREVOKED      V0044StepState = "REVOKED"
+	V0044StepStateRUNNING      V0044StepState = "RUNNING"
+	V0044StepStateSIGNALING    V0044StepState = "SIGNALING"
+	V0044StepStateSPECIALEXIT  V0044StepState = "SPECIAL_EXIT"
+	V0044StepStateSTAGEOUT     V0044StepState = "STAGE_OUT"
+	V0044StepStateSTOPPED      V0044StepState = "STOPPED"
+	V0044StepStateSUSPENDED    V0044StepState = "SUSPENDED"
+	V0044StepStateTIMEOUT      V0044StepState = "TIMEOUT"
+)
+
+// Valid indicates whether the value is a known member of the V0044StepState enum.
+func (e V0044StepState) Valid() bool {
+	switch e {
+	case V0044StepStateBOOTFAIL:
+		return true
+	case V0044StepStateCANCELLED:
+		return true
+	case V0044StepStateCOMPLETED:
+		return true
+	case V0044StepStateCOMPLETING:
+		return true
+	case V0044StepStateCONFIGURING:
+		return true
+	case V0044StepStateDEADLINE:
+		return true
+	case V0044StepStateEXPEDITING:
+		return true
+	case V0044StepStateFAILED:
+		return true
+	case V0044StepStateLAUNCHFAILED:
+		return true
+	case V0044StepStateNODEFAIL:
+		return true
+	case V0044StepStateOUTOFMEMORY:
+		return true
+	case V0044StepStatePENDING:
+		return true
+	case V0044StepStatePOWERUPNODE:
+		return true
+	case V0044StepStatePREEMPTED:
+		return true
+	case V0044StepStateRECONFIGFAIL:
+		return true
+	case V0044StepStateREQUEUED:
+		return true
+	case V0044StepStateREQUEUEFED:
+		return true
+	case V0044StepStateREQUEUEHOLD:
+		return true
+	case V0044StepStateRESIZING:
+		return true
+	case V0044StepStateRESVDELHOLD:
+		return true
+	case V0044StepStateREVOKED:
+		return true
+	case V0044StepStateRUNNING:
+		return true
+	case V0044StepStateSIGNALING:
+		return true
+	case V0044StepStateSPECIALEXIT:
+		return true
+	case V0044StepStateSTAGEOUT:
+		return true
+	case V0044StepStateSTOPPED:
+		return true
+	case V0044StepStateSUSPENDED:
+		return true
+	case V0044StepStateTIMEOUT:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for V0044UpdateNodeMsgState.
 const (
 	V0044UpdateNodeMsgStateALLOCATED       V0044UpdateNodeMsgState = "ALLOCATED"
@@ -1729,6 +2125,102 @@ func (e V0044UpdateNodeMsgState) Valid() bool {
 	case V0044UpdateNodeMsgStateUNDRAIN:
 		return true
 	case V0044UpdateNodeMsgStateUNKNOWN:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for V0044UserAdministratorLevel.
+const (
+	V0044UserAdministratorLevelAdministrator V0044UserAdministratorLevel = "Administrator"
+	V0044UserAdministratorLevelNone          V0044UserAdministratorLevel = "None"
+	V0044UserAdministratorLevelNotSet        V0044UserAdministratorLevel = "Not Set"
+	V0044UserAdministratorLevelOperator      V0044UserAdministratorLevel = "Operator"
+)
+
+// Valid indicates whether the value is a known member of the V0044UserAdministratorLevel enum.
+func (e V0044UserAdministratorLevel) Valid() bool {
+	switch e {
+	case V0044UserAdministratorLevelAdministrator:
+		return true
+	case V0044UserAdministratorLevelNone:
+		return true
+	case V0044UserAdministratorLevelNotSet:
+		return true
+	case V0044UserAdministratorLevelOperator:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for V0044UserFlags.
+const (
+	V0044UserFlagsDELETED V0044UserFlags = "DELETED"
+	V0044UserFlagsNONE    V0044UserFlags = "NONE"
+)
+
+// Valid indicates whether the value is a known member of the V0044UserFlags enum.
+func (e V0044UserFlags) Valid() bool {
+	switch e {
+	case V0044UserFlagsDELETED:
+		return true
+	case V0044UserFlagsNONE:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for V0044UserShortAdminlevel.
+const (
+	V0044UserShortAdminlevelAdministrator V0044UserShortAdminlevel = "Administrator"
+	V0044UserShortAdminlevelNone          V0044UserShortAdminlevel = "None"
+	V0044UserShortAdminlevelNotSet        V0044UserShortAdminlevel = "Not Set"
+	V0044UserShortAdminlevelOperator      V0044UserShortAdminlevel = "Operator"
+)
+
+// Valid indicates whether the value is a known member of the V0044UserShortAdminlevel enum.
+func (e V0044UserShortAdminlevel) Valid() bool {
+	switch e {
+	case V0044UserShortAdminlevelAdministrator:
+		return true
+	case V0044UserShortAdminlevelNone:
+		return true
+	case V0044UserShortAdminlevelNotSet:
+		return true
+	case V0044UserShortAdminlevelOperator:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for V0044WckeyFlags.
+const (
+	V0044WckeyFlagsDELETED V0044WckeyFlags = "DELETED"
+)
+
+// Valid indicates whether the value is a known member of the V0044WckeyFlags enum.
+func (e V0044WckeyFlags) Valid() bool {
+	switch e {
+	case V0044WckeyFlagsDELETED:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for V0044WckeyTagStructFlags.
+const (
+	ASSIGNEDDEFAULT V0044WckeyTagStructFlags = "ASSIGNED_DEFAULT"
+)
+
+// Valid indicates whether the value is a known member of the V0044WckeyTagStructFlags enum.
+func (e V0044WckeyTagStructFlags) Valid() bool {
+	switch e {
+	case ASSIGNEDDEFAULT:
 		return true
 	default:
 		return false
@@ -1981,6 +2473,280 @@ func (e SlurmV0044GetPartitionsParamsFlags) Valid() bool {
 	}
 }
 
+// Defines values for SlurmdbV0044DeleteClusterParamsClassification.
+const (
+	SlurmdbV0044DeleteClusterParamsClassificationCAPABILITY   SlurmdbV0044DeleteClusterParamsClassification = "CAPABILITY"
+	SlurmdbV0044DeleteClusterParamsClassificationCAPACITY     SlurmdbV0044DeleteClusterParamsClassification = "CAPACITY"
+	SlurmdbV0044DeleteClusterParamsClassificationCAPAPACITY   SlurmdbV0044DeleteClusterParamsClassification = "CAPAPACITY"
+	SlurmdbV0044DeleteClusterParamsClassificationUNCLASSIFIED SlurmdbV0044DeleteClusterParamsClassification = "UNCLASSIFIED"
+)
+
+// Valid indicates whether the value is a known member of the SlurmdbV0044DeleteClusterParamsClassification enum.
+func (e SlurmdbV0044DeleteClusterParamsClassification) Valid() bool {
+	switch e {
+	case SlurmdbV0044DeleteClusterParamsClassificationCAPABILITY:
+		return true
+	case SlurmdbV0044DeleteClusterParamsClassificationCAPACITY:
+		return true
+	case SlurmdbV0044DeleteClusterParamsClassificationCAPAPACITY:
+		return true
+	case SlurmdbV0044DeleteClusterParamsClassificationUNCLASSIFIED:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SlurmdbV0044DeleteClusterParamsFlags.
+const (
+	SlurmdbV0044DeleteClusterParamsFlagsDELETED        SlurmdbV0044DeleteClusterParamsFlags = "DELETED"
+	SlurmdbV0044DeleteClusterParamsFlagsEXTERNAL       SlurmdbV0044DeleteClusterParamsFlags = "EXTERNAL"
+	SlurmdbV0044DeleteClusterParamsFlagsFEDERATION     SlurmdbV0044DeleteClusterParamsFlags = "FEDERATION"
+	SlurmdbV0044DeleteClusterParamsFlagsMULTIPLESLURMD SlurmdbV0044DeleteClusterParamsFlags = "MULTIPLE_SLURMD"
+	SlurmdbV0044DeleteClusterParamsFlagsREGISTERING    SlurmdbV0044DeleteClusterParamsFlags = "REGISTERING"
+)
+
+// Valid indicates whether the value is a known member of the SlurmdbV0044DeleteClusterParamsFlags enum.
+func (e SlurmdbV0044DeleteClusterParamsFlags) Valid() bool {
+	switch e {
+	case SlurmdbV0044DeleteClusterParamsFlagsDELETED:
+		return true
+	case SlurmdbV0044DeleteClusterParamsFlagsEXTERNAL:
+		return true
+	case SlurmdbV0044DeleteClusterParamsFlagsFEDERATION:
+		return true
+	case SlurmdbV0044DeleteClusterParamsFlagsMULTIPLESLURMD:
+		return true
+	case SlurmdbV0044DeleteClusterParamsFlagsREGISTERING:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SlurmdbV0044GetClusterParamsClassification.
+const (
+	SlurmdbV0044GetClusterParamsClassificationCAPABILITY   SlurmdbV0044GetClusterParamsClassification = "CAPABILITY"
+	SlurmdbV0044GetClusterParamsClassificationCAPACITY     SlurmdbV0044GetClusterParamsClassification = "CAPACITY"
+	SlurmdbV0044GetClusterParamsClassificationCAPAPACITY   SlurmdbV0044GetClusterParamsClassification = "CAPAPACITY"
+	SlurmdbV0044GetClusterParamsClassificationUNCLASSIFIED SlurmdbV0044GetClusterParamsClassification = "UNCLASSIFIED"
+)
+
+// Valid indicates whether the value is a known member of the SlurmdbV0044GetClusterParamsClassification enum.
+func (e SlurmdbV0044GetClusterParamsClassification) Valid() bool {
+	switch e {
+	case SlurmdbV0044GetClusterParamsClassificationCAPABILITY:
+		return true
+	case SlurmdbV0044GetClusterParamsClassificationCAPACITY:
+		return true
+	case SlurmdbV0044GetClusterParamsClassificationCAPAPACITY:
+		return true
+	case SlurmdbV0044GetClusterParamsClassificationUNCLASSIFIED:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SlurmdbV0044GetClusterParamsFlags.
+const (
+	SlurmdbV0044GetClusterParamsFlagsDELETED        SlurmdbV0044GetClusterParamsFlags = "DELETED"
+	SlurmdbV0044GetClusterParamsFlagsEXTERNAL       SlurmdbV0044GetClusterParamsFlags = "EXTERNAL"
+	SlurmdbV0044GetClusterParamsFlagsFEDERATION     SlurmdbV0044GetClusterParamsFlags = "FEDERATION"
+	SlurmdbV0044GetClusterParamsFlagsMULTIPLESLURMD SlurmdbV0044GetClusterParamsFlags = "MULTIPLE_SLURMD"
+	SlurmdbV0044GetClusterParamsFlagsREGISTERING    SlurmdbV0044GetClusterParamsFlags = "REGISTERING"
+)
+
+// Valid indicates whether the value is a known member of the SlurmdbV0044GetClusterParamsFlags enum.
+func (e SlurmdbV0044GetClusterParamsFlags) Valid() bool {
+	switch e {
+	case SlurmdbV0044GetClusterParamsFlagsDELETED:
+		return true
+	case SlurmdbV0044GetClusterParamsFlagsEXTERNAL:
+		return true
+	case SlurmdbV0044GetClusterParamsFlagsFEDERATION:
+		return true
+	case SlurmdbV0044GetClusterParamsFlagsMULTIPLESLURMD:
+		return true
+	case SlurmdbV0044GetClusterParamsFlagsREGISTERING:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SlurmdbV0044GetQosParamsPreemptMode.
+const (
+	SlurmdbV0044GetQosParamsPreemptModeCANCEL   SlurmdbV0044GetQosParamsPreemptMode = "CANCEL"
+	SlurmdbV0044GetQosParamsPreemptModeDISABLED SlurmdbV0044GetQosParamsPreemptMode = "DISABLED"
+	SlurmdbV0044GetQosParamsPreemptModeGANG     SlurmdbV0044GetQosParamsPreemptMode = "GANG"
+	SlurmdbV0044GetQosParamsPreemptModeREQUEUE  SlurmdbV0044GetQosParamsPreemptMode = "REQUEUE"
+	SlurmdbV0044GetQosParamsPreemptModeSUSPEND  SlurmdbV0044GetQosParamsPreemptMode = "SUSPEND"
+)
+
+// Valid indicates whether the value is a known member of the SlurmdbV0044GetQosParamsPreemptMode enum.
+func (e SlurmdbV0044GetQosParamsPreemptMode) Valid() bool {
+	switch e {
+	case SlurmdbV0044GetQosParamsPreemptModeCANCEL:
+		return true
+	case SlurmdbV0044GetQosParamsPreemptModeDISABLED:
+		return true
+	case SlurmdbV0044GetQosParamsPreemptModeGANG:
+		return true
+	case SlurmdbV0044GetQosParamsPreemptModeREQUEUE:
+		return true
+	case SlurmdbV0044GetQosParamsPreemptModeSUSPEND:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SlurmdbV0044PostQosParamsPreemptMode.
+const (
+	SlurmdbV0044PostQosParamsPreemptModeCANCEL   SlurmdbV0044PostQosParamsPreemptMode = "CANCEL"
+	SlurmdbV0044PostQosParamsPreemptModeDISABLED SlurmdbV0044PostQosParamsPreemptMode = "DISABLED"
+	SlurmdbV0044PostQosParamsPreemptModeGANG     SlurmdbV0044PostQosParamsPreemptMode = "GANG"
+	SlurmdbV0044PostQosParamsPreemptModeREQUEUE  SlurmdbV0044PostQosParamsPreemptMode = "REQUEUE"
+	SlurmdbV0044PostQosParamsPreemptModeSUSPEND  SlurmdbV0044PostQosParamsPreemptMode = "SUSPEND"
+)
+
+// Valid indicates whether the value is a known member of the SlurmdbV0044PostQosParamsPreemptMode enum.
+func (e SlurmdbV0044PostQosParamsPreemptMode) Valid() bool {
+	switch e {
+	case SlurmdbV0044PostQosParamsPreemptModeCANCEL:
+		return true
+	case SlurmdbV0044PostQosParamsPreemptModeDISABLED:
+		return true
+	case SlurmdbV0044PostQosParamsPreemptModeGANG:
+		return true
+	case SlurmdbV0044PostQosParamsPreemptModeREQUEUE:
+		return true
+	case SlurmdbV0044PostQosParamsPreemptModeSUSPEND:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SlurmdbV0044GetUsersParamsAdminLevel.
+const (
+	SlurmdbV0044GetUsersParamsAdminLevelAdministrator SlurmdbV0044GetUsersParamsAdminLevel = "Administrator"
+	SlurmdbV0044GetUsersParamsAdminLevelNone          SlurmdbV0044GetUsersParamsAdminLevel = "None"
+	SlurmdbV0044GetUsersParamsAdminLevelNotSet        SlurmdbV0044GetUsersParamsAdminLevel = "Not Set"
+	SlurmdbV0044GetUsersParamsAdminLevelOperator      SlurmdbV0044GetUsersParamsAdminLevel = "Operator"
+)
+
+// Valid indicates whether the value is a known member of the SlurmdbV0044GetUsersParamsAdminLevel enum.
+func (e SlurmdbV0044GetUsersParamsAdminLevel) Valid() bool {
+	switch e {
+	case SlurmdbV0044GetUsersParamsAdminLevelAdministrator:
+		return true
+	case SlurmdbV0044GetUsersParamsAdminLevelNone:
+		return true
+	case SlurmdbV0044GetUsersParamsAdminLevelNotSet:
+		return true
+	case SlurmdbV0044GetUsersParamsAdminLevelOperator:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SlurmdbV0044PostUsersAssociationParamsFlags.
+const (
+	SlurmdbV0044PostUsersAssociationParamsFlagsALL        SlurmdbV0044PostUsersAssociationParamsFlags = "ALL"
+	SlurmdbV0044PostUsersAssociationParamsFlagsDETAIL     SlurmdbV0044PostUsersAssociationParamsFlags = "DETAIL"
+	SlurmdbV0044PostUsersAssociationParamsFlagsFEDERATION SlurmdbV0044PostUsersAssociationParamsFlags = "FEDERATION"
+	SlurmdbV0044PostUsersAssociationParamsFlagsFUTURE     SlurmdbV0044PostUsersAssociationParamsFlags = "FUTURE"
+	SlurmdbV0044PostUsersAssociationParamsFlagsLOCAL      SlurmdbV0044PostUsersAssociationParamsFlags = "LOCAL"
+	SlurmdbV0044PostUsersAssociationParamsFlagsMIXED      SlurmdbV0044PostUsersAssociationParamsFlags = "MIXED"
+	SlurmdbV0044PostUsersAssociationParamsFlagsSIBLING    SlurmdbV0044PostUsersAssociationParamsFlags = "SIBLING"
+)
+
+// Valid indicates whether the value is a known member of the SlurmdbV0044PostUsersAssociationParamsFlags enum.
+func (e SlurmdbV0044PostUsersAssociationParamsFlags) Valid() bool {
+	switch e {
+	case SlurmdbV0044PostUsersAssociationParamsFlagsALL:
+		return true
+	case SlurmdbV0044PostUsersAssociationParamsFlagsDETAIL:
+		return true
+	case SlurmdbV0044PostUsersAssociationParamsFlagsFEDERATION:
+		return true
+	case SlurmdbV0044PostUsersAssociationParamsFlagsFUTURE:
+		return true
+	case SlurmdbV0044PostUsersAssociationParamsFlagsLOCAL:
+		return true
+	case SlurmdbV0044PostUsersAssociationParamsFlagsMIXED:
+		return true
+	case SlurmdbV0044PostUsersAssociationParamsFlagsSIBLING:
+		return true
+	default:
+		return false
+	}
+}
+
+// V0044Account defines model for v0.0.44_account.
+type V0044Account struct {
+	Associations *V0044AssocShortList `json:"associations,omitempty"`
+	Coordinators *V0044CoordList      `json:"coordinators,omitempty"`
+
+	// Description Arbitrary string describing the account
+	Description string `json:"description"`
+
+	// Flags Flags associated with this account
+	Flags *[]V0044AccountFlags `json:"flags,omitempty"`
+
+	// Name Account name
+	Name string `json:"name"`
+
+	// Organization Organization to which the account belongs
+	Organization string `json:"organization"`
+}
+
+// V0044AccountFlags defines model for V0044Account.Flags.
+type V0044AccountFlags string
+
+// V0044AccountList defines model for v0.0.44_account_list.
+type V0044AccountList = []V0044Account
+
+// V0044AccountShort defines model for v0.0.44_account_short.
+type V0044AccountShort struct {
+	// Description Arbitrary string describing the account
+	Description *string `json:"description,omitempty"`
+
+	// Organization Organization to which the account belongs
+	Organization *string `json:"organization,omitempty"`
+}
+
+// V0044Accounting defines model for v0.0.44_accounting.
+type V0044Accounting struct {
+	TRES      *V0044Tres `json:"TRES,omitempty"`
+	Allocated *struct {
+		// Seconds Number of seconds allocated
+		Seconds *int64 `json:"seconds,omitempty"`
+	} `json:"allocated,omitempty"`
+
+	// Id Association ID or Workload characterization key ID
+	Id *int32 `json:"id,omitempty"`
+
+	// IdAlt Alternate ID (not currently used)
+	IdAlt *int32 `json:"id_alt,omitempty"`
+
+	// Start When the record was started (UNIX timestamp) (UNIX timestamp or time string recognized by Slurm (e.g., '[MM/DD[/YY]-]HH:MM[:SS]'))
+	Start *int64 `json:"start,omitempty"`
+}
+
+// V0044AccountingList defines model for v0.0.44_accounting_list.
+type V0044AccountingList = []V0044Accounting
+
+// V0044AccountsAddCond defines model for v0.0.44_accounts_add_cond.
+type V0044AccountsAddCond struct {
+	Accounts    V0044StringList   `json:"accounts"`
+	Association *V0044AssocRecSet `json:"association,omitempty"`
+	Clusters    *V0044StringList  `json:"clusters,omitempty"`
+}
+
 // V0044AcctGatherEnergy defines model for v0.0.44_acct_gather_energy.
 type V0044AcctGatherEnergy struct {
 	// AverageWatts Average power consumption, in watts
@@ -1998,6 +2764,130 @@ type V0044AcctGatherEnergy struct {
 
 	// PreviousConsumedEnergy Previous value of consumed_energy
 	PreviousConsumedEnergy *int64 `json:"previous_consumed_energy,omitempty"`
+}
+
+// V0044Assoc defines model for v0.0.44_assoc.
+type V0044Assoc struct {
+	// Account Account name
+	Account    *string              `json:"account,omitempty"`
+	Accounting *V0044AccountingList `json:"accounting,omitempty"`
+
+	// Cluster Cluster name
+	Cluster *string `json:"cluster,omitempty"`
+
+	// Comment Arbitrary comment
+	Comment *string `json:"comment,omitempty"`
+	Default *struct {
+		// Qos Default QOS
+		Qos *string `json:"qos,omitempty"`
+	} `json:"default,omitempty"`
+
+	// Flags Flags on the association
+	Flags *[]V0044AssocFlags `json:"flags,omitempty"`
+
+	// Id Unique ID (Association ID)
+	Id *int32 `json:"id,omitempty"`
+
+	// IsDefault Is default association for user
+	IsDefault *bool `json:"is_default,omitempty"`
+
+	// Lineage Complete path up the hierarchy to the root association
+	Lineage *string `json:"lineage,omitempty"`
+	Max     *struct {
+		Jobs *struct {
+			Accruing *V0044Uint32NoValStruct `json:"accruing,omitempty"`
+			Active   *V0044Uint32NoValStruct `json:"active,omitempty"`
+			Per      *struct {
+				Accruing  *V0044Uint32NoValStruct `json:"accruing,omitempty"`
+				Count     *V0044Uint32NoValStruct `json:"count,omitempty"`
+				Submitted *V0044Uint32NoValStruct `json:"submitted,omitempty"`
+				WallClock *V0044Uint32NoValStruct `json:"wall_clock,omitempty"`
+			} `json:"per,omitempty"`
+			Total *V0044Uint32NoValStruct `json:"total,omitempty"`
+		} `json:"jobs,omitempty"`
+		Per *struct {
+			Account *struct {
+				WallClock *V0044Uint32NoValStruct `json:"wall_clock,omitempty"`
+			} `json:"account,omitempty"`
+		} `json:"per,omitempty"`
+		Tres *struct {
+			Group *struct {
+				Active  *V0044TresList `json:"active,omitempty"`
+				Minutes *V0044TresList `json:"minutes,omitempty"`
+			} `json:"group,omitempty"`
+			Minutes *struct {
+				Per *struct {
+					Job *V0044TresList `json:"job,omitempty"`
+				} `json:"per,omitempty"`
+				Total *V0044TresList `json:"total,omitempty"`
+			} `json:"minutes,omitempty"`
+			Per *struct {
+				Job  *V0044TresList `json:"job,omitempty"`
+				Node *V0044TresList `json:"node,omitempty"`
+			} `json:"per,omitempty"`
+			Total *V0044TresList `json:"total,omitempty"`
+		} `json:"tres,omitempty"`
+	} `json:"max,omitempty"`
+	Min *struct {
+		PriorityThreshold *V0044Uint32NoValStruct `json:"priority_threshold,omitempty"`
+	} `json:"min,omitempty"`
+
+	// ParentAccount Name of parent account
+	ParentAccount *string `json:"parent_account,omitempty"`
+
+	// Partition Partition name
+	Partition *string                 `json:"partition,omitempty"`
+	Priority  *V0044Uint32NoValStruct `json:"priority,omitempty"`
+
+	// Qos List of QOS names
+	Qos *V0044QosStringIdList `json:"qos,omitempty"`
+
+	// SharesRaw Allocated shares used for fairshare calculation
+	SharesRaw *int32 `json:"shares_raw,omitempty"`
+
+	// User User name
+	User string `json:"user"`
+}
+
+// V0044AssocFlags defines model for V0044Assoc.Flags.
+type V0044AssocFlags string
+
+// V0044AssocList defines model for v0.0.44_assoc_list.
+type V0044AssocList = []V0044Assoc
+
+// V0044AssocRecSet defines model for v0.0.44_assoc_rec_set.
+type V0044AssocRecSet struct {
+	// Comment Arbitrary comment
+	Comment *string `json:"comment,omitempty"`
+
+	// Defaultqos Default QOS
+	Defaultqos *string `json:"defaultqos,omitempty"`
+
+	// Fairshare Allocated shares used for fairshare calculation
+	Fairshare             *int32                  `json:"fairshare,omitempty"`
+	Grpjobs               *V0044Uint32NoValStruct `json:"grpjobs,omitempty"`
+	Grpjobsaccrue         *V0044Uint32NoValStruct `json:"grpjobsaccrue,omitempty"`
+	Grpsubmitjobs         *V0044Uint32NoValStruct `json:"grpsubmitjobs,omitempty"`
+	Grptres               *V0044TresList          `json:"grptres,omitempty"`
+	Grptresmins           *V0044TresList          `json:"grptresmins,omitempty"`
+	Grptresrunmins        *V0044TresList          `json:"grptresrunmins,omitempty"`
+	Grpwall               *V0044Uint32NoValStruct `json:"grpwall,omitempty"`
+	Maxjobs               *V0044Uint32NoValStruct `json:"maxjobs,omitempty"`
+	Maxjobsaccrue         *V0044Uint32NoValStruct `json:"maxjobsaccrue,omitempty"`
+	Maxsubmitjobs         *V0044Uint32NoValStruct `json:"maxsubmitjobs,omitempty"`
+	Maxtresminsperjob     *V0044TresList          `json:"maxtresminsperjob,omitempty"`
+	Maxtresperjob         *V0044TresList          `json:"maxtresperjob,omitempty"`
+	Maxtrespernode        *V0044TresList          `json:"maxtrespernode,omitempty"`
+	Maxtresrunmins        *V0044TresList          `json:"maxtresrunmins,omitempty"`
+	Maxwalldurationperjob *V0044Uint32NoValStruct `json:"maxwalldurationperjob,omitempty"`
+	Minpriothresh         *V0044Uint32NoValStruct `json:"minpriothresh,omitempty"`
+
+	// Parent Name of parent account
+	Parent   *string                 `json:"parent,omitempty"`
+	Priority *V0044Uint32NoValStruct `json:"priority,omitempty"`
+
+	// Qoslevel List of QOS names
+	Qoslevel *V0044QosStringIdList `json:"qoslevel,omitempty"`
 }
 
 // V0044AssocSharesObjList defines model for v0.0.44_assoc_shares_obj_list.
@@ -2043,6 +2933,27 @@ type V0044AssocSharesObjWrap struct {
 // V0044AssocSharesObjWrapType defines model for V0044AssocSharesObjWrap.Type.
 type V0044AssocSharesObjWrapType string
 
+// V0044AssocShort defines model for v0.0.44_assoc_short.
+type V0044AssocShort struct {
+	// Account Account name
+	Account *string `json:"account,omitempty"`
+
+	// Cluster Cluster name
+	Cluster *string `json:"cluster,omitempty"`
+
+	// Id Numeric association ID
+	Id *int32 `json:"id,omitempty"`
+
+	// Partition Partition name
+	Partition *string `json:"partition,omitempty"`
+
+	// User User name
+	User string `json:"user"`
+}
+
+// V0044AssocShortList defines model for v0.0.44_assoc_short_list.
+type V0044AssocShortList = []V0044AssocShort
+
 // V0044BfExitFields defines model for v0.0.44_bf_exit_fields.
 type V0044BfExitFields struct {
 	// BfMaxJobStart Reached number of jobs allowed to start
@@ -2063,6 +2974,41 @@ type V0044BfExitFields struct {
 	// StateChanged System state changed
 	StateChanged *int32 `json:"state_changed,omitempty"`
 }
+
+// V0044ClusterRec defines model for v0.0.44_cluster_rec.
+type V0044ClusterRec struct {
+	Associations *struct {
+		Root *V0044AssocShort `json:"root,omitempty"`
+	} `json:"associations,omitempty"`
+	Controller *struct {
+		// Host ControlHost
+		Host *string `json:"host,omitempty"`
+
+		// Port ControlPort
+		Port *int32 `json:"port,omitempty"`
+	} `json:"controller,omitempty"`
+
+	// Flags Flags
+	Flags *[]V0044ClusterRecFlags `json:"flags,omitempty"`
+
+	// Name ClusterName
+	Name *string `json:"name,omitempty"`
+
+	// Nodes Node names
+	Nodes *string `json:"nodes,omitempty"`
+
+	// RpcVersion RPC version used in the cluster
+	RpcVersion *int32 `json:"rpc_version,omitempty"`
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	SelectPlugin *string        `json:"select_plugin,omitempty"`
+	Tres         *V0044TresList `json:"tres,omitempty"`
+}
+
+// V0044ClusterRecFlags defines model for V0044ClusterRec.Flags.
+type V0044ClusterRecFlags string
+
+// V0044ClusterRecList defines model for v0.0.44_cluster_rec_list.
+type V0044ClusterRecList = []V0044ClusterRec
 
 // V0044ControllerPing defines model for v0.0.44_controller_ping.
 type V0044ControllerPing struct {
@@ -2089,6 +3035,18 @@ type V0044ControllerPing struct {
 
 // V0044ControllerPingArray defines model for v0.0.44_controller_ping_array.
 type V0044ControllerPingArray = []V0044ControllerPing
+
+// V0044Coord defines model for v0.0.44_coord.
+type V0044Coord struct {
+	// Direct Indicates whether the coordinator was directly assigned to this account
+	Direct *bool `json:"direct,omitempty"`
+
+	// Name User name
+	Name string `json:"name"`
+}
+
+// V0044CoordList defines model for v0.0.44_coord_list.
+type V0044CoordList = []V0044Coord
 
 // V0044CronEntry defines model for v0.0.44_cron_entry.
 type V0044CronEntry struct {
@@ -2142,8 +3100,254 @@ type V0044Float64NoValStruct struct {
 	Set *bool `json:"set,omitempty"`
 }
 
+// V0044Hostlist defines model for v0.0.44_hostlist.
+type V0044Hostlist = []string
+
 // V0044HostlistString defines model for v0.0.44_hostlist_string.
 type V0044HostlistString = []string
+
+// V0044Instance defines model for v0.0.44_instance.
+type V0044Instance struct {
+	// Cluster Cluster name
+	Cluster *string `json:"cluster,omitempty"`
+
+	// Extra Arbitrary string used for node filtering if extra constraints are enabled
+	Extra *string `json:"extra,omitempty"`
+
+	// InstanceId Cloud instance ID
+	InstanceId *string `json:"instance_id,omitempty"`
+
+	// InstanceType Cloud instance type
+	InstanceType *string `json:"instance_type,omitempty"`
+
+	// NodeName NodeName
+	NodeName *string `json:"node_name,omitempty"`
+	Time     *struct {
+		// TimeEnd When the instance will end (UNIX timestamp) (UNIX timestamp or time string recognized by Slurm (e.g., '[MM/DD[/YY]-]HH:MM[:SS]'))
+		TimeEnd *int64 `json:"time_end,omitempty"`
+
+		// TimeStart When the instance will start (UNIX timestamp) (UNIX timestamp or time string recognized by Slurm (e.g., '[MM/DD[/YY]-]HH:MM[:SS]'))
+		TimeStart *int64 `json:"time_start,omitempty"`
+	} `json:"time,omitempty"`
+}
+
+// V0044InstanceList defines model for v0.0.44_instance_list.
+type V0044InstanceList = []V0044Instance
+
+// V0044Job defines model for v0.0.44_job.
+type V0044Job struct {
+	// Account Account the job ran under
+	Account *string `json:"account,omitempty"`
+
+	// AllocationNodes List of nodes allocated to the job
+	AllocationNodes *int32 `json:"allocation_nodes,omitempty"`
+	Array           *struct {
+		// JobId Job ID of job array, or 0 if N/A
+		JobId  *int32 `json:"job_id,omitempty"`
+		Limits *struct {
+			Max *struct {
+				Running *struct {
+					// Tasks Maximum number of simultaneously running tasks, 0 if no limit
+					Tasks *int32 `json:"tasks,omitempty"`
+				} `json:"running,omitempty"`
+			} `json:"max,omitempty"`
+		} `json:"limits,omitempty"`
+
+		// Task String expression of task IDs in this record
+		Task   *string                 `json:"task,omitempty"`
+		TaskId *V0044Uint32NoValStruct `json:"task_id,omitempty"`
+	} `json:"array,omitempty"`
+	Association *V0044AssocShort `json:"association,omitempty"`
+
+	// Block The name of the block to be used (used with Blue Gene systems)
+	Block *string `json:"block,omitempty"`
+
+	// Cluster Cluster name
+	Cluster *string `json:"cluster,omitempty"`
+	Comment *struct {
+		// Administrator Arbitrary comment made by administrator
+		Administrator *string `json:"administrator,omitempty"`
+
+		// Job Arbitrary comment made by user
+		Job *string `json:"job,omitempty"`
+
+		// System Arbitrary comment from slurmctld
+		System *string `json:"system,omitempty"`
+	} `json:"comment,omitempty"`
+
+	// Constraints Feature(s) the job requested as a constraint
+	Constraints *string `json:"constraints,omitempty"`
+
+	// Container Absolute path to OCI container bundle
+	Container       *string                      `json:"container,omitempty"`
+	DerivedExitCode *V0044ProcessExitCodeVerbose `json:"derived_exit_code,omitempty"`
+	ExitCode        *V0044ProcessExitCodeVerbose `json:"exit_code,omitempty"`
+
+	// Extra Arbitrary string used for node filtering if extra constraints are enabled
+	Extra *string `json:"extra,omitempty"`
+
+	// FailedNode Name of node that caused job failure
+	FailedNode *string `json:"failed_node,omitempty"`
+
+	// Flags Flags associated with this job
+	Flags *[]V0044JobFlags `json:"flags,omitempty"`
+
+	// Group Group ID of the user that owns the job
+	Group *string `json:"group,omitempty"`
+	Het   *struct {
+		// JobId Heterogeneous job ID, if applicable
+		JobId     *int32                  `json:"job_id,omitempty"`
+		JobOffset *V0044Uint32NoValStruct `json:"job_offset,omitempty"`
+	} `json:"het,omitempty"`
+
+	// Hold Hold (true) or release (false) job (Job held)
+	Hold *bool `json:"hold,omitempty"`
+
+	// JobId Job ID
+	JobId *int32 `json:"job_id,omitempty"`
+
+	// KillRequestUser User ID that requested termination of the job
+	KillRequestUser *string `json:"kill_request_user,omitempty"`
+
+	// Licenses License(s) required by the job
+	Licenses *string `json:"licenses,omitempty"`
+	Mcs      *struct {
+		// Label Multi-Category Security label on the job
+		Label *string `json:"label,omitempty"`
+	} `json:"mcs,omitempty"`
+
+	// Name Job name
+	Name *string `json:"name,omitempty"`
+
+	// Nodes Node(s) allocated to the job
+	Nodes *string `json:"nodes,omitempty"`
+
+	// Partition Partition assigned to the job
+	Partition *string                 `json:"partition,omitempty"`
+	Priority  *V0044Uint32NoValStruct `json:"priority,omitempty"`
+
+	// Qos Quality of Service assigned to the job
+	Qos *string `json:"qos,omitempty"`
+
+	// Qosreq Requested QOS
+	Qosreq   *string `json:"qosreq,omitempty"`
+	Required *struct {
+		// CPUs Minimum number of CPUs required
+		CPUs          *int32                  `json:"CPUs,omitempty"`
+		MemoryPerCpu  *V0044Uint64NoValStruct `json:"memory_per_cpu,omitempty"`
+		MemoryPerNode *V0044Uint64NoValStruct `json:"memory_per_node,omitempty"`
+	} `json:"required,omitempty"`
+	Reservation *struct {
+		// Id Unique identifier of requested reservation
+		Id *int32 `json:"id,omitempty"`
+
+		// Name Name of reservation to use
+		Name *string `json:"name,omitempty"`
+
+		// Requested Comma-separated list of requested reservation names
+		Requested *string `json:"requested,omitempty"`
+	} `json:"reservation,omitempty"`
+
+	// RestartCnt How many times this job has been requeued/restarted
+	RestartCnt *int32 `json:"restart_cnt,omitempty"`
+
+	// Script Job batch script contents; only the first component in a HetJob is populated or honored
+	Script *string `json:"script,omitempty"`
+
+	// SegmentSize Requested segment size
+	SegmentSize *int32 `json:"segment_size,omitempty"`
+	State       *struct {
+		// Current Current state
+		Current *[]V0044JobStateCurrent `json:"current,omitempty"`
+
+		// Reason Reason for previous Pending or Failed state
+		Reason *string `json:"reason,omitempty"`
+	} `json:"state,omitempty"`
+
+	// Stderr Path to stderr file
+	Stderr *string `json:"stderr,omitempty"`
+
+	// StderrExpanded Job stderr with expanded fields
+	StderrExpanded *string `json:"stderr_expanded,omitempty"`
+
+	// Stdin Path to stdin file
+	Stdin *string `json:"stdin,omitempty"`
+
+	// StdinExpanded Job stdin with expanded fields
+	StdinExpanded *string `json:"stdin_expanded,omitempty"`
+
+	// Stdout Path to stdout file
+	Stdout *string `json:"stdout,omitempty"`
+
+	// StdoutExpanded Job stdout with expanded fields
+	StdoutExpanded *string        `json:"stdout_expanded,omitempty"`
+	Steps          *V0044StepList `json:"steps,omitempty"`
+
+	// SubmitLine Command used to submit the job
+	SubmitLine *string `json:"submit_line,omitempty"`
+	Time       *struct {
+		// Elapsed Elapsed time in seconds
+		Elapsed *int32 `json:"elapsed,omitempty"`
+
+		// Eligible Time when the job became eligible to run (UNIX timestamp) (UNIX timestamp or time string recognized by Slurm (e.g., '[MM/DD[/YY]-]HH:MM[:SS]'))
+		Eligible *int64 `json:"eligible,omitempty"`
+
+		// End End time (UNIX timestamp) (UNIX timestamp or time string recognized by Slurm (e.g., '[MM/DD[/YY]-]HH:MM[:SS]'))
+		End     *int64                  `json:"end,omitempty"`
+		Limit   *V0044Uint32NoValStruct `json:"limit,omitempty"`
+		Planned *V0044Uint64NoValStruct `json:"planned,omitempty"`
+
+		// Start Time execution began (UNIX timestamp) (UNIX timestamp or time string recognized by Slurm (e.g., '[MM/DD[/YY]-]HH:MM[:SS]'))
+		Start *int64 `json:"start,omitempty"`
+
+		// Submission Time when the job was submitted (UNIX timestamp) (UNIX timestamp or time string recognized by Slurm (e.g., '[MM/DD[/YY]-]HH:MM[:SS]'))
+		Submission *int64 `json:"submission,omitempty"`
+
+		// Suspended Total time in suspended state in seconds
+		Suspended *int32 `json:"suspended,omitempty"`
+		System    *struct {
+			// Microseconds System CPU time used by the job in microseconds
+			Microseconds *int64 `json:"microseconds,omitempty"`
+
+			// Seconds System CPU time used by the job in seconds
+			Seconds *int64 `json:"seconds,omitempty"`
+		} `json:"system,omitempty"`
+		Total *struct {
+			// Microseconds Sum of System and User CPU time used by the job in microseconds
+			Microseconds *int64 `json:"microseconds,omitempty"`
+
+			// Seconds Sum of System and User CPU time used by the job in seconds
+			Seconds *int64 `json:"seconds,omitempty"`
+		} `json:"total,omitempty"`
+		User *struct {
+			// Microseconds User CPU time used by the job in microseconds
+			Microseconds *int64 `json:"microseconds,omitempty"`
+
+			// Seconds User CPU time used by the job in seconds
+			Seconds *int64 `json:"seconds,omitempty"`
+		} `json:"user,omitempty"`
+	} `json:"time,omitempty"`
+	Tres *struct {
+		Allocated *V0044TresList `json:"allocated,omitempty"`
+		Requested *V0044TresList `json:"requested,omitempty"`
+	} `json:"tres,omitempty"`
+
+	// UsedGres Generic resources used by job
+	UsedGres *string `json:"used_gres,omitempty"`
+
+	// User User that owns the job
+	User  *string              `json:"user,omitempty"`
+	Wckey *V0044WckeyTagStruct `json:"wckey,omitempty"`
+
+	// WorkingDirectory Path to current working directory
+	WorkingDirectory *string `json:"working_directory,omitempty"`
+}
+
+// V0044JobFlags defines model for V0044Job.Flags.
+type V0044JobFlags string
+
+// V0044JobStateCurrent defines model for V0044Job.State.Current.
+type V0044JobStateCurrent string
 
 // V0044JobAllocReq defines model for v0.0.44_job_alloc_req.
 type V0044JobAllocReq struct {
@@ -2857,6 +4061,33 @@ type V0044JobInfoGresDetail = []string
 // V0044JobInfoMsg defines model for v0.0.44_job_info_msg.
 type V0044JobInfoMsg = []V0044JobInfo
 
+// V0044JobList defines model for v0.0.44_job_list.
+type V0044JobList = []V0044Job
+
+// V0044JobModify defines model for v0.0.44_job_modify.
+type V0044JobModify struct {
+	Comment *struct {
+		// Administrator Arbitrary comment made by administrator
+		Administrator *string `json:"administrator,omitempty"`
+
+		// Job Arbitrary comment made by user
+		Job *string `json:"job,omitempty"`
+
+		// System Arbitrary comment from slurmctld
+		System *string `json:"system,omitempty"`
+	} `json:"comment,omitempty"`
+	DerivedExitCode *V0044ProcessExitCodeVerbose `json:"derived_exit_code,omitempty"`
+
+	// Extra Arbitrary string used for node filtering if extra constraints are enabled
+	Extra *string `json:"extra,omitempty"`
+	Tres  *struct {
+		Allocated *V0044TresList `json:"allocated,omitempty"`
+	} `json:"tres,omitempty"`
+
+	// Wckey Workload characterization key
+	Wckey *string `json:"wckey,omitempty"`
+}
+
 // V0044JobRes defines model for v0.0.44_job_res.
 type V0044JobRes struct {
 	// Cpus Number of allocated CPUs
@@ -3275,6 +4506,72 @@ type V0044NodeResourceLayoutList = []V0044NodeResourceLayout
 // V0044Nodes defines model for v0.0.44_nodes.
 type V0044Nodes = []V0044Node
 
+// V0044OpenapiAccountsAddCondResp defines model for v0.0.44_openapi_accounts_add_cond_resp.
+type V0044OpenapiAccountsAddCondResp struct {
+	Account              *V0044AccountShort    `json:"account,omitempty"`
+	AssociationCondition V0044AccountsAddCond  `json:"association_condition"`
+	Errors               *V0044OpenapiErrors   `json:"errors,omitempty"`
+	Meta                 *V0044OpenapiMeta     `json:"meta,omitempty"`
+	Warnings             *V0044OpenapiWarnings `json:"warnings,omitempty"`
+}
+
+// V0044OpenapiAccountsAddCondRespStr defines model for v0.0.44_openapi_accounts_add_cond_resp_str.
+type V0044OpenapiAccountsAddCondRespStr struct {
+	// AddedAccounts added_accounts
+	AddedAccounts string                `json:"added_accounts"`
+	Errors        *V0044OpenapiErrors   `json:"errors,omitempty"`
+	Meta          *V0044OpenapiMeta     `json:"meta,omitempty"`
+	Warnings      *V0044OpenapiWarnings `json:"warnings,omitempty"`
+}
+
+// V0044OpenapiAccountsRemovedResp defines model for v0.0.44_openapi_accounts_removed_resp.
+type V0044OpenapiAccountsRemovedResp struct {
+	Errors          *V0044OpenapiErrors   `json:"errors,omitempty"`
+	Meta            *V0044OpenapiMeta     `json:"meta,omitempty"`
+	RemovedAccounts V0044StringList       `json:"removed_accounts"`
+	Warnings        *V0044OpenapiWarnings `json:"warnings,omitempty"`
+}
+
+// V0044OpenapiAccountsResp defines model for v0.0.44_openapi_accounts_resp.
+type V0044OpenapiAccountsResp struct {
+	Accounts V0044AccountList      `json:"accounts"`
+	Errors   *V0044OpenapiErrors   `json:"errors,omitempty"`
+	Meta     *V0044OpenapiMeta     `json:"meta,omitempty"`
+	Warnings *V0044OpenapiWarnings `json:"warnings,omitempty"`
+}
+
+// V0044OpenapiAssocsRemovedResp defines model for v0.0.44_openapi_assocs_removed_resp.
+type V0044OpenapiAssocsRemovedResp struct {
+	Errors              *V0044OpenapiErrors   `json:"errors,omitempty"`
+	Meta                *V0044OpenapiMeta     `json:"meta,omitempty"`
+	RemovedAssociations V0044StringList       `json:"removed_associations"`
+	Warnings            *V0044OpenapiWarnings `json:"warnings,omitempty"`
+}
+
+// V0044OpenapiAssocsResp defines model for v0.0.44_openapi_assocs_resp.
+type V0044OpenapiAssocsResp struct {
+	Associations V0044AssocList        `json:"associations"`
+	Errors       *V0044OpenapiErrors   `json:"errors,omitempty"`
+	Meta         *V0044OpenapiMeta     `json:"meta,omitempty"`
+	Warnings     *V0044OpenapiWarnings `json:"warnings,omitempty"`
+}
+
+// V0044OpenapiClustersRemovedResp defines model for v0.0.44_openapi_clusters_removed_resp.
+type V0044OpenapiClustersRemovedResp struct {
+	DeletedClusters V0044StringList       `json:"deleted_clusters"`
+	Errors          *V0044OpenapiErrors   `json:"errors,omitempty"`
+	Meta            *V0044OpenapiMeta     `json:"meta,omitempty"`
+	Warnings        *V0044OpenapiWarnings `json:"warnings,omitempty"`
+}
+
+// V0044OpenapiClustersResp defines model for v0.0.44_openapi_clusters_resp.
+type V0044OpenapiClustersResp struct {
+	Clusters V0044ClusterRecList   `json:"clusters"`
+	Errors   *V0044OpenapiErrors   `json:"errors,omitempty"`
+	Meta     *V0044OpenapiMeta     `json:"meta,omitempty"`
+	Warnings *V0044OpenapiWarnings `json:"warnings,omitempty"`
+}
+
 // V0044OpenapiCreateNodeReq defines model for v0.0.44_openapi_create_node_req.
 type V0044OpenapiCreateNodeReq struct {
 	Errors *V0044OpenapiErrors `json:"errors,omitempty"`
@@ -3311,6 +4608,14 @@ type V0044OpenapiError struct {
 // V0044OpenapiErrors defines model for v0.0.44_openapi_errors.
 type V0044OpenapiErrors = []V0044OpenapiError
 
+// V0044OpenapiInstancesResp defines model for v0.0.44_openapi_instances_resp.
+type V0044OpenapiInstancesResp struct {
+	Errors    *V0044OpenapiErrors   `json:"errors,omitempty"`
+	Instances V0044InstanceList     `json:"instances"`
+	Meta      *V0044OpenapiMeta     `json:"meta,omitempty"`
+	Warnings  *V0044OpenapiWarnings `json:"warnings,omitempty"`
+}
+
 // V0044OpenapiJobAllocResp defines model for v0.0.44_openapi_job_alloc_resp.
 type V0044OpenapiJobAllocResp struct {
 	Errors *V0044OpenapiErrors `json:"errors,omitempty"`
@@ -3332,6 +4637,23 @@ type V0044OpenapiJobInfoResp struct {
 	LastUpdate   V0044Uint64NoValStruct `json:"last_update"`
 	Meta         *V0044OpenapiMeta      `json:"meta,omitempty"`
 	Warnings     *V0044OpenapiWarnings  `json:"warnings,omitempty"`
+}
+
+// V0044OpenapiJobModifyReq defines model for v0.0.44_openapi_job_modify_req.
+type V0044OpenapiJobModifyReq struct {
+	Errors    *V0044OpenapiErrors    `json:"errors,omitempty"`
+	JobIdList *V0044SelectedStepList `json:"job_id_list,omitempty"`
+	JobRec    *V0044JobModify        `json:"job_rec,omitempty"`
+	Meta      *V0044OpenapiMeta      `json:"meta,omitempty"`
+	Warnings  *V0044OpenapiWarnings  `json:"warnings,omitempty"`
+}
+
+// V0044OpenapiJobModifyResp defines model for v0.0.44_openapi_job_modify_resp.
+type V0044OpenapiJobModifyResp struct {
+	Errors   *V0044OpenapiErrors   `json:"errors,omitempty"`
+	Meta     *V0044OpenapiMeta     `json:"meta,omitempty"`
+	Results  V0044StringList       `json:"results"`
+	Warnings *V0044OpenapiWarnings `json:"warnings,omitempty"`
 }
 
 // V0044OpenapiJobPostResponse defines model for v0.0.44_openapi_job_post_response.
@@ -3498,6 +4820,95 @@ type V0044OpenapiSharesResp struct {
 	Warnings *V0044OpenapiWarnings `json:"warnings,omitempty"`
 }
 
+// V0044OpenapiSlurmdbdConfigResp defines model for v0.0.44_openapi_slurmdbd_config_resp.
+type V0044OpenapiSlurmdbdConfigResp struct {
+	Accounts     *V0044AccountList     `json:"accounts,omitempty"`
+	Associations *V0044AssocList       `json:"associations,omitempty"`
+	Clusters     *V0044ClusterRecList  `json:"clusters,omitempty"`
+	Errors       *V0044OpenapiErrors   `json:"errors,omitempty"`
+	Instances    *V0044InstanceList    `json:"instances,omitempty"`
+	Meta         *V0044OpenapiMeta     `json:"meta,omitempty"`
+	Qos          *V0044QosList         `json:"qos,omitempty"`
+	Tres         *V0044TresList        `json:"tres,omitempty"`
+	Users        *V0044UserList        `json:"users,omitempty"`
+	Warnings     *V0044OpenapiWarnings `json:"warnings,omitempty"`
+	Wckeys       *V0044WckeyList       `json:"wckeys,omitempty"`
+}
+
+// V0044OpenapiSlurmdbdJobsResp defines model for v0.0.44_openapi_slurmdbd_jobs_resp.
+type V0044OpenapiSlurmdbdJobsResp struct {
+	Errors   *V0044OpenapiErrors   `json:"errors,omitempty"`
+	Jobs     V0044JobList          `json:"jobs"`
+	Meta     *V0044OpenapiMeta     `json:"meta,omitempty"`
+	Warnings *V0044OpenapiWarnings `json:"warnings,omitempty"`
+}
+
+// V0044OpenapiSlurmdbdPingResp defines model for v0.0.44_openapi_slurmdbd_ping_resp.
+type V0044OpenapiSlurmdbdPingResp struct {
+	Errors   *V0044OpenapiErrors    `json:"errors,omitempty"`
+	Meta     *V0044OpenapiMeta      `json:"meta,omitempty"`
+	Pings    V0044SlurmdbdPingArray `json:"pings"`
+	Warnings *V0044OpenapiWarnings  `json:"warnings,omitempty"`
+}
+
+// V0044OpenapiSlurmdbdQosRemovedResp defines model for v0.0.44_openapi_slurmdbd_qos_removed_resp.
+type V0044OpenapiSlurmdbdQosRemovedResp struct {
+	Errors     *V0044OpenapiErrors   `json:"errors,omitempty"`
+	Meta       *V0044OpenapiMeta     `json:"meta,omitempty"`
+	RemovedQos V0044StringList       `json:"removed_qos"`
+	Warnings   *V0044OpenapiWarnings `json:"warnings,omitempty"`
+}
+
+// V0044OpenapiSlurmdbdQosResp defines model for v0.0.44_openapi_slurmdbd_qos_resp.
+type V0044OpenapiSlurmdbdQosResp struct {
+	Errors   *V0044OpenapiErrors   `json:"errors,omitempty"`
+	Meta     *V0044OpenapiMeta     `json:"meta,omitempty"`
+	Qos      V0044QosList          `json:"qos"`
+	Warnings *V0044OpenapiWarnings `json:"warnings,omitempty"`
+}
+
+// V0044OpenapiSlurmdbdStatsResp defines model for v0.0.44_openapi_slurmdbd_stats_resp.
+type V0044OpenapiSlurmdbdStatsResp struct {
+	Errors     *V0044OpenapiErrors   `json:"errors,omitempty"`
+	Meta       *V0044OpenapiMeta     `json:"meta,omitempty"`
+	Statistics V0044StatsRec         `json:"statistics"`
+	Warnings   *V0044OpenapiWarnings `json:"warnings,omitempty"`
+}
+
+// V0044OpenapiTresResp defines model for v0.0.44_openapi_tres_resp.
+type V0044OpenapiTresResp struct {
+	TRES     V0044TresList         `json:"TRES"`
+	Errors   *V0044OpenapiErrors   `json:"errors,omitempty"`
+	Meta     *V0044OpenapiMeta     `json:"meta,omitempty"`
+	Warnings *V0044OpenapiWarnings `json:"warnings,omitempty"`
+}
+
+// V0044OpenapiUsersAddCondResp defines model for v0.0.44_openapi_users_add_cond_resp.
+type V0044OpenapiUsersAddCondResp struct {
+	AssociationCondition V0044UsersAddCond     `json:"association_condition"`
+	Errors               *V0044OpenapiErrors   `json:"errors,omitempty"`
+	Meta                 *V0044OpenapiMeta     `json:"meta,omitempty"`
+	User                 V0044UserShort        `json:"user"`
+	Warnings             *V0044OpenapiWarnings `json:"warnings,omitempty"`
+}
+
+// V0044OpenapiUsersAddCondRespStr defines model for v0.0.44_openapi_users_add_cond_resp_str.
+type V0044OpenapiUsersAddCondRespStr struct {
+	// AddedUsers added_users
+	AddedUsers string                `json:"added_users"`
+	Errors     *V0044OpenapiErrors   `json:"errors,omitempty"`
+	Meta       *V0044OpenapiMeta     `json:"meta,omitempty"`
+	Warnings   *V0044OpenapiWarnings `json:"warnings,omitempty"`
+}
+
+// V0044OpenapiUsersResp defines model for v0.0.44_openapi_users_resp.
+type V0044OpenapiUsersResp struct {
+	Errors   *V0044OpenapiErrors   `json:"errors,omitempty"`
+	Meta     *V0044OpenapiMeta     `json:"meta,omitempty"`
+	Users    V0044UserList         `json:"users"`
+	Warnings *V0044OpenapiWarnings `json:"warnings,omitempty"`
+}
+
 // V0044OpenapiWarning defines model for v0.0.44_openapi_warning.
 type V0044OpenapiWarning struct {
 	// Description Long form warning description
@@ -3509,6 +4920,22 @@ type V0044OpenapiWarning struct {
 
 // V0044OpenapiWarnings defines model for v0.0.44_openapi_warnings.
 type V0044OpenapiWarnings = []V0044OpenapiWarning
+
+// V0044OpenapiWckeyRemovedResp defines model for v0.0.44_openapi_wckey_removed_resp.
+type V0044OpenapiWckeyRemovedResp struct {
+	DeletedWckeys V0044StringList       `json:"deleted_wckeys"`
+	Errors        *V0044OpenapiErrors   `json:"errors,omitempty"`
+	Meta          *V0044OpenapiMeta     `json:"meta,omitempty"`
+	Warnings      *V0044OpenapiWarnings `json:"warnings,omitempty"`
+}
+
+// V0044OpenapiWckeyResp defines model for v0.0.44_openapi_wckey_resp.
+type V0044OpenapiWckeyResp struct {
+	Errors   *V0044OpenapiErrors   `json:"errors,omitempty"`
+	Meta     *V0044OpenapiMeta     `json:"meta,omitempty"`
+	Warnings *V0044OpenapiWarnings `json:"warnings,omitempty"`
+	Wckeys   V0044WckeyList        `json:"wckeys"`
+}
 
 // V0044PartPrio defines model for v0.0.44_part_prio.
 type V0044PartPrio struct {
@@ -3673,6 +5100,109 @@ type V0044ProcessExitCodeVerbose struct {
 // V0044ProcessExitCodeVerboseStatus defines model for V0044ProcessExitCodeVerbose.Status.
 type V0044ProcessExitCodeVerboseStatus string
 
+// V0044Qos defines model for v0.0.44_qos.
+type V0044Qos struct {
+	// Description Arbitrary description
+	Description *string `json:"description,omitempty"`
+
+	// Flags Flags, to avoid modifying current values specify NOT_SET
+	Flags *[]V0044QosFlags `json:"flags,omitempty"`
+
+	// Id Unique ID
+	Id     *int32 `json:"id,omitempty"`
+	Limits *struct {
+		Factor *V0044Float64NoValStruct `json:"factor,omitempty"`
+
+		// GraceTime GraceTime - Preemption grace time in seconds to be extended to a job which has been selected for preemption
+		GraceTime *int32 `json:"grace_time,omitempty"`
+		Max       *struct {
+			Accruing *struct {
+				Per *struct {
+					Account *V0044Uint32NoValStruct `json:"account,omitempty"`
+					User    *V0044Uint32NoValStruct `json:"user,omitempty"`
+				} `json:"per,omitempty"`
+			} `json:"accruing,omitempty"`
+			ActiveJobs *struct {
+				Accruing *V0044Uint32NoValStruct `json:"accruing,omitempty"`
+				Count    *V0044Uint32NoValStruct `json:"count,omitempty"`
+			} `json:"active_jobs,omitempty"`
+			Jobs *struct {
+				ActiveJobs *struct {
+					Per *struct {
+						Account *V0044Uint32NoValStruct `json:"account,omitempty"`
+						User    *V0044Uint32NoValStruct `json:"user,omitempty"`
+					} `json:"per,omitempty"`
+				} `json:"active_jobs,omitempty"`
+				Count *V0044Uint32NoValStruct `json:"count,omitempty"`
+				Per   *struct {
+					Account *V0044Uint32NoValStruct `json:"account,omitempty"`
+					User    *V0044Uint32NoValStruct `json:"user,omitempty"`
+				} `json:"per,omitempty"`
+			} `json:"jobs,omitempty"`
+			Tres *struct {
+				Minutes *struct {
+					Per *struct {
+						Account *V0044TresList `json:"account,omitempty"`
+						Job     *V0044TresList `json:"job,omitempty"`
+						Qos     *V0044TresList `json:"qos,omitempty"`
+						User    *V0044TresList `json:"user,omitempty"`
+					} `json:"per,omitempty"`
+					Total *V0044TresList `json:"total,omitempty"`
+				} `json:"minutes,omitempty"`
+				Per *struct {
+					Account *V0044TresList `json:"account,omitempty"`
+					Job     *V0044TresList `json:"job,omitempty"`
+					Node    *V0044TresList `json:"node,omitempty"`
+					User    *V0044TresList `json:"user,omitempty"`
+				} `json:"per,omitempty"`
+				Total *V0044TresList `json:"total,omitempty"`
+			} `json:"tres,omitempty"`
+			WallClock *struct {
+				Per *struct {
+					Job *V0044Uint32NoValStruct `json:"job,omitempty"`
+					Qos *V0044Uint32NoValStruct `json:"qos,omitempty"`
+				} `json:"per,omitempty"`
+			} `json:"wall_clock,omitempty"`
+		} `json:"max,omitempty"`
+		Min *struct {
+			PriorityThreshold *V0044Uint32NoValStruct `json:"priority_threshold,omitempty"`
+			Tres              *struct {
+				Per *struct {
+					Job *V0044TresList `json:"job,omitempty"`
+				} `json:"per,omitempty"`
+			} `json:"tres,omitempty"`
+		} `json:"min,omitempty"`
+	} `json:"limits,omitempty"`
+
+	// Name Name
+	Name    *string `json:"name,omitempty"`
+	Preempt *struct {
+		ExemptTime *V0044Uint32NoValStruct `json:"exempt_time,omitempty"`
+		List       *V0044QosPreemptList    `json:"list,omitempty"`
+
+		// Mode PreemptMode - Mechanism used to preempt jobs or enable gang scheduling
+		Mode *[]V0044QosPreemptMode `json:"mode,omitempty"`
+	} `json:"preempt,omitempty"`
+	Priority       *V0044Uint32NoValStruct  `json:"priority,omitempty"`
+	UsageFactor    *V0044Float64NoValStruct `json:"usage_factor,omitempty"`
+	UsageThreshold *V0044Float64NoValStruct `json:"usage_threshold,omitempty"`
+}
+
+// V0044QosFlags defines model for V0044Qos.Flags.
+type V0044QosFlags string
+
+// V0044QosPreemptMode defines model for V0044Qos.Preempt.Mode.
+type V0044QosPreemptMode string
+
+// V0044QosList defines model for v0.0.44_qos_list.
+type V0044QosList = []V0044Qos
+
+// V0044QosPreemptList defines model for v0.0.44_qos_preempt_list.
+type V0044QosPreemptList = []string
+
+// V0044QosStringIdList List of QOS names
+type V0044QosStringIdList = []string
+
 // V0044ReservationCoreSpec defines model for v0.0.44_reservation_core_spec.
 type V0044ReservationCoreSpec struct {
 	// Core IDs of reserved cores
@@ -3791,6 +5321,61 @@ type V0044ReservationModReq struct {
 	Reservations *V0044ReservationDescMsgList `json:"reservations,omitempty"`
 }
 
+// V0044RollupStats defines model for v0.0.44_rollup_stats.
+type V0044RollupStats struct {
+	Daily *struct {
+		// Count Number of daily rollups since last_run
+		Count    *int32 `json:"count,omitempty"`
+		Duration *struct {
+			// Last Total time spent doing daily daily rollup (seconds)
+			Last *int64 `json:"last,omitempty"`
+
+			// Max Longest daily rollup time (seconds)
+			Max *int64 `json:"max,omitempty"`
+
+			// Time Total time spent doing daily rollups (seconds)
+			Time *int64 `json:"time,omitempty"`
+		} `json:"duration,omitempty"`
+
+		// LastRun Last time daily rollup ran (UNIX timestamp) (UNIX timestamp or time string recognized by Slurm (e.g., '[MM/DD[/YY]-]HH:MM[:SS]'))
+		LastRun *int64 `json:"last_run,omitempty"`
+	} `json:"daily,omitempty"`
+	Hourly *struct {
+		// Count Number of hourly rollups since last_run
+		Count    *int32 `json:"count,omitempty"`
+		Duration *struct {
+			// Last Total time spent doing last daily rollup (seconds)
+			Last *int64 `json:"last,omitempty"`
+
+			// Max Longest hourly rollup time (seconds)
+			Max *int64 `json:"max,omitempty"`
+
+			// Time Total time spent doing hourly rollups (seconds)
+			Time *int64 `json:"time,omitempty"`
+		} `json:"duration,omitempty"`
+
+		// LastRun Last time hourly rollup ran (UNIX timestamp) (UNIX timestamp or time string recognized by Slurm (e.g., '[MM/DD[/YY]-]HH:MM[:SS]'))
+		LastRun *int64 `json:"last_run,omitempty"`
+	} `json:"hourly,omitempty"`
+	Monthly *struct {
+		// Count Number of monthly rollups since last_run
+		Count    *int32 `json:"count,omitempty"`
+		Duration *struct {
+			// Last Total time spent doing monthly daily rollup (seconds)
+			Last *int64 `json:"last,omitempty"`
+
+			// Max Longest monthly rollup time (seconds)
+			Max *int64 `json:"max,omitempty"`
+
+			// Time Total time spent doing monthly rollups (seconds)
+			Time *int64 `json:"time,omitempty"`
+		} `json:"duration,omitempty"`
+
+		// LastRun Last time monthly rollup ran (UNIX timestamp) (UNIX timestamp or time string recognized by Slurm (e.g., '[MM/DD[/YY]-]HH:MM[:SS]'))
+		LastRun *int64 `json:"last_run,omitempty"`
+	} `json:"monthly,omitempty"`
+}
+
 // V0044ScheduleExitFields defines model for v0.0.44_schedule_exit_fields.
 type V0044ScheduleExitFields struct {
 	// DefaultQueueDepth Reached number of jobs allowed to be tested
@@ -3811,6 +5396,9 @@ type V0044ScheduleExitFields struct {
 	// MaxSchedTime Reached maximum allowed scheduler time
 	MaxSchedTime *int32 `json:"max_sched_time,omitempty"`
 }
+
+// V0044SelectedStepList defines model for v0.0.44_selected_step_list.
+type V0044SelectedStepList = []string
 
 // V0044SharesFloat128Tres defines model for v0.0.44_shares_float128_tres.
 type V0044SharesFloat128Tres struct {
@@ -3853,6 +5441,24 @@ type V0044SlurmStepId struct {
 	// StepId Job step ID
 	StepId *string `json:"step_id,omitempty"`
 }
+
+// V0044SlurmdbdPing defines model for v0.0.44_slurmdbd_ping.
+type V0044SlurmdbdPing struct {
+	// Hostname Target for ping
+	Hostname string `json:"hostname"`
+
+	// Latency Number of microseconds it took to successfully ping or timeout
+	Latency int64 `json:"latency"`
+
+	// Primary Is responding slurmdbd the primary controller (Is responding slurmctld the primary controller)
+	Primary bool `json:"primary"`
+
+	// Responding If ping RPC responded with pong from slurmdbd
+	Responding bool `json:"responding"`
+}
+
+// V0044SlurmdbdPingArray defines model for v0.0.44_slurmdbd_ping_array.
+type V0044SlurmdbdPingArray = []V0044SlurmdbdPing
 
 // V0044StatsMsg defines model for v0.0.44_stats_msg.
 type V0044StatsMsg struct {
@@ -4089,8 +5695,196 @@ type V0044StatsMsgRpcsDump = []V0044StatsMsgRpcDump
 // V0044StatsMsgRpcsQueue Pending RPCs
 type V0044StatsMsgRpcsQueue = []V0044StatsMsgRpcQueue
 
+// V0044StatsRec defines model for v0.0.44_stats_rec.
+type V0044StatsRec struct {
+	RPCs    *V0044StatsRpcList `json:"RPCs,omitempty"`
+	Rollups *V0044RollupStats  `json:"rollups,omitempty"`
+
+	// TimeStart When data collection started (UNIX timestamp) (UNIX timestamp or time string recognized by Slurm (e.g., '[MM/DD[/YY]-]HH:MM[:SS]'))
+	TimeStart *int64              `json:"time_start,omitempty"`
+	Users     *V0044StatsUserList `json:"users,omitempty"`
+}
+
+// V0044StatsRpc defines model for v0.0.44_stats_rpc.
+type V0044StatsRpc struct {
+	// Count Number of RPCs processed
+	Count *int32 `json:"count,omitempty"`
+
+	// Rpc RPC type
+	Rpc  *string `json:"rpc,omitempty"`
+	Time *struct {
+		// Average Average RPC processing time in microseconds
+		Average *int64 `json:"average,omitempty"`
+
+		// Total Total RPC processing time in microseconds
+		Total *int64 `json:"total,omitempty"`
+	} `json:"time,omitempty"`
+}
+
+// V0044StatsRpcList defines model for v0.0.44_stats_rpc_list.
+type V0044StatsRpcList = []V0044StatsRpc
+
+// V0044StatsUser defines model for v0.0.44_stats_user.
+type V0044StatsUser struct {
+	// Count Number of RPCs processed
+	Count *int32 `json:"count,omitempty"`
+	Time  *struct {
+		// Average Average RPC processing time in microseconds
+		Average *int64 `json:"average,omitempty"`
+
+		// Total Total RPC processing time in microseconds
+		Total *int64 `json:"total,omitempty"`
+	} `json:"time,omitempty"`
+
+	// User User ID
+	User *string `json:"user,omitempty"`
+}
+
+// V0044StatsUserList defines model for v0.0.44_stats_user_list.
+type V0044StatsUserList = []V0044StatsUser
+
+// V0044Step defines model for v0.0.44_step.
+type V0044Step struct {
+	CPU *struct {
+		// Governor Requested CPU frequency governor in kHz
+		Governor           *string `json:"governor,omitempty"`
+		RequestedFrequency *struct {
+			Max *V0044Uint32NoValStruct `json:"max,omitempty"`
+			Min *V0044Uint32NoValStruct `json:"min,omitempty"`
+		} `json:"requested_frequency,omitempty"`
+	} `json:"CPU,omitempty"`
+	ExitCode *V0044ProcessExitCodeVerbose `json:"exit_code,omitempty"`
+
+	// KillRequestUser User ID that requested termination of the step
+	KillRequestUser *string `json:"kill_request_user,omitempty"`
+	Nodes           *struct {
+		// Count Number of nodes in the job step
+		Count *int32         `json:"count,omitempty"`
+		List  *V0044Hostlist `json:"list,omitempty"`
+
+		// Range Node(s) allocated to the job step
+		Range *string `json:"range,omitempty"`
+	} `json:"nodes,omitempty"`
+
+	// Pid Deprecated; Process ID
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	Pid *string `json:"pid,omitempty"`
+
+	// State Current state
+	State      *[]V0044StepState `json:"state,omitempty"`
+	Statistics *struct {
+		CPU *struct {
+			// ActualFrequency Average weighted CPU frequency of all tasks in kHz
+			ActualFrequency *int64 `json:"actual_frequency,omitempty"`
+		} `json:"CPU,omitempty"`
+		Energy *struct {
+			Consumed *V0044Uint64NoValStruct `json:"consumed,omitempty"`
+		} `json:"energy,omitempty"`
+	} `json:"statistics,omitempty"`
+	Step *struct {
+		// Id Step ID (Slurm job step ID)
+		Id *string `json:"id,omitempty"`
+
+		// Name Step name
+		Name *string `json:"name,omitempty"`
+
+		// Stderr Path to stderr file
+		Stderr *string `json:"stderr,omitempty"`
+
+		// StderrExpanded Step stderr with expanded fields
+		StderrExpanded *string `json:"stderr_expanded,omitempty"`
+
+		// Stdin Path to stdin file
+		Stdin *string `json:"stdin,omitempty"`
+
+		// StdinExpanded Step stdin with expanded fields
+		StdinExpanded *string `json:"stdin_expanded,omitempty"`
+
+		// Stdout Path to stdout file
+		Stdout *string `json:"stdout,omitempty"`
+
+		// StdoutExpanded Step stdout with expanded fields
+		StdoutExpanded *string `json:"stdout_expanded,omitempty"`
+	} `json:"step,omitempty"`
+	Task *struct {
+		// Distribution The layout of the step was when it was running
+		Distribution *string `json:"distribution,omitempty"`
+	} `json:"task,omitempty"`
+	Tasks *struct {
+		// Count Total number of tasks
+		Count *int32 `json:"count,omitempty"`
+	} `json:"tasks,omitempty"`
+	Time *struct {
+		// Elapsed Elapsed time in seconds
+		Elapsed *int32                  `json:"elapsed,omitempty"`
+		End     *V0044Uint64NoValStruct `json:"end,omitempty"`
+		Limit   *V0044Uint32NoValStruct `json:"limit,omitempty"`
+		Start   *V0044Uint64NoValStruct `json:"start,omitempty"`
+
+		// Suspended Total time in suspended state in seconds
+		Suspended *int32 `json:"suspended,omitempty"`
+		System    *struct {
+			// Microseconds System CPU time used by the step in microseconds
+			Microseconds *int32 `json:"microseconds,omitempty"`
+
+			// Seconds System CPU time used by the step in seconds
+			Seconds *int64 `json:"seconds,omitempty"`
+		} `json:"system,omitempty"`
+		Total *struct {
+			// Microseconds Total CPU time used by the step in microseconds
+			Microseconds *int32 `json:"microseconds,omitempty"`
+
+			// Seconds Total CPU time used by the step in seconds
+			Seconds *int64 `json:"seconds,omitempty"`
+		} `json:"total,omitempty"`
+		User *struct {
+			// Microseconds User CPU time used by the step in microseconds
+			Microseconds *int32 `json:"microseconds,omitempty"`
+
+			// Seconds User CPU time used by the step in seconds
+			Seconds *int64 `json:"seconds,omitempty"`
+		} `json:"user,omitempty"`
+	} `json:"time,omitempty"`
+	Tres *struct {
+		Allocated *V0044TresList `json:"allocated,omitempty"`
+		Consumed  *struct {
+			Average *V0044TresList         `json:"average,omitempty"`
+			Max     *V0044StepTresUsageMax `json:"max,omitempty"`
+			Min     *V0044StepTresUsageMin `json:"min,omitempty"`
+			Total   *V0044TresList         `json:"total,omitempty"`
+		} `json:"consumed,omitempty"`
+		Requested *struct {
+			Average *V0044TresList       `json:"average,omitempty"`
+			Max     *V0044StepTresReqMax `json:"max,omitempty"`
+			Min     *V0044StepTresReqMin `json:"min,omitempty"`
+			Total   *V0044TresList       `json:"total,omitempty"`
+		} `json:"requested,omitempty"`
+	} `json:"tres,omitempty"`
+}
+
+// V0044StepState defines model for V0044Step.State.
+type V0044StepState string
+
+// V0044StepList defines model for v0.0.44_step_list.
+type V0044StepList = []V0044Step
+
+// V0044StepTresReqMax defines model for v0.0.44_step_tres_req_max.
+type V0044StepTresReqMax = []V0044Tres
+
+// V0044StepTresReqMin defines model for v0.0.44_step_tres_req_min.
+type V0044StepTresReqMin = []V0044Tres
+
+// V0044StepTresUsageMax defines model for v0.0.44_step_tres_usage_max.
+type V0044StepTresUsageMax = []V0044Tres
+
+// V0044StepTresUsageMin defines model for v0.0.44_step_tres_usage_min.
+type V0044StepTresUsageMin = []V0044Tres
+
 // V0044StringArray defines model for v0.0.44_string_array.
 type V0044StringArray = []string
+
+// V0044StringList defines model for v0.0.44_string_list.
+type V0044StringList = []string
 
 // V0044Tres defines model for v0.0.44_tres.
 type V0044Tres struct {
@@ -4184,6 +5978,109 @@ type V0044UpdateNodeMsg struct {
 
 // V0044UpdateNodeMsgState defines model for V0044UpdateNodeMsg.State.
 type V0044UpdateNodeMsgState string
+
+// V0044User defines model for v0.0.44_user.
+type V0044User struct {
+	// AdministratorLevel AdminLevel granted to the user
+	AdministratorLevel *[]V0044UserAdministratorLevel `json:"administrator_level,omitempty"`
+	Associations       *V0044AssocShortList           `json:"associations,omitempty"`
+	Coordinators       *V0044CoordList                `json:"coordinators,omitempty"`
+	Default            *struct {
+		// Account Default account
+		Account *string `json:"account,omitempty"`
+
+		// Qos Default QOS
+		Qos *int32 `json:"qos,omitempty"`
+
+		// Wckey Default WCKey
+		Wckey *string `json:"wckey,omitempty"`
+	} `json:"default,omitempty"`
+
+	// Flags Flags associated with this user
+	Flags *[]V0044UserFlags `json:"flags,omitempty"`
+
+	// Name User name
+	Name string `json:"name"`
+
+	// OldName Previous user name
+	OldName *string         `json:"old_name,omitempty"`
+	Wckeys  *V0044WckeyList `json:"wckeys,omitempty"`
+}
+
+// V0044UserAdministratorLevel defines model for V0044User.AdministratorLevel.
+type V0044UserAdministratorLevel string
+
+// V0044UserFlags defines model for V0044User.Flags.
+type V0044UserFlags string
+
+// V0044UserList defines model for v0.0.44_user_list.
+type V0044UserList = []V0044User
+
+// V0044UserShort defines model for v0.0.44_user_short.
+type V0044UserShort struct {
+	// Adminlevel AdminLevel granted to the user
+	Adminlevel *[]V0044UserShortAdminlevel `json:"adminlevel,omitempty"`
+
+	// Defaultaccount Default account
+	Defaultaccount *string `json:"defaultaccount,omitempty"`
+
+	// Defaultqos Default QOS
+	Defaultqos *int32 `json:"defaultqos,omitempty"`
+
+	// Defaultwckey Default WCKey
+	Defaultwckey *string `json:"defaultwckey,omitempty"`
+}
+
+// V0044UserShortAdminlevel defines model for V0044UserShort.Adminlevel.
+type V0044UserShortAdminlevel string
+
+// V0044UsersAddCond defines model for v0.0.44_users_add_cond.
+type V0044UsersAddCond struct {
+	Accounts    *V0044StringList  `json:"accounts,omitempty"`
+	Association *V0044AssocRecSet `json:"association,omitempty"`
+	Clusters    *V0044StringList  `json:"clusters,omitempty"`
+	Partitions  *V0044StringList  `json:"partitions,omitempty"`
+	Users       V0044StringList   `json:"users"`
+	Wckeys      *V0044StringList  `json:"wckeys,omitempty"`
+}
+
+// V0044Wckey defines model for v0.0.44_wckey.
+type V0044Wckey struct {
+	Accounting *V0044AccountingList `json:"accounting,omitempty"`
+
+	// Cluster Cluster name
+	Cluster string `json:"cluster"`
+
+	// Flags Flags associated with this WCKey
+	Flags *[]V0044WckeyFlags `json:"flags,omitempty"`
+
+	// Id Unique ID for this user-cluster-wckey combination
+	Id *int32 `json:"id,omitempty"`
+
+	// Name WCKey name
+	Name string `json:"name"`
+
+	// User User name
+	User string `json:"user"`
+}
+
+// V0044WckeyFlags defines model for V0044Wckey.Flags.
+type V0044WckeyFlags string
+
+// V0044WckeyList defines model for v0.0.44_wckey_list.
+type V0044WckeyList = []V0044Wckey
+
+// V0044WckeyTagStruct defines model for v0.0.44_wckey_tag_struct.
+type V0044WckeyTagStruct struct {
+	// Flags Active flags
+	Flags []V0044WckeyTagStructFlags `json:"flags"`
+
+	// Wckey WCKey name
+	Wckey string `json:"wckey"`
+}
+
+// V0044WckeyTagStructFlags defines model for V0044WckeyTagStruct.Flags.
+type V0044WckeyTagStructFlags string
 
 // SlurmV0044DeleteJobParams defines parameters for SlurmV0044DeleteJob.
 type SlurmV0044DeleteJobParams struct {
@@ -4296,6 +6193,649 @@ type SlurmV0044GetSharesParams struct {
 	Users *string `form:"users,omitempty" json:"users,omitempty"`
 }
 
+// SlurmdbV0044GetAccountParams defines parameters for SlurmdbV0044GetAccount.
+type SlurmdbV0044GetAccountParams struct {
+	// WithAssocs Include associations
+	WithAssocs *string `form:"with_assocs,omitempty" json:"with_assocs,omitempty"`
+
+	// WithCoords Include coordinators
+	WithCoords *string `form:"with_coords,omitempty" json:"with_coords,omitempty"`
+
+	// WithDeleted Include deleted
+	WithDeleted *string `form:"with_deleted,omitempty" json:"with_deleted,omitempty"`
+}
+
+// SlurmdbV0044GetAccountsParams defines parameters for SlurmdbV0044GetAccounts.
+type SlurmdbV0044GetAccountsParams struct {
+	// Description CSV description list
+	Description *string `form:"description,omitempty" json:"description,omitempty"`
+
+	// DELETED include deleted associations
+	DELETED *string `form:"DELETED,omitempty" json:"DELETED,omitempty"`
+
+	// WithAssociations query includes associations
+	WithAssociations *string `form:"WithAssociations,omitempty" json:"WithAssociations,omitempty"`
+
+	// WithCoordinators query includes coordinators
+	WithCoordinators *string `form:"WithCoordinators,omitempty" json:"WithCoordinators,omitempty"`
+
+	// NoUsersAreCoords remove users as coordinators
+	NoUsersAreCoords *string `form:"NoUsersAreCoords,omitempty" json:"NoUsersAreCoords,omitempty"`
+
+	// UsersAreCoords users are coordinators
+	UsersAreCoords *string `form:"UsersAreCoords,omitempty" json:"UsersAreCoords,omitempty"`
+}
+
+// SlurmdbV0044DeleteAssociationParams defines parameters for SlurmdbV0044DeleteAssociation.
+type SlurmdbV0044DeleteAssociationParams struct {
+	// Account CSV accounts list
+	Account *string `form:"account,omitempty" json:"account,omitempty"`
+
+	// Cluster CSV clusters list
+	Cluster *string `form:"cluster,omitempty" json:"cluster,omitempty"`
+
+	// DefaultQos CSV QOS list
+	DefaultQos                 *string `form:"default_qos,omitempty" json:"default_qos,omitempty"`
+	IncludeDeletedAssociations *string `form:"Include deleted associations,omitempty" json:"Include deleted associations,omitempty"`
+	IncludeUsage               *string `form:"Include usage,omitempty" json:"Include usage,omitempty"`
+	FilterToOnlyDefaults       *string `form:"Filter to only defaults,omitempty" json:"Filter to only defaults,omitempty"`
+	IncludeTheRawQOSOrDeltaQos *string `form:"Include the raw QOS or delta_qos,omitempty" json:"Include the raw QOS or delta_qos,omitempty"`
+	IncludeSubAcctInformation  *string `form:"Include sub acct information,omitempty" json:"Include sub acct information,omitempty"`
+	ExcludeParentIdname        *string `form:"Exclude parent id/name,omitempty" json:"Exclude parent id/name,omitempty"`
+	ExcludeLimitsFromParents   *string `form:"Exclude limits from parents,omitempty" json:"Exclude limits from parents,omitempty"`
+
+	// Format Ignored; process JSON manually to control output format
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	Format *string `form:"format,omitempty" json:"format,omitempty"`
+
+	// Id CSV ID list
+	Id *string `form:"id,omitempty" json:"id,omitempty"`
+
+	// ParentAccount CSV names of parent account
+	ParentAccount *string `form:"parent_account,omitempty" json:"parent_account,omitempty"`
+
+	// Partition CSV partition name list
+	Partition *string `form:"partition,omitempty" json:"partition,omitempty"`
+
+	// Qos CSV QOS list
+	Qos *string `form:"qos,omitempty" json:"qos,omitempty"`
+
+	// UsageEnd Usage end (UNIX timestamp)
+	UsageEnd *string `form:"usage_end,omitempty" json:"usage_end,omitempty"`
+
+	// UsageStart Usage start (UNIX timestamp)
+	UsageStart *string `form:"usage_start,omitempty" json:"usage_start,omitempty"`
+
+	// User CSV user list
+	User *string `form:"user,omitempty" json:"user,omitempty"`
+}
+
+// SlurmdbV0044GetAssociationParams defines parameters for SlurmdbV0044GetAssociation.
+type SlurmdbV0044GetAssociationParams struct {
+	// Account CSV accounts list
+	Account *string `form:"account,omitempty" json:"account,omitempty"`
+
+	// Cluster CSV clusters list
+	Cluster *string `form:"cluster,omitempty" json:"cluster,omitempty"`
+
+	// DefaultQos CSV QOS list
+	DefaultQos                 *string `form:"default_qos,omitempty" json:"default_qos,omitempty"`
+	IncludeDeletedAssociations *string `form:"Include deleted associations,omitempty" json:"Include deleted associations,omitempty"`
+	IncludeUsage               *string `form:"Include usage,omitempty" json:"Include usage,omitempty"`
+	FilterToOnlyDefaults       *string `form:"Filter to only defaults,omitempty" json:"Filter to only defaults,omitempty"`
+	IncludeTheRawQOSOrDeltaQos *string `form:"Include the raw QOS or delta_qos,omitempty" json:"Include the raw QOS or delta_qos,omitempty"`
+	IncludeSubAcctInformation  *string `form:"Include sub acct information,omitempty" json:"Include sub acct information,omitempty"`
+	ExcludeParentIdname        *string `form:"Exclude parent id/name,omitempty" json:"Exclude parent id/name,omitempty"`
+	ExcludeLimitsFromParents   *string `form:"Exclude limits from parents,omitempty" json:"Exclude limits from parents,omitempty"`
+
+	// Format Ignored; process JSON manually to control output format
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	Format *string `form:"format,omitempty" json:"format,omitempty"`
+
+	// Id CSV ID list
+	Id *string `form:"id,omitempty" json:"id,omitempty"`
+
+	// ParentAccount CSV names of parent account
+	ParentAccount *string `form:"parent_account,omitempty" json:"parent_account,omitempty"`
+
+	// Partition CSV partition name list
+	Partition *string `form:"partition,omitempty" json:"partition,omitempty"`
+
+	// Qos CSV QOS list
+	Qos *string `form:"qos,omitempty" json:"qos,omitempty"`
+
+	// UsageEnd Usage end (UNIX timestamp)
+	UsageEnd *string `form:"usage_end,omitempty" json:"usage_end,omitempty"`
+
+	// UsageStart Usage start (UNIX timestamp)
+	UsageStart *string `form:"usage_start,omitempty" json:"usage_start,omitempty"`
+
+	// User CSV user list
+	User *string `form:"user,omitempty" json:"user,omitempty"`
+}
+
+// SlurmdbV0044DeleteAssociationsParams defines parameters for SlurmdbV0044DeleteAssociations.
+type SlurmdbV0044DeleteAssociationsParams struct {
+	// Account CSV accounts list
+	Account *string `form:"account,omitempty" json:"account,omitempty"`
+
+	// Cluster CSV clusters list
+	Cluster *string `form:"cluster,omitempty" json:"cluster,omitempty"`
+
+	// DefaultQos CSV QOS list
+	DefaultQos                 *string `form:"default_qos,omitempty" json:"default_qos,omitempty"`
+	IncludeDeletedAssociations *string `form:"Include deleted associations,omitempty" json:"Include deleted associations,omitempty"`
+	IncludeUsage               *string `form:"Include usage,omitempty" json:"Include usage,omitempty"`
+	FilterToOnlyDefaults       *string `form:"Filter to only defaults,omitempty" json:"Filter to only defaults,omitempty"`
+	IncludeTheRawQOSOrDeltaQos *string `form:"Include the raw QOS or delta_qos,omitempty" json:"Include the raw QOS or delta_qos,omitempty"`
+	IncludeSubAcctInformation  *string `form:"Include sub acct information,omitempty" json:"Include sub acct information,omitempty"`
+	ExcludeParentIdname        *string `form:"Exclude parent id/name,omitempty" json:"Exclude parent id/name,omitempty"`
+	ExcludeLimitsFromParents   *string `form:"Exclude limits from parents,omitempty" json:"Exclude limits from parents,omitempty"`
+
+	// Format Ignored; process JSON manually to control output format
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	Format *string `form:"format,omitempty" json:"format,omitempty"`
+
+	// Id CSV ID list
+	Id *string `form:"id,omitempty" json:"id,omitempty"`
+
+	// ParentAccount CSV names of parent account
+	ParentAccount *string `form:"parent_account,omitempty" json:"parent_account,omitempty"`
+
+	// Partition CSV partition name list
+	Partition *string `form:"partition,omitempty" json:"partition,omitempty"`
+
+	// Qos CSV QOS list
+	Qos *string `form:"qos,omitempty" json:"qos,omitempty"`
+
+	// UsageEnd Usage end (UNIX timestamp)
+	UsageEnd *string `form:"usage_end,omitempty" json:"usage_end,omitempty"`
+
+	// UsageStart Usage start (UNIX timestamp)
+	UsageStart *string `form:"usage_start,omitempty" json:"usage_start,omitempty"`
+
+	// User CSV user list
+	User *string `form:"user,omitempty" json:"user,omitempty"`
+}
+
+// SlurmdbV0044GetAssociationsParams defines parameters for SlurmdbV0044GetAssociations.
+type SlurmdbV0044GetAssociationsParams struct {
+	// Account CSV accounts list
+	Account *string `form:"account,omitempty" json:"account,omitempty"`
+
+	// Cluster CSV clusters list
+	Cluster *string `form:"cluster,omitempty" json:"cluster,omitempty"`
+
+	// DefaultQos CSV QOS list
+	DefaultQos                 *string `form:"default_qos,omitempty" json:"default_qos,omitempty"`
+	IncludeDeletedAssociations *string `form:"Include deleted associations,omitempty" json:"Include deleted associations,omitempty"`
+	IncludeUsage               *string `form:"Include usage,omitempty" json:"Include usage,omitempty"`
+	FilterToOnlyDefaults       *string `form:"Filter to only defaults,omitempty" json:"Filter to only defaults,omitempty"`
+	IncludeTheRawQOSOrDeltaQos *string `form:"Include the raw QOS or delta_qos,omitempty" json:"Include the raw QOS or delta_qos,omitempty"`
+	IncludeSubAcctInformation  *string `form:"Include sub acct information,omitempty" json:"Include sub acct information,omitempty"`
+	ExcludeParentIdname        *string `form:"Exclude parent id/name,omitempty" json:"Exclude parent id/name,omitempty"`
+	ExcludeLimitsFromParents   *string `form:"Exclude limits from parents,omitempty" json:"Exclude limits from parents,omitempty"`
+
+	// Format Ignored; process JSON manually to control output format
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	Format *string `form:"format,omitempty" json:"format,omitempty"`
+
+	// Id CSV ID list
+	Id *string `form:"id,omitempty" json:"id,omitempty"`
+
+	// ParentAccount CSV names of parent account
+	ParentAccount *string `form:"parent_account,omitempty" json:"parent_account,omitempty"`
+
+	// Partition CSV partition name list
+	Partition *string `form:"partition,omitempty" json:"partition,omitempty"`
+
+	// Qos CSV QOS list
+	Qos *string `form:"qos,omitempty" json:"qos,omitempty"`
+
+	// UsageEnd Usage end (UNIX timestamp)
+	UsageEnd *string `form:"usage_end,omitempty" json:"usage_end,omitempty"`
+
+	// UsageStart Usage start (UNIX timestamp)
+	UsageStart *string `form:"usage_start,omitempty" json:"usage_start,omitempty"`
+
+	// User CSV user list
+	User *string `form:"user,omitempty" json:"user,omitempty"`
+}
+
+// SlurmdbV0044DeleteClusterParams defines parameters for SlurmdbV0044DeleteCluster.
+type SlurmdbV0044DeleteClusterParams struct {
+	// Classification Type of machine
+	Classification *SlurmdbV0044DeleteClusterParamsClassification `form:"classification,omitempty" json:"classification,omitempty"`
+
+	// Cluster CSV cluster list
+	Cluster *string `form:"cluster,omitempty" json:"cluster,omitempty"`
+
+	// Federation CSV federation list
+	Federation *string `form:"federation,omitempty" json:"federation,omitempty"`
+
+	// Flags Query flags
+	Flags *SlurmdbV0044DeleteClusterParamsFlags `form:"flags,omitempty" json:"flags,omitempty"`
+
+	// Format Ignored; process JSON manually to control output format
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	Format *string `form:"format,omitempty" json:"format,omitempty"`
+
+	// RpcVersion CSV RPC version list
+	RpcVersion *string `form:"rpc_version,omitempty" json:"rpc_version,omitempty"`
+
+	// UsageEnd Usage end (UNIX timestamp)
+	UsageEnd *string `form:"usage_end,omitempty" json:"usage_end,omitempty"`
+
+	// UsageStart Usage start (UNIX timestamp)
+	UsageStart *string `form:"usage_start,omitempty" json:"usage_start,omitempty"`
+
+	// WithDeleted Include deleted clusters
+	WithDeleted *string `form:"with_deleted,omitempty" json:"with_deleted,omitempty"`
+
+	// WithUsage Include usage
+	WithUsage *string `form:"with_usage,omitempty" json:"with_usage,omitempty"`
+}
+
+// SlurmdbV0044DeleteClusterParamsClassification defines parameters for SlurmdbV0044DeleteCluster.
+type SlurmdbV0044DeleteClusterParamsClassification string
+
+// SlurmdbV0044DeleteClusterParamsFlags defines parameters for SlurmdbV0044DeleteCluster.
+type SlurmdbV0044DeleteClusterParamsFlags string
+
+// SlurmdbV0044GetClusterParams defines parameters for SlurmdbV0044GetCluster.
+type SlurmdbV0044GetClusterParams struct {
+	// Classification Type of machine
+	Classification *SlurmdbV0044GetClusterParamsClassification `form:"classification,omitempty" json:"classification,omitempty"`
+
+	// Cluster CSV cluster list
+	Cluster *string `form:"cluster,omitempty" json:"cluster,omitempty"`
+
+	// Federation CSV federation list
+	Federation *string `form:"federation,omitempty" json:"federation,omitempty"`
+
+	// Flags Query flags
+	Flags *SlurmdbV0044GetClusterParamsFlags `form:"flags,omitempty" json:"flags,omitempty"`
+
+	// Format Ignored; process JSON manually to control output format
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	Format *string `form:"format,omitempty" json:"format,omitempty"`
+
+	// RpcVersion CSV RPC version list
+	RpcVersion *string `form:"rpc_version,omitempty" json:"rpc_version,omitempty"`
+
+	// UsageEnd Usage end (UNIX timestamp)
+	UsageEnd *string `form:"usage_end,omitempty" json:"usage_end,omitempty"`
+
+	// UsageStart Usage start (UNIX timestamp)
+	UsageStart *string `form:"usage_start,omitempty" json:"usage_start,omitempty"`
+
+	// WithDeleted Include deleted clusters
+	WithDeleted *string `form:"with_deleted,omitempty" json:"with_deleted,omitempty"`
+
+	// WithUsage Include usage
+	WithUsage *string `form:"with_usage,omitempty" json:"with_usage,omitempty"`
+}
+
+// SlurmdbV0044GetClusterParamsClassification defines parameters for SlurmdbV0044GetCluster.
+type SlurmdbV0044GetClusterParamsClassification string
+
+// SlurmdbV0044GetClusterParamsFlags defines parameters for SlurmdbV0044GetCluster.
+type SlurmdbV0044GetClusterParamsFlags string
+
+// SlurmdbV0044GetClustersParams defines parameters for SlurmdbV0044GetClusters.
+type SlurmdbV0044GetClustersParams struct {
+	// UpdateTime Query reservations updated more recently than this time (UNIX timestamp)
+	UpdateTime *string `form:"update_time,omitempty" json:"update_time,omitempty"`
+}
+
+// SlurmdbV0044PostClustersParams defines parameters for SlurmdbV0044PostClusters.
+type SlurmdbV0044PostClustersParams struct {
+	// UpdateTime Query reservations updated more recently than this time (UNIX timestamp)
+	UpdateTime *string `form:"update_time,omitempty" json:"update_time,omitempty"`
+}
+
+// SlurmdbV0044GetInstanceParams defines parameters for SlurmdbV0044GetInstance.
+type SlurmdbV0044GetInstanceParams struct {
+	// Cluster CSV clusters list
+	Cluster *string `form:"cluster,omitempty" json:"cluster,omitempty"`
+
+	// Extra CSV extra list
+	Extra *string `form:"extra,omitempty" json:"extra,omitempty"`
+
+	// Format Ignored; process JSON manually to control output format
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	Format *string `form:"format,omitempty" json:"format,omitempty"`
+
+	// InstanceId CSV instance_id list
+	InstanceId *string `form:"instance_id,omitempty" json:"instance_id,omitempty"`
+
+	// InstanceType CSV instance_type list
+	InstanceType *string `form:"instance_type,omitempty" json:"instance_type,omitempty"`
+
+	// NodeList Ranged node string
+	NodeList *string `form:"node_list,omitempty" json:"node_list,omitempty"`
+
+	// TimeEnd Time end (UNIX timestamp)
+	TimeEnd *string `form:"time_end,omitempty" json:"time_end,omitempty"`
+
+	// TimeStart Time start (UNIX timestamp)
+	TimeStart *string `form:"time_start,omitempty" json:"time_start,omitempty"`
+}
+
+// SlurmdbV0044GetInstancesParams defines parameters for SlurmdbV0044GetInstances.
+type SlurmdbV0044GetInstancesParams struct {
+	// Cluster CSV clusters list
+	Cluster *string `form:"cluster,omitempty" json:"cluster,omitempty"`
+
+	// Extra CSV extra list
+	Extra *string `form:"extra,omitempty" json:"extra,omitempty"`
+
+	// Format Ignored; process JSON manually to control output format
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	Format *string `form:"format,omitempty" json:"format,omitempty"`
+
+	// InstanceId CSV instance_id list
+	InstanceId *string `form:"instance_id,omitempty" json:"instance_id,omitempty"`
+
+	// InstanceType CSV instance_type list
+	InstanceType *string `form:"instance_type,omitempty" json:"instance_type,omitempty"`
+
+	// NodeList Ranged node string
+	NodeList *string `form:"node_list,omitempty" json:"node_list,omitempty"`
+
+	// TimeEnd Time end (UNIX timestamp)
+	TimeEnd *string `form:"time_end,omitempty" json:"time_end,omitempty"`
+
+	// TimeStart Time start (UNIX timestamp)
+	TimeStart *string `form:"time_start,omitempty" json:"time_start,omitempty"`
+}
+
+// SlurmdbV0044GetJobsParams defines parameters for SlurmdbV0044GetJobs.
+type SlurmdbV0044GetJobsParams struct {
+	// Account CSV account list
+	Account *string `form:"account,omitempty" json:"account,omitempty"`
+
+	// Association CSV association list
+	Association *string `form:"association,omitempty" json:"association,omitempty"`
+
+	// Cluster CSV cluster list
+	Cluster *string `form:"cluster,omitempty" json:"cluster,omitempty"`
+
+	// Constraints CSV constraint list
+	Constraints *string `form:"constraints,omitempty" json:"constraints,omitempty"`
+
+	// SchedulerUnset Schedule bits not set
+	SchedulerUnset *string `form:"scheduler_unset,omitempty" json:"scheduler_unset,omitempty"`
+
+	// ScheduledOnSubmit Job was started on submit
+	ScheduledOnSubmit *string `form:"scheduled_on_submit,omitempty" json:"scheduled_on_submit,omitempty"`
+
+	// ScheduledByMain Job was started from main scheduler
+	ScheduledByMain *string `form:"scheduled_by_main,omitempty" json:"scheduled_by_main,omitempty"`
+
+	// ScheduledByBackfill Job was started from backfill
+	ScheduledByBackfill *string `form:"scheduled_by_backfill,omitempty" json:"scheduled_by_backfill,omitempty"`
+
+	// JobStarted Job start RPC was received
+	JobStarted *string `form:"job_started,omitempty" json:"job_started,omitempty"`
+
+	// JobAltered Job record has been altered
+	JobAltered *string `form:"job_altered,omitempty" json:"job_altered,omitempty"`
+
+	// ExitCode Job exit code (numeric)
+	ExitCode *string `form:"exit_code,omitempty" json:"exit_code,omitempty"`
+
+	// ShowDuplicates Include duplicate job entries
+	ShowDuplicates *string `form:"show_duplicates,omitempty" json:"show_duplicates,omitempty"`
+
+	// SkipSteps Exclude job step details
+	SkipSteps *string `form:"skip_steps,omitempty" json:"skip_steps,omitempty"`
+
+	// DisableTruncateUsageTime Do not truncate the time to usage_start and usage_end
+	DisableTruncateUsageTime *string `form:"disable_truncate_usage_time,omitempty" json:"disable_truncate_usage_time,omitempty"`
+
+	// WholeHetjob Include details on all hetjob components
+	WholeHetjob *string `form:"whole_hetjob,omitempty" json:"whole_hetjob,omitempty"`
+
+	// DisableWholeHetjob Only show details on specified hetjob components
+	DisableWholeHetjob *string `form:"disable_whole_hetjob,omitempty" json:"disable_whole_hetjob,omitempty"`
+
+	// DisableWaitForResult Tell dbd not to wait for the result
+	DisableWaitForResult *string `form:"disable_wait_for_result,omitempty" json:"disable_wait_for_result,omitempty"`
+
+	// UsageTimeAsSubmitTime Use usage_time as the submit_time of the job
+	UsageTimeAsSubmitTime *string `form:"usage_time_as_submit_time,omitempty" json:"usage_time_as_submit_time,omitempty"`
+
+	// ShowBatchScript Include job script
+	ShowBatchScript *string `form:"show_batch_script,omitempty" json:"show_batch_script,omitempty"`
+
+	// ShowJobEnvironment Include job environment
+	ShowJobEnvironment *string `form:"show_job_environment,omitempty" json:"show_job_environment,omitempty"`
+
+	// Format Ignored; process JSON manually to control output format
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	Format *string `form:"format,omitempty" json:"format,omitempty"`
+
+	// Groups CSV group list
+	Groups *string `form:"groups,omitempty" json:"groups,omitempty"`
+
+	// JobName CSV job name list
+	JobName *string `form:"job_name,omitempty" json:"job_name,omitempty"`
+
+	// Partition CSV partition name list
+	Partition *string `form:"partition,omitempty" json:"partition,omitempty"`
+
+	// Qos CSV QOS name list
+	Qos *string `form:"qos,omitempty" json:"qos,omitempty"`
+
+	// Reason CSV reason list
+	Reason *string `form:"reason,omitempty" json:"reason,omitempty"`
+
+	// Reservation CSV reservation name list
+	Reservation *string `form:"reservation,omitempty" json:"reservation,omitempty"`
+
+	// ReservationId CSV reservation ID list
+	ReservationId *string `form:"reservation_id,omitempty" json:"reservation_id,omitempty"`
+
+	// State CSV state list
+	State *string `form:"state,omitempty" json:"state,omitempty"`
+
+	// Step CSV step id list
+	Step *string `form:"step,omitempty" json:"step,omitempty"`
+
+	// EndTime Usage end (UNIX timestamp)
+	EndTime *string `form:"end_time,omitempty" json:"end_time,omitempty"`
+
+	// StartTime Usage start (UNIX timestamp)
+	StartTime *string `form:"start_time,omitempty" json:"start_time,omitempty"`
+
+	// Node Ranged node string where jobs ran
+	Node *string `form:"node,omitempty" json:"node,omitempty"`
+
+	// Users CSV user name list
+	Users *string `form:"users,omitempty" json:"users,omitempty"`
+
+	// Wckey CSV WCKey list
+	Wckey *string `form:"wckey,omitempty" json:"wckey,omitempty"`
+}
+
+// SlurmdbV0044GetQosParams defines parameters for SlurmdbV0044GetQos.
+type SlurmdbV0044GetQosParams struct {
+	// Description CSV description list
+	Description       *string `form:"description,omitempty" json:"description,omitempty"`
+	IncludeDeletedQOS *string `form:"Include deleted QOS,omitempty" json:"Include deleted QOS,omitempty"`
+
+	// Id CSV QOS id list
+	Id *string `form:"id,omitempty" json:"id,omitempty"`
+
+	// Format Ignored; process JSON manually to control output format
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	Format *string `form:"format,omitempty" json:"format,omitempty"`
+
+	// Name CSV QOS name list
+	Name *string `form:"name,omitempty" json:"name,omitempty"`
+
+	// PreemptMode PreemptMode used when jobs in this QOS are preempted
+	PreemptMode *SlurmdbV0044GetQosParamsPreemptMode `form:"preempt_mode,omitempty" json:"preempt_mode,omitempty"`
+}
+
+// SlurmdbV0044GetQosParamsPreemptMode defines parameters for SlurmdbV0044GetQos.
+type SlurmdbV0044GetQosParamsPreemptMode string
+
+// SlurmdbV0044PostQosParams defines parameters for SlurmdbV0044PostQos.
+type SlurmdbV0044PostQosParams struct {
+	// Description CSV description list
+	Description       *string `form:"description,omitempty" json:"description,omitempty"`
+	IncludeDeletedQOS *string `form:"Include deleted QOS,omitempty" json:"Include deleted QOS,omitempty"`
+
+	// Id CSV QOS id list
+	Id *string `form:"id,omitempty" json:"id,omitempty"`
+
+	// Format Ignored; process JSON manually to control output format
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	Format *string `form:"format,omitempty" json:"format,omitempty"`
+
+	// Name CSV QOS name list
+	Name *string `form:"name,omitempty" json:"name,omitempty"`
+
+	// PreemptMode PreemptMode used when jobs in this QOS are preempted
+	PreemptMode *SlurmdbV0044PostQosParamsPreemptMode `form:"preempt_mode,omitempty" json:"preempt_mode,omitempty"`
+}
+
+// SlurmdbV0044PostQosParamsPreemptMode defines parameters for SlurmdbV0044PostQos.
+type SlurmdbV0044PostQosParamsPreemptMode string
+
+// SlurmdbV0044GetSingleQosParams defines parameters for SlurmdbV0044GetSingleQos.
+type SlurmdbV0044GetSingleQosParams struct {
+	// WithDeleted Query includes deleted QOS
+	WithDeleted *string `form:"with_deleted,omitempty" json:"with_deleted,omitempty"`
+}
+
+// SlurmdbV0044GetUserParams defines parameters for SlurmdbV0044GetUser.
+type SlurmdbV0044GetUserParams struct {
+	// WithDeleted Include deleted users
+	WithDeleted *string `form:"with_deleted,omitempty" json:"with_deleted,omitempty"`
+
+	// WithAssocs Include associations
+	WithAssocs *string `form:"with_assocs,omitempty" json:"with_assocs,omitempty"`
+
+	// WithCoords Include coordinators
+	WithCoords *string `form:"with_coords,omitempty" json:"with_coords,omitempty"`
+
+	// WithWckeys Include WCKeys
+	WithWckeys *string `form:"with_wckeys,omitempty" json:"with_wckeys,omitempty"`
+}
+
+// SlurmdbV0044GetUsersParams defines parameters for SlurmdbV0044GetUsers.
+type SlurmdbV0044GetUsersParams struct {
+	// AdminLevel Administrator level
+	AdminLevel *SlurmdbV0044GetUsersParamsAdminLevel `form:"admin_level,omitempty" json:"admin_level,omitempty"`
+
+	// DefaultAccount CSV default account list
+	DefaultAccount *string `form:"default_account,omitempty" json:"default_account,omitempty"`
+
+	// DefaultWckey CSV default WCKey list
+	DefaultWckey *string `form:"default_wckey,omitempty" json:"default_wckey,omitempty"`
+
+	// WithAssocs With associations
+	WithAssocs *string `form:"with_assocs,omitempty" json:"with_assocs,omitempty"`
+
+	// WithCoords With coordinators
+	WithCoords *string `form:"with_coords,omitempty" json:"with_coords,omitempty"`
+
+	// WithDeleted With deleted
+	WithDeleted *string `form:"with_deleted,omitempty" json:"with_deleted,omitempty"`
+
+	// WithWckeys With WCKeys
+	WithWckeys *string `form:"with_wckeys,omitempty" json:"with_wckeys,omitempty"`
+
+	// WithoutDefaults Exclude defaults
+	WithoutDefaults *string `form:"without_defaults,omitempty" json:"without_defaults,omitempty"`
+}
+
+// SlurmdbV0044GetUsersParamsAdminLevel defines parameters for SlurmdbV0044GetUsers.
+type SlurmdbV0044GetUsersParamsAdminLevel string
+
+// SlurmdbV0044PostUsersAssociationParams defines parameters for SlurmdbV0044PostUsersAssociation.
+type SlurmdbV0044PostUsersAssociationParams struct {
+	// UpdateTime Query partitions updated more recently than this time (UNIX timestamp)
+	UpdateTime *string `form:"update_time,omitempty" json:"update_time,omitempty"`
+
+	// Flags Query flags
+	Flags *SlurmdbV0044PostUsersAssociationParamsFlags `form:"flags,omitempty" json:"flags,omitempty"`
+}
+
+// SlurmdbV0044PostUsersAssociationParamsFlags defines parameters for SlurmdbV0044PostUsersAssociation.
+type SlurmdbV0044PostUsersAssociationParamsFlags string
+
+// SlurmdbV0044GetWckeysParams defines parameters for SlurmdbV0044GetWckeys.
+type SlurmdbV0044GetWckeysParams struct {
+	// Cluster CSV cluster name list
+	Cluster *string `form:"cluster,omitempty" json:"cluster,omitempty"`
+
+	// Format Ignored; process JSON manually to control output format
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	Format *string `form:"format,omitempty" json:"format,omitempty"`
+
+	// Id CSV ID list
+	Id *string `form:"id,omitempty" json:"id,omitempty"`
+
+	// Name CSV name list
+	Name *string `form:"name,omitempty" json:"name,omitempty"`
+
+	// OnlyDefaults Only query defaults
+	OnlyDefaults *string `form:"only_defaults,omitempty" json:"only_defaults,omitempty"`
+
+	// UsageEnd Usage end (UNIX timestamp)
+	UsageEnd *string `form:"usage_end,omitempty" json:"usage_end,omitempty"`
+
+	// UsageStart Usage start (UNIX timestamp)
+	UsageStart *string `form:"usage_start,omitempty" json:"usage_start,omitempty"`
+
+	// User CSV user list
+	User *string `form:"user,omitempty" json:"user,omitempty"`
+
+	// WithUsage Include usage
+	WithUsage *string `form:"with_usage,omitempty" json:"with_usage,omitempty"`
+
+	// WithDeleted Include deleted WCKeys
+	WithDeleted *string `form:"with_deleted,omitempty" json:"with_deleted,omitempty"`
+}
+
+// SlurmdbV0044PostWckeysParams defines parameters for SlurmdbV0044PostWckeys.
+type SlurmdbV0044PostWckeysParams struct {
+	// Cluster CSV cluster name list
+	Cluster *string `form:"cluster,omitempty" json:"cluster,omitempty"`
+
+	// Format Ignored; process JSON manually to control output format
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	Format *string `form:"format,omitempty" json:"format,omitempty"`
+
+	// Id CSV ID list
+	Id *string `form:"id,omitempty" json:"id,omitempty"`
+
+	// Name CSV name list
+	Name *string `form:"name,omitempty" json:"name,omitempty"`
+
+	// OnlyDefaults Only query defaults
+	OnlyDefaults *string `form:"only_defaults,omitempty" json:"only_defaults,omitempty"`
+
+	// UsageEnd Usage end (UNIX timestamp)
+	UsageEnd *string `form:"usage_end,omitempty" json:"usage_end,omitempty"`
+
+	// UsageStart Usage start (UNIX timestamp)
+	UsageStart *string `form:"usage_start,omitempty" json:"usage_start,omitempty"`
+
+	// User CSV user list
+	User *string `form:"user,omitempty" json:"user,omitempty"`
+
+	// WithUsage Include usage
+	WithUsage *string `form:"with_usage,omitempty" json:"with_usage,omitempty"`
+
+	// WithDeleted Include deleted WCKeys
+	WithDeleted *string `form:"with_deleted,omitempty" json:"with_deleted,omitempty"`
+}
+
 // SlurmV0044PostJobAllocateJSONRequestBody defines body for SlurmV0044PostJobAllocate for application/json ContentType.
 type SlurmV0044PostJobAllocateJSONRequestBody = V0044JobAllocReq
 
@@ -4322,6 +6862,42 @@ type SlurmV0044PostReservationJSONRequestBody = V0044ReservationDescMsg
 
 // SlurmV0044PostReservationsJSONRequestBody defines body for SlurmV0044PostReservations for application/json ContentType.
 type SlurmV0044PostReservationsJSONRequestBody = V0044ReservationModReq
+
+// SlurmdbV0044PostAccountsJSONRequestBody defines body for SlurmdbV0044PostAccounts for application/json ContentType.
+type SlurmdbV0044PostAccountsJSONRequestBody = V0044OpenapiAccountsResp
+
+// SlurmdbV0044PostAccountsAssociationJSONRequestBody defines body for SlurmdbV0044PostAccountsAssociation for application/json ContentType.
+type SlurmdbV0044PostAccountsAssociationJSONRequestBody = V0044OpenapiAccountsAddCondResp
+
+// SlurmdbV0044PostAssociationsJSONRequestBody defines body for SlurmdbV0044PostAssociations for application/json ContentType.
+type SlurmdbV0044PostAssociationsJSONRequestBody = V0044OpenapiAssocsResp
+
+// SlurmdbV0044PostClustersJSONRequestBody defines body for SlurmdbV0044PostClusters for application/json ContentType.
+type SlurmdbV0044PostClustersJSONRequestBody = V0044OpenapiClustersResp
+
+// SlurmdbV0044PostConfigJSONRequestBody defines body for SlurmdbV0044PostConfig for application/json ContentType.
+type SlurmdbV0044PostConfigJSONRequestBody = V0044OpenapiSlurmdbdConfigResp
+
+// SlurmdbV0044PostJobJSONRequestBody defines body for SlurmdbV0044PostJob for application/json ContentType.
+type SlurmdbV0044PostJobJSONRequestBody = V0044JobModify
+
+// SlurmdbV0044PostJobsJSONRequestBody defines body for SlurmdbV0044PostJobs for application/json ContentType.
+type SlurmdbV0044PostJobsJSONRequestBody = V0044OpenapiJobModifyReq
+
+// SlurmdbV0044PostQosJSONRequestBody defines body for SlurmdbV0044PostQos for application/json ContentType.
+type SlurmdbV0044PostQosJSONRequestBody = V0044OpenapiSlurmdbdQosResp
+
+// SlurmdbV0044PostTresJSONRequestBody defines body for SlurmdbV0044PostTres for application/json ContentType.
+type SlurmdbV0044PostTresJSONRequestBody = V0044OpenapiTresResp
+
+// SlurmdbV0044PostUsersJSONRequestBody defines body for SlurmdbV0044PostUsers for application/json ContentType.
+type SlurmdbV0044PostUsersJSONRequestBody = V0044OpenapiUsersResp
+
+// SlurmdbV0044PostUsersAssociationJSONRequestBody defines body for SlurmdbV0044PostUsersAssociation for application/json ContentType.
+type SlurmdbV0044PostUsersAssociationJSONRequestBody = V0044OpenapiUsersAddCondResp
+
+// SlurmdbV0044PostWckeysJSONRequestBody defines body for SlurmdbV0044PostWckeys for application/json ContentType.
+type SlurmdbV0044PostWckeysJSONRequestBody = V0044OpenapiWckeyResp
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -4612,6 +7188,311 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /slurm/v0.0.44/shares (the `SlurmV0044GetShares` operationId).
 	SlurmV0044GetShares(ctx context.Context, params *SlurmV0044GetSharesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044DeleteAccount Delete account
+	//
+	// Corresponds with DELETE /slurmdb/v0.0.44/account/{account_name} (the `SlurmdbV0044DeleteAccount` operationId).
+	SlurmdbV0044DeleteAccount(ctx context.Context, accountName string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044GetAccount Get account info
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/account/{account_name} (the `SlurmdbV0044GetAccount` operationId).
+	SlurmdbV0044GetAccount(ctx context.Context, accountName string, params *SlurmdbV0044GetAccountParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044GetAccounts Get account list
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/accounts/ (the `SlurmdbV0044GetAccounts` operationId).
+	SlurmdbV0044GetAccounts(ctx context.Context, params *SlurmdbV0044GetAccountsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044PostAccountsWithBody Add/update list of accounts
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/accounts/ (the `SlurmdbV0044PostAccounts` operationId).
+	SlurmdbV0044PostAccountsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044PostAccounts Add/update list of accounts
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/accounts/ (the `SlurmdbV0044PostAccounts` operationId).
+	SlurmdbV0044PostAccounts(ctx context.Context, body SlurmdbV0044PostAccountsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044PostAccountsAssociationWithBody Add accounts with conditional association
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/accounts_association/ (the `SlurmdbV0044PostAccountsAssociation` operationId).
+	SlurmdbV0044PostAccountsAssociationWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044PostAccountsAssociation Add accounts with conditional association
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/accounts_association/ (the `SlurmdbV0044PostAccountsAssociation` operationId).
+	SlurmdbV0044PostAccountsAssociation(ctx context.Context, body SlurmdbV0044PostAccountsAssociationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044DeleteAssociation Delete association
+	//
+	// Corresponds with DELETE /slurmdb/v0.0.44/association/ (the `SlurmdbV0044DeleteAssociation` operationId).
+	SlurmdbV0044DeleteAssociation(ctx context.Context, params *SlurmdbV0044DeleteAssociationParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044GetAssociation Get association info
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/association/ (the `SlurmdbV0044GetAssociation` operationId).
+	SlurmdbV0044GetAssociation(ctx context.Context, params *SlurmdbV0044GetAssociationParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044DeleteAssociations Delete associations
+	//
+	// Corresponds with DELETE /slurmdb/v0.0.44/associations/ (the `SlurmdbV0044DeleteAssociations` operationId).
+	SlurmdbV0044DeleteAssociations(ctx context.Context, params *SlurmdbV0044DeleteAssociationsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044GetAssociations Get association list
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/associations/ (the `SlurmdbV0044GetAssociations` operationId).
+	SlurmdbV0044GetAssociations(ctx context.Context, params *SlurmdbV0044GetAssociationsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044PostAssociationsWithBody Set associations info
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/associations/ (the `SlurmdbV0044PostAssociations` operationId).
+	SlurmdbV0044PostAssociationsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044PostAssociations Set associations info
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/associations/ (the `SlurmdbV0044PostAssociations` operationId).
+	SlurmdbV0044PostAssociations(ctx context.Context, body SlurmdbV0044PostAssociationsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044DeleteCluster Delete cluster
+	//
+	// Corresponds with DELETE /slurmdb/v0.0.44/cluster/{cluster_name} (the `SlurmdbV0044DeleteCluster` operationId).
+	SlurmdbV0044DeleteCluster(ctx context.Context, clusterName string, params *SlurmdbV0044DeleteClusterParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044GetCluster Get cluster info
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/cluster/{cluster_name} (the `SlurmdbV0044GetCluster` operationId).
+	SlurmdbV0044GetCluster(ctx context.Context, clusterName string, params *SlurmdbV0044GetClusterParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044GetClusters Get cluster list
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/clusters/ (the `SlurmdbV0044GetClusters` operationId).
+	SlurmdbV0044GetClusters(ctx context.Context, params *SlurmdbV0044GetClustersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044PostClustersWithBody Get cluster list
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/clusters/ (the `SlurmdbV0044PostClusters` operationId).
+	SlurmdbV0044PostClustersWithBody(ctx context.Context, params *SlurmdbV0044PostClustersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044PostClusters Get cluster list
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/clusters/ (the `SlurmdbV0044PostClusters` operationId).
+	SlurmdbV0044PostClusters(ctx context.Context, params *SlurmdbV0044PostClustersParams, body SlurmdbV0044PostClustersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044GetConfig Dump all configuration information
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/config (the `SlurmdbV0044GetConfig` operationId).
+	SlurmdbV0044GetConfig(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044PostConfigWithBody Load all configuration information
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/config (the `SlurmdbV0044PostConfig` operationId).
+	SlurmdbV0044PostConfigWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044PostConfig Load all configuration information
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/config (the `SlurmdbV0044PostConfig` operationId).
+	SlurmdbV0044PostConfig(ctx context.Context, body SlurmdbV0044PostConfigJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044GetDiag Get slurmdb diagnostics
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/diag/ (the `SlurmdbV0044GetDiag` operationId).
+	SlurmdbV0044GetDiag(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044GetInstance Get instance info
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/instance/ (the `SlurmdbV0044GetInstance` operationId).
+	SlurmdbV0044GetInstance(ctx context.Context, params *SlurmdbV0044GetInstanceParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044GetInstances Get instance list
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/instances/ (the `SlurmdbV0044GetInstances` operationId).
+	SlurmdbV0044GetInstances(ctx context.Context, params *SlurmdbV0044GetInstancesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044GetJob Get job info
+	//
+	// This endpoint may return multiple job entries since job_id is not a unique key - only the tuple (cluster, job_id, start_time) is unique. If the requested job_id is a component of a heterogeneous job all components are returned.
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/job/{job_id} (the `SlurmdbV0044GetJob` operationId).
+	SlurmdbV0044GetJob(ctx context.Context, jobId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044PostJobWithBody Update job
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/job/{job_id} (the `SlurmdbV0044PostJob` operationId).
+	SlurmdbV0044PostJobWithBody(ctx context.Context, jobId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044PostJob Update job
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/job/{job_id} (the `SlurmdbV0044PostJob` operationId).
+	SlurmdbV0044PostJob(ctx context.Context, jobId string, body SlurmdbV0044PostJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044GetJobs Get job list
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/jobs/ (the `SlurmdbV0044GetJobs` operationId).
+	SlurmdbV0044GetJobs(ctx context.Context, params *SlurmdbV0044GetJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044PostJobsWithBody Update jobs
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/jobs/ (the `SlurmdbV0044PostJobs` operationId).
+	SlurmdbV0044PostJobsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044PostJobs Update jobs
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/jobs/ (the `SlurmdbV0044PostJobs` operationId).
+	SlurmdbV0044PostJobs(ctx context.Context, body SlurmdbV0044PostJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044GetPing ping test
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/ping/ (the `SlurmdbV0044GetPing` operationId).
+	SlurmdbV0044GetPing(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044GetQos Get QOS list
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/qos/ (the `SlurmdbV0044GetQos` operationId).
+	SlurmdbV0044GetQos(ctx context.Context, params *SlurmdbV0044GetQosParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044PostQosWithBody Add or update QOSs
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/qos/ (the `SlurmdbV0044PostQos` operationId).
+	SlurmdbV0044PostQosWithBody(ctx context.Context, params *SlurmdbV0044PostQosParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044PostQos Add or update QOSs
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/qos/ (the `SlurmdbV0044PostQos` operationId).
+	SlurmdbV0044PostQos(ctx context.Context, params *SlurmdbV0044PostQosParams, body SlurmdbV0044PostQosJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044DeleteSingleQos Delete QOS
+	//
+	// Corresponds with DELETE /slurmdb/v0.0.44/qos/{qos} (the `SlurmdbV0044DeleteSingleQos` operationId).
+	SlurmdbV0044DeleteSingleQos(ctx context.Context, qos string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044GetSingleQos Get QOS info
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/qos/{qos} (the `SlurmdbV0044GetSingleQos` operationId).
+	SlurmdbV0044GetSingleQos(ctx context.Context, qos string, params *SlurmdbV0044GetSingleQosParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044GetTres Get TRES info
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/tres/ (the `SlurmdbV0044GetTres` operationId).
+	SlurmdbV0044GetTres(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044PostTresWithBody Add TRES
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/tres/ (the `SlurmdbV0044PostTres` operationId).
+	SlurmdbV0044PostTresWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044PostTres Add TRES
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/tres/ (the `SlurmdbV0044PostTres` operationId).
+	SlurmdbV0044PostTres(ctx context.Context, body SlurmdbV0044PostTresJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044DeleteUser Delete user
+	//
+	// Corresponds with DELETE /slurmdb/v0.0.44/user/{name} (the `SlurmdbV0044DeleteUser` operationId).
+	SlurmdbV0044DeleteUser(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044GetUser Get user info
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/user/{name} (the `SlurmdbV0044GetUser` operationId).
+	SlurmdbV0044GetUser(ctx context.Context, name string, params *SlurmdbV0044GetUserParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044GetUsers Get user list
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/users/ (the `SlurmdbV0044GetUsers` operationId).
+	SlurmdbV0044GetUsers(ctx context.Context, params *SlurmdbV0044GetUsersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044PostUsersWithBody Update users
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/users/ (the `SlurmdbV0044PostUsers` operationId).
+	SlurmdbV0044PostUsersWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044PostUsers Update users
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/users/ (the `SlurmdbV0044PostUsers` operationId).
+	SlurmdbV0044PostUsers(ctx context.Context, body SlurmdbV0044PostUsersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044PostUsersAssociationWithBody Add users with conditional association
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/users_association/ (the `SlurmdbV0044PostUsersAssociation` operationId).
+	SlurmdbV0044PostUsersAssociationWithBody(ctx context.Context, params *SlurmdbV0044PostUsersAssociationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044PostUsersAssociation Add users with conditional association
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/users_association/ (the `SlurmdbV0044PostUsersAssociation` operationId).
+	SlurmdbV0044PostUsersAssociation(ctx context.Context, params *SlurmdbV0044PostUsersAssociationParams, body SlurmdbV0044PostUsersAssociationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044DeleteWckey Delete wckey
+	//
+	// Corresponds with DELETE /slurmdb/v0.0.44/wckey/{id} (the `SlurmdbV0044DeleteWckey` operationId).
+	SlurmdbV0044DeleteWckey(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044GetWckey Get wckey info
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/wckey/{id} (the `SlurmdbV0044GetWckey` operationId).
+	SlurmdbV0044GetWckey(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044GetWckeys Get wckey list
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/wckeys/ (the `SlurmdbV0044GetWckeys` operationId).
+	SlurmdbV0044GetWckeys(ctx context.Context, params *SlurmdbV0044GetWckeysParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044PostWckeysWithBody Add or update wckeys
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/wckeys/ (the `SlurmdbV0044PostWckeys` operationId).
+	SlurmdbV0044PostWckeysWithBody(ctx context.Context, params *SlurmdbV0044PostWckeysParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SlurmdbV0044PostWckeys Add or update wckeys
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/wckeys/ (the `SlurmdbV0044PostWckeys` operationId).
+	SlurmdbV0044PostWckeys(ctx context.Context, params *SlurmdbV0044PostWckeysParams, body SlurmdbV0044PostWckeysJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // SlurmV0044GetDiag get diagnostics
@@ -5180,6 +8061,821 @@ func (c *Client) SlurmV0044GetResources(ctx context.Context, jobId string, reqEd
 // Corresponds with GET /slurm/v0.0.44/shares (the `SlurmV0044GetShares` operationId).
 func (c *Client) SlurmV0044GetShares(ctx context.Context, params *SlurmV0044GetSharesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSlurmV0044GetSharesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044DeleteAccount Delete account
+//
+// Corresponds with DELETE /slurmdb/v0.0.44/account/{account_name} (the `SlurmdbV0044DeleteAccount` operationId).
+func (c *Client) SlurmdbV0044DeleteAccount(ctx context.Context, accountName string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044DeleteAccountRequest(c.Server, accountName)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044GetAccount Get account info
+//
+// Corresponds with GET /slurmdb/v0.0.44/account/{account_name} (the `SlurmdbV0044GetAccount` operationId).
+func (c *Client) SlurmdbV0044GetAccount(ctx context.Context, accountName string, params *SlurmdbV0044GetAccountParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044GetAccountRequest(c.Server, accountName, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044GetAccounts Get account list
+//
+// Corresponds with GET /slurmdb/v0.0.44/accounts/ (the `SlurmdbV0044GetAccounts` operationId).
+func (c *Client) SlurmdbV0044GetAccounts(ctx context.Context, params *SlurmdbV0044GetAccountsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044GetAccountsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044PostAccountsWithBody Add/update list of accounts
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /slurmdb/v0.0.44/accounts/ (the `SlurmdbV0044PostAccounts` operationId).
+func (c *Client) SlurmdbV0044PostAccountsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044PostAccountsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044PostAccounts Add/update list of accounts
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /slurmdb/v0.0.44/accounts/ (the `SlurmdbV0044PostAccounts` operationId).
+func (c *Client) SlurmdbV0044PostAccounts(ctx context.Context, body SlurmdbV0044PostAccountsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044PostAccountsRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044PostAccountsAssociationWithBody Add accounts with conditional association
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /slurmdb/v0.0.44/accounts_association/ (the `SlurmdbV0044PostAccountsAssociation` operationId).
+func (c *Client) SlurmdbV0044PostAccountsAssociationWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044PostAccountsAssociationRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044PostAccountsAssociation Add accounts with conditional association
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /slurmdb/v0.0.44/accounts_association/ (the `SlurmdbV0044PostAccountsAssociation` operationId).
+func (c *Client) SlurmdbV0044PostAccountsAssociation(ctx context.Context, body SlurmdbV0044PostAccountsAssociationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044PostAccountsAssociationRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044DeleteAssociation Delete association
+//
+// Corresponds with DELETE /slurmdb/v0.0.44/association/ (the `SlurmdbV0044DeleteAssociation` operationId).
+func (c *Client) SlurmdbV0044DeleteAssociation(ctx context.Context, params *SlurmdbV0044DeleteAssociationParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044DeleteAssociationRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044GetAssociation Get association info
+//
+// Corresponds with GET /slurmdb/v0.0.44/association/ (the `SlurmdbV0044GetAssociation` operationId).
+func (c *Client) SlurmdbV0044GetAssociation(ctx context.Context, params *SlurmdbV0044GetAssociationParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044GetAssociationRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044DeleteAssociations Delete associations
+//
+// Corresponds with DELETE /slurmdb/v0.0.44/associations/ (the `SlurmdbV0044DeleteAssociations` operationId).
+func (c *Client) SlurmdbV0044DeleteAssociations(ctx context.Context, params *SlurmdbV0044DeleteAssociationsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044DeleteAssociationsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044GetAssociations Get association list
+//
+// Corresponds with GET /slurmdb/v0.0.44/associations/ (the `SlurmdbV0044GetAssociations` operationId).
+func (c *Client) SlurmdbV0044GetAssociations(ctx context.Context, params *SlurmdbV0044GetAssociationsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044GetAssociationsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044PostAssociationsWithBody Set associations info
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /slurmdb/v0.0.44/associations/ (the `SlurmdbV0044PostAssociations` operationId).
+func (c *Client) SlurmdbV0044PostAssociationsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044PostAssociationsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044PostAssociations Set associations info
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /slurmdb/v0.0.44/associations/ (the `SlurmdbV0044PostAssociations` operationId).
+func (c *Client) SlurmdbV0044PostAssociations(ctx context.Context, body SlurmdbV0044PostAssociationsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044PostAssociationsRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044DeleteCluster Delete cluster
+//
+// Corresponds with DELETE /slurmdb/v0.0.44/cluster/{cluster_name} (the `SlurmdbV0044DeleteCluster` operationId).
+func (c *Client) SlurmdbV0044DeleteCluster(ctx context.Context, clusterName string, params *SlurmdbV0044DeleteClusterParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044DeleteClusterRequest(c.Server, clusterName, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044GetCluster Get cluster info
+//
+// Corresponds with GET /slurmdb/v0.0.44/cluster/{cluster_name} (the `SlurmdbV0044GetCluster` operationId).
+func (c *Client) SlurmdbV0044GetCluster(ctx context.Context, clusterName string, params *SlurmdbV0044GetClusterParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044GetClusterRequest(c.Server, clusterName, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044GetClusters Get cluster list
+//
+// Corresponds with GET /slurmdb/v0.0.44/clusters/ (the `SlurmdbV0044GetClusters` operationId).
+func (c *Client) SlurmdbV0044GetClusters(ctx context.Context, params *SlurmdbV0044GetClustersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044GetClustersRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044PostClustersWithBody Get cluster list
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /slurmdb/v0.0.44/clusters/ (the `SlurmdbV0044PostClusters` operationId).
+func (c *Client) SlurmdbV0044PostClustersWithBody(ctx context.Context, params *SlurmdbV0044PostClustersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044PostClustersRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044PostClusters Get cluster list
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /slurmdb/v0.0.44/clusters/ (the `SlurmdbV0044PostClusters` operationId).
+func (c *Client) SlurmdbV0044PostClusters(ctx context.Context, params *SlurmdbV0044PostClustersParams, body SlurmdbV0044PostClustersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044PostClustersRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044GetConfig Dump all configuration information
+//
+// Corresponds with GET /slurmdb/v0.0.44/config (the `SlurmdbV0044GetConfig` operationId).
+func (c *Client) SlurmdbV0044GetConfig(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044GetConfigRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044PostConfigWithBody Load all configuration information
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /slurmdb/v0.0.44/config (the `SlurmdbV0044PostConfig` operationId).
+func (c *Client) SlurmdbV0044PostConfigWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044PostConfigRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044PostConfig Load all configuration information
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /slurmdb/v0.0.44/config (the `SlurmdbV0044PostConfig` operationId).
+func (c *Client) SlurmdbV0044PostConfig(ctx context.Context, body SlurmdbV0044PostConfigJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044PostConfigRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044GetDiag Get slurmdb diagnostics
+//
+// Corresponds with GET /slurmdb/v0.0.44/diag/ (the `SlurmdbV0044GetDiag` operationId).
+func (c *Client) SlurmdbV0044GetDiag(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044GetDiagRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044GetInstance Get instance info
+//
+// Corresponds with GET /slurmdb/v0.0.44/instance/ (the `SlurmdbV0044GetInstance` operationId).
+func (c *Client) SlurmdbV0044GetInstance(ctx context.Context, params *SlurmdbV0044GetInstanceParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044GetInstanceRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044GetInstances Get instance list
+//
+// Corresponds with GET /slurmdb/v0.0.44/instances/ (the `SlurmdbV0044GetInstances` operationId).
+func (c *Client) SlurmdbV0044GetInstances(ctx context.Context, params *SlurmdbV0044GetInstancesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044GetInstancesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044GetJob Get job info
+//
+// This endpoint may return multiple job entries since job_id is not a unique key - only the tuple (cluster, job_id, start_time) is unique. If the requested job_id is a component of a heterogeneous job all components are returned.
+//
+// Corresponds with GET /slurmdb/v0.0.44/job/{job_id} (the `SlurmdbV0044GetJob` operationId).
+func (c *Client) SlurmdbV0044GetJob(ctx context.Context, jobId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044GetJobRequest(c.Server, jobId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044PostJobWithBody Update job
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /slurmdb/v0.0.44/job/{job_id} (the `SlurmdbV0044PostJob` operationId).
+func (c *Client) SlurmdbV0044PostJobWithBody(ctx context.Context, jobId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044PostJobRequestWithBody(c.Server, jobId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044PostJob Update job
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /slurmdb/v0.0.44/job/{job_id} (the `SlurmdbV0044PostJob` operationId).
+func (c *Client) SlurmdbV0044PostJob(ctx context.Context, jobId string, body SlurmdbV0044PostJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044PostJobRequest(c.Server, jobId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044GetJobs Get job list
+//
+// Corresponds with GET /slurmdb/v0.0.44/jobs/ (the `SlurmdbV0044GetJobs` operationId).
+func (c *Client) SlurmdbV0044GetJobs(ctx context.Context, params *SlurmdbV0044GetJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044GetJobsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044PostJobsWithBody Update jobs
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /slurmdb/v0.0.44/jobs/ (the `SlurmdbV0044PostJobs` operationId).
+func (c *Client) SlurmdbV0044PostJobsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044PostJobsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044PostJobs Update jobs
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /slurmdb/v0.0.44/jobs/ (the `SlurmdbV0044PostJobs` operationId).
+func (c *Client) SlurmdbV0044PostJobs(ctx context.Context, body SlurmdbV0044PostJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044PostJobsRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044GetPing ping test
+//
+// Corresponds with GET /slurmdb/v0.0.44/ping/ (the `SlurmdbV0044GetPing` operationId).
+func (c *Client) SlurmdbV0044GetPing(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044GetPingRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044GetQos Get QOS list
+//
+// Corresponds with GET /slurmdb/v0.0.44/qos/ (the `SlurmdbV0044GetQos` operationId).
+func (c *Client) SlurmdbV0044GetQos(ctx context.Context, params *SlurmdbV0044GetQosParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044GetQosRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044PostQosWithBody Add or update QOSs
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /slurmdb/v0.0.44/qos/ (the `SlurmdbV0044PostQos` operationId).
+func (c *Client) SlurmdbV0044PostQosWithBody(ctx context.Context, params *SlurmdbV0044PostQosParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044PostQosRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044PostQos Add or update QOSs
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /slurmdb/v0.0.44/qos/ (the `SlurmdbV0044PostQos` operationId).
+func (c *Client) SlurmdbV0044PostQos(ctx context.Context, params *SlurmdbV0044PostQosParams, body SlurmdbV0044PostQosJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044PostQosRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044DeleteSingleQos Delete QOS
+//
+// Corresponds with DELETE /slurmdb/v0.0.44/qos/{qos} (the `SlurmdbV0044DeleteSingleQos` operationId).
+func (c *Client) SlurmdbV0044DeleteSingleQos(ctx context.Context, qos string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044DeleteSingleQosRequest(c.Server, qos)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044GetSingleQos Get QOS info
+//
+// Corresponds with GET /slurmdb/v0.0.44/qos/{qos} (the `SlurmdbV0044GetSingleQos` operationId).
+func (c *Client) SlurmdbV0044GetSingleQos(ctx context.Context, qos string, params *SlurmdbV0044GetSingleQosParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044GetSingleQosRequest(c.Server, qos, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044GetTres Get TRES info
+//
+// Corresponds with GET /slurmdb/v0.0.44/tres/ (the `SlurmdbV0044GetTres` operationId).
+func (c *Client) SlurmdbV0044GetTres(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044GetTresRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044PostTresWithBody Add TRES
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /slurmdb/v0.0.44/tres/ (the `SlurmdbV0044PostTres` operationId).
+func (c *Client) SlurmdbV0044PostTresWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044PostTresRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044PostTres Add TRES
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /slurmdb/v0.0.44/tres/ (the `SlurmdbV0044PostTres` operationId).
+func (c *Client) SlurmdbV0044PostTres(ctx context.Context, body SlurmdbV0044PostTresJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044PostTresRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044DeleteUser Delete user
+//
+// Corresponds with DELETE /slurmdb/v0.0.44/user/{name} (the `SlurmdbV0044DeleteUser` operationId).
+func (c *Client) SlurmdbV0044DeleteUser(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044DeleteUserRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044GetUser Get user info
+//
+// Corresponds with GET /slurmdb/v0.0.44/user/{name} (the `SlurmdbV0044GetUser` operationId).
+func (c *Client) SlurmdbV0044GetUser(ctx context.Context, name string, params *SlurmdbV0044GetUserParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044GetUserRequest(c.Server, name, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044GetUsers Get user list
+//
+// Corresponds with GET /slurmdb/v0.0.44/users/ (the `SlurmdbV0044GetUsers` operationId).
+func (c *Client) SlurmdbV0044GetUsers(ctx context.Context, params *SlurmdbV0044GetUsersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044GetUsersRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044PostUsersWithBody Update users
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /slurmdb/v0.0.44/users/ (the `SlurmdbV0044PostUsers` operationId).
+func (c *Client) SlurmdbV0044PostUsersWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044PostUsersRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044PostUsers Update users
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /slurmdb/v0.0.44/users/ (the `SlurmdbV0044PostUsers` operationId).
+func (c *Client) SlurmdbV0044PostUsers(ctx context.Context, body SlurmdbV0044PostUsersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044PostUsersRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044PostUsersAssociationWithBody Add users with conditional association
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /slurmdb/v0.0.44/users_association/ (the `SlurmdbV0044PostUsersAssociation` operationId).
+func (c *Client) SlurmdbV0044PostUsersAssociationWithBody(ctx context.Context, params *SlurmdbV0044PostUsersAssociationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044PostUsersAssociationRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044PostUsersAssociation Add users with conditional association
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /slurmdb/v0.0.44/users_association/ (the `SlurmdbV0044PostUsersAssociation` operationId).
+func (c *Client) SlurmdbV0044PostUsersAssociation(ctx context.Context, params *SlurmdbV0044PostUsersAssociationParams, body SlurmdbV0044PostUsersAssociationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044PostUsersAssociationRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044DeleteWckey Delete wckey
+//
+// Corresponds with DELETE /slurmdb/v0.0.44/wckey/{id} (the `SlurmdbV0044DeleteWckey` operationId).
+func (c *Client) SlurmdbV0044DeleteWckey(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044DeleteWckeyRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044GetWckey Get wckey info
+//
+// Corresponds with GET /slurmdb/v0.0.44/wckey/{id} (the `SlurmdbV0044GetWckey` operationId).
+func (c *Client) SlurmdbV0044GetWckey(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044GetWckeyRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044GetWckeys Get wckey list
+//
+// Corresponds with GET /slurmdb/v0.0.44/wckeys/ (the `SlurmdbV0044GetWckeys` operationId).
+func (c *Client) SlurmdbV0044GetWckeys(ctx context.Context, params *SlurmdbV0044GetWckeysParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044GetWckeysRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044PostWckeysWithBody Add or update wckeys
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /slurmdb/v0.0.44/wckeys/ (the `SlurmdbV0044PostWckeys` operationId).
+func (c *Client) SlurmdbV0044PostWckeysWithBody(ctx context.Context, params *SlurmdbV0044PostWckeysParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044PostWckeysRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SlurmdbV0044PostWckeys Add or update wckeys
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /slurmdb/v0.0.44/wckeys/ (the `SlurmdbV0044PostWckeys` operationId).
+func (c *Client) SlurmdbV0044PostWckeys(ctx context.Context, params *SlurmdbV0044PostWckeysParams, body SlurmdbV0044PostWckeysJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSlurmdbV0044PostWckeysRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6499,6 +10195,4026 @@ func NewSlurmV0044GetSharesRequest(server string, params *SlurmV0044GetSharesPar
 	return req, nil
 }
 
+// NewSlurmdbV0044DeleteAccountRequest constructs an http.Request for the SlurmdbV0044DeleteAccount method
+func NewSlurmdbV0044DeleteAccountRequest(server string, accountName string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "account_name", accountName, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/account/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0044GetAccountRequest constructs an http.Request for the SlurmdbV0044GetAccount method
+func NewSlurmdbV0044GetAccountRequest(server string, accountName string, params *SlurmdbV0044GetAccountParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "account_name", accountName, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/account/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.WithAssocs != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_assocs", *params.WithAssocs, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithCoords != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_coords", *params.WithCoords, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithDeleted != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_deleted", *params.WithDeleted, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0044GetAccountsRequest constructs an http.Request for the SlurmdbV0044GetAccounts method
+func NewSlurmdbV0044GetAccountsRequest(server string, params *SlurmdbV0044GetAccountsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/accounts/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Description != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "description", *params.Description, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.DELETED != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "DELETED", *params.DELETED, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithAssociations != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "WithAssociations", *params.WithAssociations, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithCoordinators != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "WithCoordinators", *params.WithCoordinators, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.NoUsersAreCoords != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "NoUsersAreCoords", *params.NoUsersAreCoords, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsersAreCoords != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "UsersAreCoords", *params.UsersAreCoords, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0044PostAccountsRequest calls the generic SlurmdbV0044PostAccounts builder with application/json body
+func NewSlurmdbV0044PostAccountsRequest(server string, body SlurmdbV0044PostAccountsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSlurmdbV0044PostAccountsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewSlurmdbV0044PostAccountsRequestWithBody constructs an http.Request for the SlurmdbV0044PostAccounts method, with any body, and a specified content type
+func NewSlurmdbV0044PostAccountsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/accounts/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSlurmdbV0044PostAccountsAssociationRequest calls the generic SlurmdbV0044PostAccountsAssociation builder with application/json body
+func NewSlurmdbV0044PostAccountsAssociationRequest(server string, body SlurmdbV0044PostAccountsAssociationJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSlurmdbV0044PostAccountsAssociationRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewSlurmdbV0044PostAccountsAssociationRequestWithBody constructs an http.Request for the SlurmdbV0044PostAccountsAssociation method, with any body, and a specified content type
+func NewSlurmdbV0044PostAccountsAssociationRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/accounts_association/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSlurmdbV0044DeleteAssociationRequest constructs an http.Request for the SlurmdbV0044DeleteAssociation method
+func NewSlurmdbV0044DeleteAssociationRequest(server string, params *SlurmdbV0044DeleteAssociationParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/association/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Account != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "account", *params.Account, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cluster != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cluster", *params.Cluster, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.DefaultQos != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "default_qos", *params.DefaultQos, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeDeletedAssociations != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include deleted associations", *params.IncludeDeletedAssociations, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeUsage != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include usage", *params.IncludeUsage, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.FilterToOnlyDefaults != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Filter to only defaults", *params.FilterToOnlyDefaults, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeTheRawQOSOrDeltaQos != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include the raw QOS or delta_qos", *params.IncludeTheRawQOSOrDeltaQos, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeSubAcctInformation != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include sub acct information", *params.IncludeSubAcctInformation, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ExcludeParentIdname != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Exclude parent id/name", *params.ExcludeParentIdname, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ExcludeLimitsFromParents != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Exclude limits from parents", *params.ExcludeLimitsFromParents, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Id != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "id", *params.Id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ParentAccount != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "parent_account", *params.ParentAccount, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Partition != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "partition", *params.Partition, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Qos != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "qos", *params.Qos, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageEnd != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_end", *params.UsageEnd, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageStart != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_start", *params.UsageStart, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.User != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "user", *params.User, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0044GetAssociationRequest constructs an http.Request for the SlurmdbV0044GetAssociation method
+func NewSlurmdbV0044GetAssociationRequest(server string, params *SlurmdbV0044GetAssociationParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/association/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Account != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "account", *params.Account, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cluster != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cluster", *params.Cluster, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.DefaultQos != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "default_qos", *params.DefaultQos, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeDeletedAssociations != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include deleted associations", *params.IncludeDeletedAssociations, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeUsage != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include usage", *params.IncludeUsage, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.FilterToOnlyDefaults != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Filter to only defaults", *params.FilterToOnlyDefaults, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeTheRawQOSOrDeltaQos != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include the raw QOS or delta_qos", *params.IncludeTheRawQOSOrDeltaQos, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeSubAcctInformation != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include sub acct information", *params.IncludeSubAcctInformation, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ExcludeParentIdname != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Exclude parent id/name", *params.ExcludeParentIdname, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ExcludeLimitsFromParents != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Exclude limits from parents", *params.ExcludeLimitsFromParents, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Id != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "id", *params.Id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ParentAccount != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "parent_account", *params.ParentAccount, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Partition != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "partition", *params.Partition, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Qos != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "qos", *params.Qos, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageEnd != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_end", *params.UsageEnd, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageStart != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_start", *params.UsageStart, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.User != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "user", *params.User, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0044DeleteAssociationsRequest constructs an http.Request for the SlurmdbV0044DeleteAssociations method
+func NewSlurmdbV0044DeleteAssociationsRequest(server string, params *SlurmdbV0044DeleteAssociationsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/associations/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Account != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "account", *params.Account, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cluster != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cluster", *params.Cluster, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.DefaultQos != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "default_qos", *params.DefaultQos, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeDeletedAssociations != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include deleted associations", *params.IncludeDeletedAssociations, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeUsage != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include usage", *params.IncludeUsage, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.FilterToOnlyDefaults != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Filter to only defaults", *params.FilterToOnlyDefaults, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeTheRawQOSOrDeltaQos != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include the raw QOS or delta_qos", *params.IncludeTheRawQOSOrDeltaQos, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeSubAcctInformation != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include sub acct information", *params.IncludeSubAcctInformation, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ExcludeParentIdname != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Exclude parent id/name", *params.ExcludeParentIdname, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ExcludeLimitsFromParents != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Exclude limits from parents", *params.ExcludeLimitsFromParents, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Id != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "id", *params.Id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ParentAccount != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "parent_account", *params.ParentAccount, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Partition != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "partition", *params.Partition, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Qos != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "qos", *params.Qos, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageEnd != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_end", *params.UsageEnd, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageStart != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_start", *params.UsageStart, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.User != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "user", *params.User, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0044GetAssociationsRequest constructs an http.Request for the SlurmdbV0044GetAssociations method
+func NewSlurmdbV0044GetAssociationsRequest(server string, params *SlurmdbV0044GetAssociationsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/associations/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Account != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "account", *params.Account, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cluster != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cluster", *params.Cluster, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.DefaultQos != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "default_qos", *params.DefaultQos, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeDeletedAssociations != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include deleted associations", *params.IncludeDeletedAssociations, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeUsage != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include usage", *params.IncludeUsage, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.FilterToOnlyDefaults != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Filter to only defaults", *params.FilterToOnlyDefaults, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeTheRawQOSOrDeltaQos != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include the raw QOS or delta_qos", *params.IncludeTheRawQOSOrDeltaQos, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeSubAcctInformation != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include sub acct information", *params.IncludeSubAcctInformation, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ExcludeParentIdname != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Exclude parent id/name", *params.ExcludeParentIdname, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ExcludeLimitsFromParents != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Exclude limits from parents", *params.ExcludeLimitsFromParents, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Id != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "id", *params.Id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ParentAccount != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "parent_account", *params.ParentAccount, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Partition != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "partition", *params.Partition, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Qos != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "qos", *params.Qos, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageEnd != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_end", *params.UsageEnd, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageStart != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_start", *params.UsageStart, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.User != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "user", *params.User, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0044PostAssociationsRequest calls the generic SlurmdbV0044PostAssociations builder with application/json body
+func NewSlurmdbV0044PostAssociationsRequest(server string, body SlurmdbV0044PostAssociationsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSlurmdbV0044PostAssociationsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewSlurmdbV0044PostAssociationsRequestWithBody constructs an http.Request for the SlurmdbV0044PostAssociations method, with any body, and a specified content type
+func NewSlurmdbV0044PostAssociationsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/associations/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSlurmdbV0044DeleteClusterRequest constructs an http.Request for the SlurmdbV0044DeleteCluster method
+func NewSlurmdbV0044DeleteClusterRequest(server string, clusterName string, params *SlurmdbV0044DeleteClusterParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "cluster_name", clusterName, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/cluster/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Classification != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "classification", *params.Classification, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cluster != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cluster", *params.Cluster, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Federation != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "federation", *params.Federation, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Flags != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "flags", *params.Flags, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.RpcVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "rpc_version", *params.RpcVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageEnd != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_end", *params.UsageEnd, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageStart != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_start", *params.UsageStart, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithDeleted != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_deleted", *params.WithDeleted, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithUsage != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_usage", *params.WithUsage, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0044GetClusterRequest constructs an http.Request for the SlurmdbV0044GetCluster method
+func NewSlurmdbV0044GetClusterRequest(server string, clusterName string, params *SlurmdbV0044GetClusterParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "cluster_name", clusterName, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/cluster/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Classification != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "classification", *params.Classification, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cluster != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cluster", *params.Cluster, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Federation != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "federation", *params.Federation, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Flags != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "flags", *params.Flags, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.RpcVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "rpc_version", *params.RpcVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageEnd != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_end", *params.UsageEnd, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageStart != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_start", *params.UsageStart, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithDeleted != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_deleted", *params.WithDeleted, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithUsage != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_usage", *params.WithUsage, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0044GetClustersRequest constructs an http.Request for the SlurmdbV0044GetClusters method
+func NewSlurmdbV0044GetClustersRequest(server string, params *SlurmdbV0044GetClustersParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/clusters/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.UpdateTime != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "update_time", *params.UpdateTime, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0044PostClustersRequest calls the generic SlurmdbV0044PostClusters builder with application/json body
+func NewSlurmdbV0044PostClustersRequest(server string, params *SlurmdbV0044PostClustersParams, body SlurmdbV0044PostClustersJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSlurmdbV0044PostClustersRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewSlurmdbV0044PostClustersRequestWithBody constructs an http.Request for the SlurmdbV0044PostClusters method, with any body, and a specified content type
+func NewSlurmdbV0044PostClustersRequestWithBody(server string, params *SlurmdbV0044PostClustersParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/clusters/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.UpdateTime != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "update_time", *params.UpdateTime, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSlurmdbV0044GetConfigRequest constructs an http.Request for the SlurmdbV0044GetConfig method
+func NewSlurmdbV0044GetConfigRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/config")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0044PostConfigRequest calls the generic SlurmdbV0044PostConfig builder with application/json body
+func NewSlurmdbV0044PostConfigRequest(server string, body SlurmdbV0044PostConfigJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSlurmdbV0044PostConfigRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewSlurmdbV0044PostConfigRequestWithBody constructs an http.Request for the SlurmdbV0044PostConfig method, with any body, and a specified content type
+func NewSlurmdbV0044PostConfigRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/config")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSlurmdbV0044GetDiagRequest constructs an http.Request for the SlurmdbV0044GetDiag method
+func NewSlurmdbV0044GetDiagRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/diag/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0044GetInstanceRequest constructs an http.Request for the SlurmdbV0044GetInstance method
+func NewSlurmdbV0044GetInstanceRequest(server string, params *SlurmdbV0044GetInstanceParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/instance/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Cluster != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cluster", *params.Cluster, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Extra != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "extra", *params.Extra, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.InstanceId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "instance_id", *params.InstanceId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.InstanceType != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "instance_type", *params.InstanceType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.NodeList != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "node_list", *params.NodeList, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.TimeEnd != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "time_end", *params.TimeEnd, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.TimeStart != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "time_start", *params.TimeStart, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0044GetInstancesRequest constructs an http.Request for the SlurmdbV0044GetInstances method
+func NewSlurmdbV0044GetInstancesRequest(server string, params *SlurmdbV0044GetInstancesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/instances/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Cluster != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cluster", *params.Cluster, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Extra != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "extra", *params.Extra, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.InstanceId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "instance_id", *params.InstanceId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.InstanceType != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "instance_type", *params.InstanceType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.NodeList != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "node_list", *params.NodeList, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.TimeEnd != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "time_end", *params.TimeEnd, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.TimeStart != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "time_start", *params.TimeStart, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0044GetJobRequest constructs an http.Request for the SlurmdbV0044GetJob method
+func NewSlurmdbV0044GetJobRequest(server string, jobId string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "job_id", jobId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/job/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0044PostJobRequest calls the generic SlurmdbV0044PostJob builder with application/json body
+func NewSlurmdbV0044PostJobRequest(server string, jobId string, body SlurmdbV0044PostJobJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSlurmdbV0044PostJobRequestWithBody(server, jobId, "application/json", bodyReader)
+}
+
+// NewSlurmdbV0044PostJobRequestWithBody constructs an http.Request for the SlurmdbV0044PostJob method, with any body, and a specified content type
+func NewSlurmdbV0044PostJobRequestWithBody(server string, jobId string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "job_id", jobId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/job/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSlurmdbV0044GetJobsRequest constructs an http.Request for the SlurmdbV0044GetJobs method
+func NewSlurmdbV0044GetJobsRequest(server string, params *SlurmdbV0044GetJobsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/jobs/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Account != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "account", *params.Account, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Association != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "association", *params.Association, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cluster != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cluster", *params.Cluster, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Constraints != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "constraints", *params.Constraints, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.SchedulerUnset != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "scheduler_unset", *params.SchedulerUnset, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ScheduledOnSubmit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "scheduled_on_submit", *params.ScheduledOnSubmit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ScheduledByMain != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "scheduled_by_main", *params.ScheduledByMain, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ScheduledByBackfill != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "scheduled_by_backfill", *params.ScheduledByBackfill, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.JobStarted != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "job_started", *params.JobStarted, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.JobAltered != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "job_altered", *params.JobAltered, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ExitCode != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "exit_code", *params.ExitCode, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ShowDuplicates != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "show_duplicates", *params.ShowDuplicates, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.SkipSteps != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "skip_steps", *params.SkipSteps, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.DisableTruncateUsageTime != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "disable_truncate_usage_time", *params.DisableTruncateUsageTime, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WholeHetjob != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "whole_hetjob", *params.WholeHetjob, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.DisableWholeHetjob != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "disable_whole_hetjob", *params.DisableWholeHetjob, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.DisableWaitForResult != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "disable_wait_for_result", *params.DisableWaitForResult, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageTimeAsSubmitTime != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_time_as_submit_time", *params.UsageTimeAsSubmitTime, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ShowBatchScript != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "show_batch_script", *params.ShowBatchScript, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ShowJobEnvironment != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "show_job_environment", *params.ShowJobEnvironment, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Groups != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "groups", *params.Groups, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.JobName != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "job_name", *params.JobName, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Partition != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "partition", *params.Partition, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Qos != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "qos", *params.Qos, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Reason != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "reason", *params.Reason, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Reservation != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "reservation", *params.Reservation, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ReservationId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "reservation_id", *params.ReservationId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.State != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "state", *params.State, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Step != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "step", *params.Step, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.EndTime != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "end_time", *params.EndTime, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.StartTime != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "start_time", *params.StartTime, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Node != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "node", *params.Node, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Users != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "users", *params.Users, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Wckey != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "wckey", *params.Wckey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0044PostJobsRequest calls the generic SlurmdbV0044PostJobs builder with application/json body
+func NewSlurmdbV0044PostJobsRequest(server string, body SlurmdbV0044PostJobsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSlurmdbV0044PostJobsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewSlurmdbV0044PostJobsRequestWithBody constructs an http.Request for the SlurmdbV0044PostJobs method, with any body, and a specified content type
+func NewSlurmdbV0044PostJobsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/jobs/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSlurmdbV0044GetPingRequest constructs an http.Request for the SlurmdbV0044GetPing method
+func NewSlurmdbV0044GetPingRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/ping/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0044GetQosRequest constructs an http.Request for the SlurmdbV0044GetQos method
+func NewSlurmdbV0044GetQosRequest(server string, params *SlurmdbV0044GetQosParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/qos/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Description != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "description", *params.Description, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeDeletedQOS != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include deleted QOS", *params.IncludeDeletedQOS, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Id != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "id", *params.Id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Name != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "name", *params.Name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PreemptMode != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "preempt_mode", *params.PreemptMode, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0044PostQosRequest calls the generic SlurmdbV0044PostQos builder with application/json body
+func NewSlurmdbV0044PostQosRequest(server string, params *SlurmdbV0044PostQosParams, body SlurmdbV0044PostQosJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSlurmdbV0044PostQosRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewSlurmdbV0044PostQosRequestWithBody constructs an http.Request for the SlurmdbV0044PostQos method, with any body, and a specified content type
+func NewSlurmdbV0044PostQosRequestWithBody(server string, params *SlurmdbV0044PostQosParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/qos/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Description != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "description", *params.Description, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeDeletedQOS != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "Include deleted QOS", *params.IncludeDeletedQOS, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Id != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "id", *params.Id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Name != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "name", *params.Name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PreemptMode != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "preempt_mode", *params.PreemptMode, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSlurmdbV0044DeleteSingleQosRequest constructs an http.Request for the SlurmdbV0044DeleteSingleQos method
+func NewSlurmdbV0044DeleteSingleQosRequest(server string, qos string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "qos", qos, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/qos/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0044GetSingleQosRequest constructs an http.Request for the SlurmdbV0044GetSingleQos method
+func NewSlurmdbV0044GetSingleQosRequest(server string, qos string, params *SlurmdbV0044GetSingleQosParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "qos", qos, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/qos/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.WithDeleted != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_deleted", *params.WithDeleted, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0044GetTresRequest constructs an http.Request for the SlurmdbV0044GetTres method
+func NewSlurmdbV0044GetTresRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/tres/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0044PostTresRequest calls the generic SlurmdbV0044PostTres builder with application/json body
+func NewSlurmdbV0044PostTresRequest(server string, body SlurmdbV0044PostTresJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSlurmdbV0044PostTresRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewSlurmdbV0044PostTresRequestWithBody constructs an http.Request for the SlurmdbV0044PostTres method, with any body, and a specified content type
+func NewSlurmdbV0044PostTresRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/tres/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSlurmdbV0044DeleteUserRequest constructs an http.Request for the SlurmdbV0044DeleteUser method
+func NewSlurmdbV0044DeleteUserRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/user/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0044GetUserRequest constructs an http.Request for the SlurmdbV0044GetUser method
+func NewSlurmdbV0044GetUserRequest(server string, name string, params *SlurmdbV0044GetUserParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/user/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.WithDeleted != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_deleted", *params.WithDeleted, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithAssocs != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_assocs", *params.WithAssocs, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithCoords != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_coords", *params.WithCoords, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithWckeys != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_wckeys", *params.WithWckeys, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0044GetUsersRequest constructs an http.Request for the SlurmdbV0044GetUsers method
+func NewSlurmdbV0044GetUsersRequest(server string, params *SlurmdbV0044GetUsersParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/users/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.AdminLevel != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "admin_level", *params.AdminLevel, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.DefaultAccount != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "default_account", *params.DefaultAccount, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.DefaultWckey != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "default_wckey", *params.DefaultWckey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithAssocs != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_assocs", *params.WithAssocs, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithCoords != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_coords", *params.WithCoords, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithDeleted != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_deleted", *params.WithDeleted, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithWckeys != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_wckeys", *params.WithWckeys, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithoutDefaults != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "without_defaults", *params.WithoutDefaults, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0044PostUsersRequest calls the generic SlurmdbV0044PostUsers builder with application/json body
+func NewSlurmdbV0044PostUsersRequest(server string, body SlurmdbV0044PostUsersJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSlurmdbV0044PostUsersRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewSlurmdbV0044PostUsersRequestWithBody constructs an http.Request for the SlurmdbV0044PostUsers method, with any body, and a specified content type
+func NewSlurmdbV0044PostUsersRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/users/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSlurmdbV0044PostUsersAssociationRequest calls the generic SlurmdbV0044PostUsersAssociation builder with application/json body
+func NewSlurmdbV0044PostUsersAssociationRequest(server string, params *SlurmdbV0044PostUsersAssociationParams, body SlurmdbV0044PostUsersAssociationJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSlurmdbV0044PostUsersAssociationRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewSlurmdbV0044PostUsersAssociationRequestWithBody constructs an http.Request for the SlurmdbV0044PostUsersAssociation method, with any body, and a specified content type
+func NewSlurmdbV0044PostUsersAssociationRequestWithBody(server string, params *SlurmdbV0044PostUsersAssociationParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/users_association/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.UpdateTime != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "update_time", *params.UpdateTime, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Flags != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "flags", *params.Flags, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSlurmdbV0044DeleteWckeyRequest constructs an http.Request for the SlurmdbV0044DeleteWckey method
+func NewSlurmdbV0044DeleteWckeyRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/wckey/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0044GetWckeyRequest constructs an http.Request for the SlurmdbV0044GetWckey method
+func NewSlurmdbV0044GetWckeyRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/wckey/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0044GetWckeysRequest constructs an http.Request for the SlurmdbV0044GetWckeys method
+func NewSlurmdbV0044GetWckeysRequest(server string, params *SlurmdbV0044GetWckeysParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/wckeys/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Cluster != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cluster", *params.Cluster, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Id != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "id", *params.Id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Name != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "name", *params.Name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.OnlyDefaults != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "only_defaults", *params.OnlyDefaults, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageEnd != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_end", *params.UsageEnd, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageStart != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_start", *params.UsageStart, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.User != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "user", *params.User, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithUsage != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_usage", *params.WithUsage, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithDeleted != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_deleted", *params.WithDeleted, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSlurmdbV0044PostWckeysRequest calls the generic SlurmdbV0044PostWckeys builder with application/json body
+func NewSlurmdbV0044PostWckeysRequest(server string, params *SlurmdbV0044PostWckeysParams, body SlurmdbV0044PostWckeysJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSlurmdbV0044PostWckeysRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewSlurmdbV0044PostWckeysRequestWithBody constructs an http.Request for the SlurmdbV0044PostWckeys method, with any body, and a specified content type
+func NewSlurmdbV0044PostWckeysRequestWithBody(server string, params *SlurmdbV0044PostWckeysParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/slurmdb/v0.0.44/wckeys/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Cluster != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cluster", *params.Cluster, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Id != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "id", *params.Id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Name != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "name", *params.Name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.OnlyDefaults != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "only_defaults", *params.OnlyDefaults, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageEnd != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_end", *params.UsageEnd, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UsageStart != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "usage_start", *params.UsageStart, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.User != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "user", *params.User, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithUsage != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_usage", *params.WithUsage, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WithDeleted != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "with_deleted", *params.WithDeleted, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -6794,6 +14510,365 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /slurm/v0.0.44/shares (the `SlurmV0044GetShares` operationId).
 	SlurmV0044GetSharesWithResponse(ctx context.Context, params *SlurmV0044GetSharesParams, reqEditors ...RequestEditorFn) (*SlurmV0044GetSharesResponse, error)
+
+	// SlurmdbV0044DeleteAccountWithResponse Delete account
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /slurmdb/v0.0.44/account/{account_name} (the `SlurmdbV0044DeleteAccount` operationId).
+	SlurmdbV0044DeleteAccountWithResponse(ctx context.Context, accountName string, reqEditors ...RequestEditorFn) (*SlurmdbV0044DeleteAccountResponse, error)
+
+	// SlurmdbV0044GetAccountWithResponse Get account info
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/account/{account_name} (the `SlurmdbV0044GetAccount` operationId).
+	SlurmdbV0044GetAccountWithResponse(ctx context.Context, accountName string, params *SlurmdbV0044GetAccountParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetAccountResponse, error)
+
+	// SlurmdbV0044GetAccountsWithResponse Get account list
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/accounts/ (the `SlurmdbV0044GetAccounts` operationId).
+	SlurmdbV0044GetAccountsWithResponse(ctx context.Context, params *SlurmdbV0044GetAccountsParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetAccountsResponse, error)
+
+	// SlurmdbV0044PostAccountsWithBodyWithResponse Add/update list of accounts
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/accounts/ (the `SlurmdbV0044PostAccounts` operationId).
+	SlurmdbV0044PostAccountsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostAccountsResponse, error)
+
+	// SlurmdbV0044PostAccountsWithResponse Add/update list of accounts
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/accounts/ (the `SlurmdbV0044PostAccounts` operationId).
+	SlurmdbV0044PostAccountsWithResponse(ctx context.Context, body SlurmdbV0044PostAccountsJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostAccountsResponse, error)
+
+	// SlurmdbV0044PostAccountsAssociationWithBodyWithResponse Add accounts with conditional association
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/accounts_association/ (the `SlurmdbV0044PostAccountsAssociation` operationId).
+	SlurmdbV0044PostAccountsAssociationWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostAccountsAssociationResponse, error)
+
+	// SlurmdbV0044PostAccountsAssociationWithResponse Add accounts with conditional association
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/accounts_association/ (the `SlurmdbV0044PostAccountsAssociation` operationId).
+	SlurmdbV0044PostAccountsAssociationWithResponse(ctx context.Context, body SlurmdbV0044PostAccountsAssociationJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostAccountsAssociationResponse, error)
+
+	// SlurmdbV0044DeleteAssociationWithResponse Delete association
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /slurmdb/v0.0.44/association/ (the `SlurmdbV0044DeleteAssociation` operationId).
+	SlurmdbV0044DeleteAssociationWithResponse(ctx context.Context, params *SlurmdbV0044DeleteAssociationParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044DeleteAssociationResponse, error)
+
+	// SlurmdbV0044GetAssociationWithResponse Get association info
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/association/ (the `SlurmdbV0044GetAssociation` operationId).
+	SlurmdbV0044GetAssociationWithResponse(ctx context.Context, params *SlurmdbV0044GetAssociationParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetAssociationResponse, error)
+
+	// SlurmdbV0044DeleteAssociationsWithResponse Delete associations
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /slurmdb/v0.0.44/associations/ (the `SlurmdbV0044DeleteAssociations` operationId).
+	SlurmdbV0044DeleteAssociationsWithResponse(ctx context.Context, params *SlurmdbV0044DeleteAssociationsParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044DeleteAssociationsResponse, error)
+
+	// SlurmdbV0044GetAssociationsWithResponse Get association list
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/associations/ (the `SlurmdbV0044GetAssociations` operationId).
+	SlurmdbV0044GetAssociationsWithResponse(ctx context.Context, params *SlurmdbV0044GetAssociationsParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetAssociationsResponse, error)
+
+	// SlurmdbV0044PostAssociationsWithBodyWithResponse Set associations info
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/associations/ (the `SlurmdbV0044PostAssociations` operationId).
+	SlurmdbV0044PostAssociationsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostAssociationsResponse, error)
+
+	// SlurmdbV0044PostAssociationsWithResponse Set associations info
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/associations/ (the `SlurmdbV0044PostAssociations` operationId).
+	SlurmdbV0044PostAssociationsWithResponse(ctx context.Context, body SlurmdbV0044PostAssociationsJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostAssociationsResponse, error)
+
+	// SlurmdbV0044DeleteClusterWithResponse Delete cluster
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /slurmdb/v0.0.44/cluster/{cluster_name} (the `SlurmdbV0044DeleteCluster` operationId).
+	SlurmdbV0044DeleteClusterWithResponse(ctx context.Context, clusterName string, params *SlurmdbV0044DeleteClusterParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044DeleteClusterResponse, error)
+
+	// SlurmdbV0044GetClusterWithResponse Get cluster info
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/cluster/{cluster_name} (the `SlurmdbV0044GetCluster` operationId).
+	SlurmdbV0044GetClusterWithResponse(ctx context.Context, clusterName string, params *SlurmdbV0044GetClusterParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetClusterResponse, error)
+
+	// SlurmdbV0044GetClustersWithResponse Get cluster list
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/clusters/ (the `SlurmdbV0044GetClusters` operationId).
+	SlurmdbV0044GetClustersWithResponse(ctx context.Context, params *SlurmdbV0044GetClustersParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetClustersResponse, error)
+
+	// SlurmdbV0044PostClustersWithBodyWithResponse Get cluster list
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/clusters/ (the `SlurmdbV0044PostClusters` operationId).
+	SlurmdbV0044PostClustersWithBodyWithResponse(ctx context.Context, params *SlurmdbV0044PostClustersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostClustersResponse, error)
+
+	// SlurmdbV0044PostClustersWithResponse Get cluster list
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/clusters/ (the `SlurmdbV0044PostClusters` operationId).
+	SlurmdbV0044PostClustersWithResponse(ctx context.Context, params *SlurmdbV0044PostClustersParams, body SlurmdbV0044PostClustersJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostClustersResponse, error)
+
+	// SlurmdbV0044GetConfigWithResponse Dump all configuration information
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/config (the `SlurmdbV0044GetConfig` operationId).
+	SlurmdbV0044GetConfigWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetConfigResponse, error)
+
+	// SlurmdbV0044PostConfigWithBodyWithResponse Load all configuration information
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/config (the `SlurmdbV0044PostConfig` operationId).
+	SlurmdbV0044PostConfigWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostConfigResponse, error)
+
+	// SlurmdbV0044PostConfigWithResponse Load all configuration information
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/config (the `SlurmdbV0044PostConfig` operationId).
+	SlurmdbV0044PostConfigWithResponse(ctx context.Context, body SlurmdbV0044PostConfigJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostConfigResponse, error)
+
+	// SlurmdbV0044GetDiagWithResponse Get slurmdb diagnostics
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/diag/ (the `SlurmdbV0044GetDiag` operationId).
+	SlurmdbV0044GetDiagWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetDiagResponse, error)
+
+	// SlurmdbV0044GetInstanceWithResponse Get instance info
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/instance/ (the `SlurmdbV0044GetInstance` operationId).
+	SlurmdbV0044GetInstanceWithResponse(ctx context.Context, params *SlurmdbV0044GetInstanceParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetInstanceResponse, error)
+
+	// SlurmdbV0044GetInstancesWithResponse Get instance list
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/instances/ (the `SlurmdbV0044GetInstances` operationId).
+	SlurmdbV0044GetInstancesWithResponse(ctx context.Context, params *SlurmdbV0044GetInstancesParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetInstancesResponse, error)
+
+	// SlurmdbV0044GetJobWithResponse Get job info
+	//
+	// This endpoint may return multiple job entries since job_id is not a unique key - only the tuple (cluster, job_id, start_time) is unique. If the requested job_id is a component of a heterogeneous job all components are returned.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/job/{job_id} (the `SlurmdbV0044GetJob` operationId).
+	SlurmdbV0044GetJobWithResponse(ctx context.Context, jobId string, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetJobResponse, error)
+
+	// SlurmdbV0044PostJobWithBodyWithResponse Update job
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/job/{job_id} (the `SlurmdbV0044PostJob` operationId).
+	SlurmdbV0044PostJobWithBodyWithResponse(ctx context.Context, jobId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostJobResponse, error)
+
+	// SlurmdbV0044PostJobWithResponse Update job
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/job/{job_id} (the `SlurmdbV0044PostJob` operationId).
+	SlurmdbV0044PostJobWithResponse(ctx context.Context, jobId string, body SlurmdbV0044PostJobJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostJobResponse, error)
+
+	// SlurmdbV0044GetJobsWithResponse Get job list
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/jobs/ (the `SlurmdbV0044GetJobs` operationId).
+	SlurmdbV0044GetJobsWithResponse(ctx context.Context, params *SlurmdbV0044GetJobsParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetJobsResponse, error)
+
+	// SlurmdbV0044PostJobsWithBodyWithResponse Update jobs
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/jobs/ (the `SlurmdbV0044PostJobs` operationId).
+	SlurmdbV0044PostJobsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostJobsResponse, error)
+
+	// SlurmdbV0044PostJobsWithResponse Update jobs
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/jobs/ (the `SlurmdbV0044PostJobs` operationId).
+	SlurmdbV0044PostJobsWithResponse(ctx context.Context, body SlurmdbV0044PostJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostJobsResponse, error)
+
+	// SlurmdbV0044GetPingWithResponse ping test
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/ping/ (the `SlurmdbV0044GetPing` operationId).
+	SlurmdbV0044GetPingWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetPingResponse, error)
+
+	// SlurmdbV0044GetQosWithResponse Get QOS list
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/qos/ (the `SlurmdbV0044GetQos` operationId).
+	SlurmdbV0044GetQosWithResponse(ctx context.Context, params *SlurmdbV0044GetQosParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetQosResponse, error)
+
+	// SlurmdbV0044PostQosWithBodyWithResponse Add or update QOSs
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/qos/ (the `SlurmdbV0044PostQos` operationId).
+	SlurmdbV0044PostQosWithBodyWithResponse(ctx context.Context, params *SlurmdbV0044PostQosParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostQosResponse, error)
+
+	// SlurmdbV0044PostQosWithResponse Add or update QOSs
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/qos/ (the `SlurmdbV0044PostQos` operationId).
+	SlurmdbV0044PostQosWithResponse(ctx context.Context, params *SlurmdbV0044PostQosParams, body SlurmdbV0044PostQosJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostQosResponse, error)
+
+	// SlurmdbV0044DeleteSingleQosWithResponse Delete QOS
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /slurmdb/v0.0.44/qos/{qos} (the `SlurmdbV0044DeleteSingleQos` operationId).
+	SlurmdbV0044DeleteSingleQosWithResponse(ctx context.Context, qos string, reqEditors ...RequestEditorFn) (*SlurmdbV0044DeleteSingleQosResponse, error)
+
+	// SlurmdbV0044GetSingleQosWithResponse Get QOS info
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/qos/{qos} (the `SlurmdbV0044GetSingleQos` operationId).
+	SlurmdbV0044GetSingleQosWithResponse(ctx context.Context, qos string, params *SlurmdbV0044GetSingleQosParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetSingleQosResponse, error)
+
+	// SlurmdbV0044GetTresWithResponse Get TRES info
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/tres/ (the `SlurmdbV0044GetTres` operationId).
+	SlurmdbV0044GetTresWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetTresResponse, error)
+
+	// SlurmdbV0044PostTresWithBodyWithResponse Add TRES
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/tres/ (the `SlurmdbV0044PostTres` operationId).
+	SlurmdbV0044PostTresWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostTresResponse, error)
+
+	// SlurmdbV0044PostTresWithResponse Add TRES
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/tres/ (the `SlurmdbV0044PostTres` operationId).
+	SlurmdbV0044PostTresWithResponse(ctx context.Context, body SlurmdbV0044PostTresJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostTresResponse, error)
+
+	// SlurmdbV0044DeleteUserWithResponse Delete user
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /slurmdb/v0.0.44/user/{name} (the `SlurmdbV0044DeleteUser` operationId).
+	SlurmdbV0044DeleteUserWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*SlurmdbV0044DeleteUserResponse, error)
+
+	// SlurmdbV0044GetUserWithResponse Get user info
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/user/{name} (the `SlurmdbV0044GetUser` operationId).
+	SlurmdbV0044GetUserWithResponse(ctx context.Context, name string, params *SlurmdbV0044GetUserParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetUserResponse, error)
+
+	// SlurmdbV0044GetUsersWithResponse Get user list
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/users/ (the `SlurmdbV0044GetUsers` operationId).
+	SlurmdbV0044GetUsersWithResponse(ctx context.Context, params *SlurmdbV0044GetUsersParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetUsersResponse, error)
+
+	// SlurmdbV0044PostUsersWithBodyWithResponse Update users
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/users/ (the `SlurmdbV0044PostUsers` operationId).
+	SlurmdbV0044PostUsersWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostUsersResponse, error)
+
+	// SlurmdbV0044PostUsersWithResponse Update users
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/users/ (the `SlurmdbV0044PostUsers` operationId).
+	SlurmdbV0044PostUsersWithResponse(ctx context.Context, body SlurmdbV0044PostUsersJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostUsersResponse, error)
+
+	// SlurmdbV0044PostUsersAssociationWithBodyWithResponse Add users with conditional association
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/users_association/ (the `SlurmdbV0044PostUsersAssociation` operationId).
+	SlurmdbV0044PostUsersAssociationWithBodyWithResponse(ctx context.Context, params *SlurmdbV0044PostUsersAssociationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostUsersAssociationResponse, error)
+
+	// SlurmdbV0044PostUsersAssociationWithResponse Add users with conditional association
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/users_association/ (the `SlurmdbV0044PostUsersAssociation` operationId).
+	SlurmdbV0044PostUsersAssociationWithResponse(ctx context.Context, params *SlurmdbV0044PostUsersAssociationParams, body SlurmdbV0044PostUsersAssociationJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostUsersAssociationResponse, error)
+
+	// SlurmdbV0044DeleteWckeyWithResponse Delete wckey
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /slurmdb/v0.0.44/wckey/{id} (the `SlurmdbV0044DeleteWckey` operationId).
+	SlurmdbV0044DeleteWckeyWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*SlurmdbV0044DeleteWckeyResponse, error)
+
+	// SlurmdbV0044GetWckeyWithResponse Get wckey info
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/wckey/{id} (the `SlurmdbV0044GetWckey` operationId).
+	SlurmdbV0044GetWckeyWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetWckeyResponse, error)
+
+	// SlurmdbV0044GetWckeysWithResponse Get wckey list
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /slurmdb/v0.0.44/wckeys/ (the `SlurmdbV0044GetWckeys` operationId).
+	SlurmdbV0044GetWckeysWithResponse(ctx context.Context, params *SlurmdbV0044GetWckeysParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetWckeysResponse, error)
+
+	// SlurmdbV0044PostWckeysWithBodyWithResponse Add or update wckeys
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/wckeys/ (the `SlurmdbV0044PostWckeys` operationId).
+	SlurmdbV0044PostWckeysWithBodyWithResponse(ctx context.Context, params *SlurmdbV0044PostWckeysParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostWckeysResponse, error)
+
+	// SlurmdbV0044PostWckeysWithResponse Add or update wckeys
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /slurmdb/v0.0.44/wckeys/ (the `SlurmdbV0044PostWckeys` operationId).
+	SlurmdbV0044PostWckeysWithResponse(ctx context.Context, params *SlurmdbV0044PostWckeysParams, body SlurmdbV0044PostWckeysJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostWckeysResponse, error)
 }
 
 type SlurmV0044GetDiagResponse struct {
@@ -8092,6 +16167,1878 @@ func (r SlurmV0044GetSharesResponse) ContentType() string {
 	return ""
 }
 
+type SlurmdbV0044DeleteAccountResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiAccountsRemovedResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiAccountsRemovedResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044DeleteAccountResponse) GetJSON200() *V0044OpenapiAccountsRemovedResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044DeleteAccountResponse) GetJSONDefault() *V0044OpenapiAccountsRemovedResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044DeleteAccountResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044DeleteAccountResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044DeleteAccountResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044DeleteAccountResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044GetAccountResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiAccountsResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiAccountsResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044GetAccountResponse) GetJSON200() *V0044OpenapiAccountsResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044GetAccountResponse) GetJSONDefault() *V0044OpenapiAccountsResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044GetAccountResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044GetAccountResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044GetAccountResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044GetAccountResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044GetAccountsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiAccountsResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiAccountsResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044GetAccountsResponse) GetJSON200() *V0044OpenapiAccountsResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044GetAccountsResponse) GetJSONDefault() *V0044OpenapiAccountsResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044GetAccountsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044GetAccountsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044GetAccountsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044GetAccountsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044PostAccountsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044PostAccountsResponse) GetJSON200() *V0044OpenapiResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044PostAccountsResponse) GetJSONDefault() *V0044OpenapiResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044PostAccountsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044PostAccountsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044PostAccountsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044PostAccountsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044PostAccountsAssociationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiAccountsAddCondRespStr
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiAccountsAddCondRespStr
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044PostAccountsAssociationResponse) GetJSON200() *V0044OpenapiAccountsAddCondRespStr {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044PostAccountsAssociationResponse) GetJSONDefault() *V0044OpenapiAccountsAddCondRespStr {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044PostAccountsAssociationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044PostAccountsAssociationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044PostAccountsAssociationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044PostAccountsAssociationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044DeleteAssociationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiAssocsRemovedResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiAssocsRemovedResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044DeleteAssociationResponse) GetJSON200() *V0044OpenapiAssocsRemovedResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044DeleteAssociationResponse) GetJSONDefault() *V0044OpenapiAssocsRemovedResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044DeleteAssociationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044DeleteAssociationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044DeleteAssociationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044DeleteAssociationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044GetAssociationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiAssocsResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiAssocsResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044GetAssociationResponse) GetJSON200() *V0044OpenapiAssocsResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044GetAssociationResponse) GetJSONDefault() *V0044OpenapiAssocsResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044GetAssociationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044GetAssociationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044GetAssociationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044GetAssociationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044DeleteAssociationsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiAssocsRemovedResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiAssocsRemovedResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044DeleteAssociationsResponse) GetJSON200() *V0044OpenapiAssocsRemovedResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044DeleteAssociationsResponse) GetJSONDefault() *V0044OpenapiAssocsRemovedResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044DeleteAssociationsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044DeleteAssociationsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044DeleteAssociationsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044DeleteAssociationsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044GetAssociationsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiAssocsResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiAssocsResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044GetAssociationsResponse) GetJSON200() *V0044OpenapiAssocsResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044GetAssociationsResponse) GetJSONDefault() *V0044OpenapiAssocsResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044GetAssociationsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044GetAssociationsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044GetAssociationsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044GetAssociationsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044PostAssociationsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044PostAssociationsResponse) GetJSON200() *V0044OpenapiResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044PostAssociationsResponse) GetJSONDefault() *V0044OpenapiResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044PostAssociationsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044PostAssociationsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044PostAssociationsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044PostAssociationsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044DeleteClusterResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiClustersRemovedResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiClustersRemovedResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044DeleteClusterResponse) GetJSON200() *V0044OpenapiClustersRemovedResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044DeleteClusterResponse) GetJSONDefault() *V0044OpenapiClustersRemovedResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044DeleteClusterResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044DeleteClusterResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044DeleteClusterResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044DeleteClusterResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044GetClusterResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiClustersResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiClustersResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044GetClusterResponse) GetJSON200() *V0044OpenapiClustersResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044GetClusterResponse) GetJSONDefault() *V0044OpenapiClustersResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044GetClusterResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044GetClusterResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044GetClusterResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044GetClusterResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044GetClustersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiClustersResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiClustersResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044GetClustersResponse) GetJSON200() *V0044OpenapiClustersResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044GetClustersResponse) GetJSONDefault() *V0044OpenapiClustersResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044GetClustersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044GetClustersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044GetClustersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044GetClustersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044PostClustersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044PostClustersResponse) GetJSON200() *V0044OpenapiResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044PostClustersResponse) GetJSONDefault() *V0044OpenapiResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044PostClustersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044PostClustersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044PostClustersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044PostClustersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044GetConfigResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiSlurmdbdConfigResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiSlurmdbdConfigResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044GetConfigResponse) GetJSON200() *V0044OpenapiSlurmdbdConfigResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044GetConfigResponse) GetJSONDefault() *V0044OpenapiSlurmdbdConfigResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044GetConfigResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044GetConfigResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044GetConfigResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044GetConfigResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044PostConfigResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044PostConfigResponse) GetJSON200() *V0044OpenapiResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044PostConfigResponse) GetJSONDefault() *V0044OpenapiResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044PostConfigResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044PostConfigResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044PostConfigResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044PostConfigResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044GetDiagResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiSlurmdbdStatsResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiSlurmdbdStatsResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044GetDiagResponse) GetJSON200() *V0044OpenapiSlurmdbdStatsResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044GetDiagResponse) GetJSONDefault() *V0044OpenapiSlurmdbdStatsResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044GetDiagResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044GetDiagResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044GetDiagResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044GetDiagResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044GetInstanceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiInstancesResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiInstancesResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044GetInstanceResponse) GetJSON200() *V0044OpenapiInstancesResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044GetInstanceResponse) GetJSONDefault() *V0044OpenapiInstancesResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044GetInstanceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044GetInstanceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044GetInstanceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044GetInstanceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044GetInstancesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiInstancesResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiInstancesResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044GetInstancesResponse) GetJSON200() *V0044OpenapiInstancesResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044GetInstancesResponse) GetJSONDefault() *V0044OpenapiInstancesResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044GetInstancesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044GetInstancesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044GetInstancesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044GetInstancesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044GetJobResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiSlurmdbdJobsResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiSlurmdbdJobsResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044GetJobResponse) GetJSON200() *V0044OpenapiSlurmdbdJobsResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044GetJobResponse) GetJSONDefault() *V0044OpenapiSlurmdbdJobsResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044GetJobResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044GetJobResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044GetJobResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044GetJobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044PostJobResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiJobModifyResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiJobModifyResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044PostJobResponse) GetJSON200() *V0044OpenapiJobModifyResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044PostJobResponse) GetJSONDefault() *V0044OpenapiJobModifyResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044PostJobResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044PostJobResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044PostJobResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044PostJobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044GetJobsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiSlurmdbdJobsResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiSlurmdbdJobsResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044GetJobsResponse) GetJSON200() *V0044OpenapiSlurmdbdJobsResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044GetJobsResponse) GetJSONDefault() *V0044OpenapiSlurmdbdJobsResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044GetJobsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044GetJobsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044GetJobsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044GetJobsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044PostJobsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiJobModifyResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiJobModifyResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044PostJobsResponse) GetJSON200() *V0044OpenapiJobModifyResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044PostJobsResponse) GetJSONDefault() *V0044OpenapiJobModifyResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044PostJobsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044PostJobsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044PostJobsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044PostJobsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044GetPingResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiSlurmdbdPingResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiSlurmdbdPingResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044GetPingResponse) GetJSON200() *V0044OpenapiSlurmdbdPingResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044GetPingResponse) GetJSONDefault() *V0044OpenapiSlurmdbdPingResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044GetPingResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044GetPingResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044GetPingResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044GetPingResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044GetQosResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiSlurmdbdQosResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiSlurmdbdQosResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044GetQosResponse) GetJSON200() *V0044OpenapiSlurmdbdQosResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044GetQosResponse) GetJSONDefault() *V0044OpenapiSlurmdbdQosResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044GetQosResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044GetQosResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044GetQosResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044GetQosResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044PostQosResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044PostQosResponse) GetJSON200() *V0044OpenapiResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044PostQosResponse) GetJSONDefault() *V0044OpenapiResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044PostQosResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044PostQosResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044PostQosResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044PostQosResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044DeleteSingleQosResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiSlurmdbdQosRemovedResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiSlurmdbdQosRemovedResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044DeleteSingleQosResponse) GetJSON200() *V0044OpenapiSlurmdbdQosRemovedResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044DeleteSingleQosResponse) GetJSONDefault() *V0044OpenapiSlurmdbdQosRemovedResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044DeleteSingleQosResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044DeleteSingleQosResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044DeleteSingleQosResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044DeleteSingleQosResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044GetSingleQosResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiSlurmdbdQosResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiSlurmdbdQosResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044GetSingleQosResponse) GetJSON200() *V0044OpenapiSlurmdbdQosResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044GetSingleQosResponse) GetJSONDefault() *V0044OpenapiSlurmdbdQosResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044GetSingleQosResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044GetSingleQosResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044GetSingleQosResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044GetSingleQosResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044GetTresResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiTresResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiTresResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044GetTresResponse) GetJSON200() *V0044OpenapiTresResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044GetTresResponse) GetJSONDefault() *V0044OpenapiTresResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044GetTresResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044GetTresResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044GetTresResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044GetTresResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044PostTresResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044PostTresResponse) GetJSON200() *V0044OpenapiResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044PostTresResponse) GetJSONDefault() *V0044OpenapiResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044PostTresResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044PostTresResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044PostTresResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044PostTresResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044DeleteUserResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044DeleteUserResponse) GetJSON200() *V0044OpenapiResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044DeleteUserResponse) GetJSONDefault() *V0044OpenapiResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044DeleteUserResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044DeleteUserResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044DeleteUserResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044DeleteUserResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044GetUserResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiUsersResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiUsersResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044GetUserResponse) GetJSON200() *V0044OpenapiUsersResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044GetUserResponse) GetJSONDefault() *V0044OpenapiUsersResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044GetUserResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044GetUserResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044GetUserResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044GetUserResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044GetUsersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiUsersResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiUsersResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044GetUsersResponse) GetJSON200() *V0044OpenapiUsersResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044GetUsersResponse) GetJSONDefault() *V0044OpenapiUsersResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044GetUsersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044GetUsersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044GetUsersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044GetUsersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044PostUsersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044PostUsersResponse) GetJSON200() *V0044OpenapiResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044PostUsersResponse) GetJSONDefault() *V0044OpenapiResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044PostUsersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044PostUsersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044PostUsersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044PostUsersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044PostUsersAssociationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiUsersAddCondRespStr
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiUsersAddCondRespStr
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044PostUsersAssociationResponse) GetJSON200() *V0044OpenapiUsersAddCondRespStr {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044PostUsersAssociationResponse) GetJSONDefault() *V0044OpenapiUsersAddCondRespStr {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044PostUsersAssociationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044PostUsersAssociationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044PostUsersAssociationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044PostUsersAssociationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044DeleteWckeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiWckeyRemovedResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiWckeyRemovedResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044DeleteWckeyResponse) GetJSON200() *V0044OpenapiWckeyRemovedResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044DeleteWckeyResponse) GetJSONDefault() *V0044OpenapiWckeyRemovedResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044DeleteWckeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044DeleteWckeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044DeleteWckeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044DeleteWckeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044GetWckeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiWckeyResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiWckeyResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044GetWckeyResponse) GetJSON200() *V0044OpenapiWckeyResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044GetWckeyResponse) GetJSONDefault() *V0044OpenapiWckeyResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044GetWckeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044GetWckeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044GetWckeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044GetWckeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044GetWckeysResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiWckeyResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiWckeyResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044GetWckeysResponse) GetJSON200() *V0044OpenapiWckeyResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044GetWckeysResponse) GetJSONDefault() *V0044OpenapiWckeyResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044GetWckeysResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044GetWckeysResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044GetWckeysResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044GetWckeysResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SlurmdbV0044PostWckeysResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *V0044OpenapiResp
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *V0044OpenapiResp
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SlurmdbV0044PostWckeysResponse) GetJSON200() *V0044OpenapiResp {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SlurmdbV0044PostWckeysResponse) GetJSONDefault() *V0044OpenapiResp {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SlurmdbV0044PostWckeysResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SlurmdbV0044PostWckeysResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SlurmdbV0044PostWckeysResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SlurmdbV0044PostWckeysResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // SlurmV0044GetDiagWithResponse get diagnostics
 //
 // Returns a wrapper object for the known response body format(s).
@@ -8558,6 +18505,671 @@ func (c *ClientWithResponses) SlurmV0044GetSharesWithResponse(ctx context.Contex
 		return nil, err
 	}
 	return ParseSlurmV0044GetSharesResponse(rsp)
+}
+
+// SlurmdbV0044DeleteAccountWithResponse Delete account
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /slurmdb/v0.0.44/account/{account_name} (the `SlurmdbV0044DeleteAccount` operationId).
+func (c *ClientWithResponses) SlurmdbV0044DeleteAccountWithResponse(ctx context.Context, accountName string, reqEditors ...RequestEditorFn) (*SlurmdbV0044DeleteAccountResponse, error) {
+	rsp, err := c.SlurmdbV0044DeleteAccount(ctx, accountName, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044DeleteAccountResponse(rsp)
+}
+
+// SlurmdbV0044GetAccountWithResponse Get account info
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.44/account/{account_name} (the `SlurmdbV0044GetAccount` operationId).
+func (c *ClientWithResponses) SlurmdbV0044GetAccountWithResponse(ctx context.Context, accountName string, params *SlurmdbV0044GetAccountParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetAccountResponse, error) {
+	rsp, err := c.SlurmdbV0044GetAccount(ctx, accountName, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044GetAccountResponse(rsp)
+}
+
+// SlurmdbV0044GetAccountsWithResponse Get account list
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.44/accounts/ (the `SlurmdbV0044GetAccounts` operationId).
+func (c *ClientWithResponses) SlurmdbV0044GetAccountsWithResponse(ctx context.Context, params *SlurmdbV0044GetAccountsParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetAccountsResponse, error) {
+	rsp, err := c.SlurmdbV0044GetAccounts(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044GetAccountsResponse(rsp)
+}
+
+// SlurmdbV0044PostAccountsWithBodyWithResponse Add/update list of accounts
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.44/accounts/ (the `SlurmdbV0044PostAccounts` operationId).
+func (c *ClientWithResponses) SlurmdbV0044PostAccountsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostAccountsResponse, error) {
+	rsp, err := c.SlurmdbV0044PostAccountsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044PostAccountsResponse(rsp)
+}
+
+// SlurmdbV0044PostAccountsWithResponse Add/update list of accounts
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.44/accounts/ (the `SlurmdbV0044PostAccounts` operationId).
+func (c *ClientWithResponses) SlurmdbV0044PostAccountsWithResponse(ctx context.Context, body SlurmdbV0044PostAccountsJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostAccountsResponse, error) {
+	rsp, err := c.SlurmdbV0044PostAccounts(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044PostAccountsResponse(rsp)
+}
+
+// SlurmdbV0044PostAccountsAssociationWithBodyWithResponse Add accounts with conditional association
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.44/accounts_association/ (the `SlurmdbV0044PostAccountsAssociation` operationId).
+func (c *ClientWithResponses) SlurmdbV0044PostAccountsAssociationWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostAccountsAssociationResponse, error) {
+	rsp, err := c.SlurmdbV0044PostAccountsAssociationWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044PostAccountsAssociationResponse(rsp)
+}
+
+// SlurmdbV0044PostAccountsAssociationWithResponse Add accounts with conditional association
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.44/accounts_association/ (the `SlurmdbV0044PostAccountsAssociation` operationId).
+func (c *ClientWithResponses) SlurmdbV0044PostAccountsAssociationWithResponse(ctx context.Context, body SlurmdbV0044PostAccountsAssociationJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostAccountsAssociationResponse, error) {
+	rsp, err := c.SlurmdbV0044PostAccountsAssociation(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044PostAccountsAssociationResponse(rsp)
+}
+
+// SlurmdbV0044DeleteAssociationWithResponse Delete association
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /slurmdb/v0.0.44/association/ (the `SlurmdbV0044DeleteAssociation` operationId).
+func (c *ClientWithResponses) SlurmdbV0044DeleteAssociationWithResponse(ctx context.Context, params *SlurmdbV0044DeleteAssociationParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044DeleteAssociationResponse, error) {
+	rsp, err := c.SlurmdbV0044DeleteAssociation(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044DeleteAssociationResponse(rsp)
+}
+
+// SlurmdbV0044GetAssociationWithResponse Get association info
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.44/association/ (the `SlurmdbV0044GetAssociation` operationId).
+func (c *ClientWithResponses) SlurmdbV0044GetAssociationWithResponse(ctx context.Context, params *SlurmdbV0044GetAssociationParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetAssociationResponse, error) {
+	rsp, err := c.SlurmdbV0044GetAssociation(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044GetAssociationResponse(rsp)
+}
+
+// SlurmdbV0044DeleteAssociationsWithResponse Delete associations
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /slurmdb/v0.0.44/associations/ (the `SlurmdbV0044DeleteAssociations` operationId).
+func (c *ClientWithResponses) SlurmdbV0044DeleteAssociationsWithResponse(ctx context.Context, params *SlurmdbV0044DeleteAssociationsParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044DeleteAssociationsResponse, error) {
+	rsp, err := c.SlurmdbV0044DeleteAssociations(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044DeleteAssociationsResponse(rsp)
+}
+
+// SlurmdbV0044GetAssociationsWithResponse Get association list
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.44/associations/ (the `SlurmdbV0044GetAssociations` operationId).
+func (c *ClientWithResponses) SlurmdbV0044GetAssociationsWithResponse(ctx context.Context, params *SlurmdbV0044GetAssociationsParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetAssociationsResponse, error) {
+	rsp, err := c.SlurmdbV0044GetAssociations(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044GetAssociationsResponse(rsp)
+}
+
+// SlurmdbV0044PostAssociationsWithBodyWithResponse Set associations info
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.44/associations/ (the `SlurmdbV0044PostAssociations` operationId).
+func (c *ClientWithResponses) SlurmdbV0044PostAssociationsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostAssociationsResponse, error) {
+	rsp, err := c.SlurmdbV0044PostAssociationsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044PostAssociationsResponse(rsp)
+}
+
+// SlurmdbV0044PostAssociationsWithResponse Set associations info
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.44/associations/ (the `SlurmdbV0044PostAssociations` operationId).
+func (c *ClientWithResponses) SlurmdbV0044PostAssociationsWithResponse(ctx context.Context, body SlurmdbV0044PostAssociationsJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostAssociationsResponse, error) {
+	rsp, err := c.SlurmdbV0044PostAssociations(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044PostAssociationsResponse(rsp)
+}
+
+// SlurmdbV0044DeleteClusterWithResponse Delete cluster
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /slurmdb/v0.0.44/cluster/{cluster_name} (the `SlurmdbV0044DeleteCluster` operationId).
+func (c *ClientWithResponses) SlurmdbV0044DeleteClusterWithResponse(ctx context.Context, clusterName string, params *SlurmdbV0044DeleteClusterParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044DeleteClusterResponse, error) {
+	rsp, err := c.SlurmdbV0044DeleteCluster(ctx, clusterName, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044DeleteClusterResponse(rsp)
+}
+
+// SlurmdbV0044GetClusterWithResponse Get cluster info
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.44/cluster/{cluster_name} (the `SlurmdbV0044GetCluster` operationId).
+func (c *ClientWithResponses) SlurmdbV0044GetClusterWithResponse(ctx context.Context, clusterName string, params *SlurmdbV0044GetClusterParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetClusterResponse, error) {
+	rsp, err := c.SlurmdbV0044GetCluster(ctx, clusterName, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044GetClusterResponse(rsp)
+}
+
+// SlurmdbV0044GetClustersWithResponse Get cluster list
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.44/clusters/ (the `SlurmdbV0044GetClusters` operationId).
+func (c *ClientWithResponses) SlurmdbV0044GetClustersWithResponse(ctx context.Context, params *SlurmdbV0044GetClustersParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetClustersResponse, error) {
+	rsp, err := c.SlurmdbV0044GetClusters(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044GetClustersResponse(rsp)
+}
+
+// SlurmdbV0044PostClustersWithBodyWithResponse Get cluster list
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.44/clusters/ (the `SlurmdbV0044PostClusters` operationId).
+func (c *ClientWithResponses) SlurmdbV0044PostClustersWithBodyWithResponse(ctx context.Context, params *SlurmdbV0044PostClustersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostClustersResponse, error) {
+	rsp, err := c.SlurmdbV0044PostClustersWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044PostClustersResponse(rsp)
+}
+
+// SlurmdbV0044PostClustersWithResponse Get cluster list
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.44/clusters/ (the `SlurmdbV0044PostClusters` operationId).
+func (c *ClientWithResponses) SlurmdbV0044PostClustersWithResponse(ctx context.Context, params *SlurmdbV0044PostClustersParams, body SlurmdbV0044PostClustersJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostClustersResponse, error) {
+	rsp, err := c.SlurmdbV0044PostClusters(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044PostClustersResponse(rsp)
+}
+
+// SlurmdbV0044GetConfigWithResponse Dump all configuration information
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.44/config (the `SlurmdbV0044GetConfig` operationId).
+func (c *ClientWithResponses) SlurmdbV0044GetConfigWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetConfigResponse, error) {
+	rsp, err := c.SlurmdbV0044GetConfig(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044GetConfigResponse(rsp)
+}
+
+// SlurmdbV0044PostConfigWithBodyWithResponse Load all configuration information
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.44/config (the `SlurmdbV0044PostConfig` operationId).
+func (c *ClientWithResponses) SlurmdbV0044PostConfigWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostConfigResponse, error) {
+	rsp, err := c.SlurmdbV0044PostConfigWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044PostConfigResponse(rsp)
+}
+
+// SlurmdbV0044PostConfigWithResponse Load all configuration information
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.44/config (the `SlurmdbV0044PostConfig` operationId).
+func (c *ClientWithResponses) SlurmdbV0044PostConfigWithResponse(ctx context.Context, body SlurmdbV0044PostConfigJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostConfigResponse, error) {
+	rsp, err := c.SlurmdbV0044PostConfig(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044PostConfigResponse(rsp)
+}
+
+// SlurmdbV0044GetDiagWithResponse Get slurmdb diagnostics
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.44/diag/ (the `SlurmdbV0044GetDiag` operationId).
+func (c *ClientWithResponses) SlurmdbV0044GetDiagWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetDiagResponse, error) {
+	rsp, err := c.SlurmdbV0044GetDiag(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044GetDiagResponse(rsp)
+}
+
+// SlurmdbV0044GetInstanceWithResponse Get instance info
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.44/instance/ (the `SlurmdbV0044GetInstance` operationId).
+func (c *ClientWithResponses) SlurmdbV0044GetInstanceWithResponse(ctx context.Context, params *SlurmdbV0044GetInstanceParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetInstanceResponse, error) {
+	rsp, err := c.SlurmdbV0044GetInstance(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044GetInstanceResponse(rsp)
+}
+
+// SlurmdbV0044GetInstancesWithResponse Get instance list
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.44/instances/ (the `SlurmdbV0044GetInstances` operationId).
+func (c *ClientWithResponses) SlurmdbV0044GetInstancesWithResponse(ctx context.Context, params *SlurmdbV0044GetInstancesParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetInstancesResponse, error) {
+	rsp, err := c.SlurmdbV0044GetInstances(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044GetInstancesResponse(rsp)
+}
+
+// SlurmdbV0044GetJobWithResponse Get job info
+//
+// This endpoint may return multiple job entries since job_id is not a unique key - only the tuple (cluster, job_id, start_time) is unique. If the requested job_id is a component of a heterogeneous job all components are returned.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.44/job/{job_id} (the `SlurmdbV0044GetJob` operationId).
+func (c *ClientWithResponses) SlurmdbV0044GetJobWithResponse(ctx context.Context, jobId string, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetJobResponse, error) {
+	rsp, err := c.SlurmdbV0044GetJob(ctx, jobId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044GetJobResponse(rsp)
+}
+
+// SlurmdbV0044PostJobWithBodyWithResponse Update job
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.44/job/{job_id} (the `SlurmdbV0044PostJob` operationId).
+func (c *ClientWithResponses) SlurmdbV0044PostJobWithBodyWithResponse(ctx context.Context, jobId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostJobResponse, error) {
+	rsp, err := c.SlurmdbV0044PostJobWithBody(ctx, jobId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044PostJobResponse(rsp)
+}
+
+// SlurmdbV0044PostJobWithResponse Update job
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.44/job/{job_id} (the `SlurmdbV0044PostJob` operationId).
+func (c *ClientWithResponses) SlurmdbV0044PostJobWithResponse(ctx context.Context, jobId string, body SlurmdbV0044PostJobJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostJobResponse, error) {
+	rsp, err := c.SlurmdbV0044PostJob(ctx, jobId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044PostJobResponse(rsp)
+}
+
+// SlurmdbV0044GetJobsWithResponse Get job list
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.44/jobs/ (the `SlurmdbV0044GetJobs` operationId).
+func (c *ClientWithResponses) SlurmdbV0044GetJobsWithResponse(ctx context.Context, params *SlurmdbV0044GetJobsParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetJobsResponse, error) {
+	rsp, err := c.SlurmdbV0044GetJobs(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044GetJobsResponse(rsp)
+}
+
+// SlurmdbV0044PostJobsWithBodyWithResponse Update jobs
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.44/jobs/ (the `SlurmdbV0044PostJobs` operationId).
+func (c *ClientWithResponses) SlurmdbV0044PostJobsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostJobsResponse, error) {
+	rsp, err := c.SlurmdbV0044PostJobsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044PostJobsResponse(rsp)
+}
+
+// SlurmdbV0044PostJobsWithResponse Update jobs
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.44/jobs/ (the `SlurmdbV0044PostJobs` operationId).
+func (c *ClientWithResponses) SlurmdbV0044PostJobsWithResponse(ctx context.Context, body SlurmdbV0044PostJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostJobsResponse, error) {
+	rsp, err := c.SlurmdbV0044PostJobs(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044PostJobsResponse(rsp)
+}
+
+// SlurmdbV0044GetPingWithResponse ping test
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.44/ping/ (the `SlurmdbV0044GetPing` operationId).
+func (c *ClientWithResponses) SlurmdbV0044GetPingWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetPingResponse, error) {
+	rsp, err := c.SlurmdbV0044GetPing(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044GetPingResponse(rsp)
+}
+
+// SlurmdbV0044GetQosWithResponse Get QOS list
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.44/qos/ (the `SlurmdbV0044GetQos` operationId).
+func (c *ClientWithResponses) SlurmdbV0044GetQosWithResponse(ctx context.Context, params *SlurmdbV0044GetQosParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetQosResponse, error) {
+	rsp, err := c.SlurmdbV0044GetQos(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044GetQosResponse(rsp)
+}
+
+// SlurmdbV0044PostQosWithBodyWithResponse Add or update QOSs
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.44/qos/ (the `SlurmdbV0044PostQos` operationId).
+func (c *ClientWithResponses) SlurmdbV0044PostQosWithBodyWithResponse(ctx context.Context, params *SlurmdbV0044PostQosParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostQosResponse, error) {
+	rsp, err := c.SlurmdbV0044PostQosWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044PostQosResponse(rsp)
+}
+
+// SlurmdbV0044PostQosWithResponse Add or update QOSs
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.44/qos/ (the `SlurmdbV0044PostQos` operationId).
+func (c *ClientWithResponses) SlurmdbV0044PostQosWithResponse(ctx context.Context, params *SlurmdbV0044PostQosParams, body SlurmdbV0044PostQosJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostQosResponse, error) {
+	rsp, err := c.SlurmdbV0044PostQos(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044PostQosResponse(rsp)
+}
+
+// SlurmdbV0044DeleteSingleQosWithResponse Delete QOS
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /slurmdb/v0.0.44/qos/{qos} (the `SlurmdbV0044DeleteSingleQos` operationId).
+func (c *ClientWithResponses) SlurmdbV0044DeleteSingleQosWithResponse(ctx context.Context, qos string, reqEditors ...RequestEditorFn) (*SlurmdbV0044DeleteSingleQosResponse, error) {
+	rsp, err := c.SlurmdbV0044DeleteSingleQos(ctx, qos, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044DeleteSingleQosResponse(rsp)
+}
+
+// SlurmdbV0044GetSingleQosWithResponse Get QOS info
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.44/qos/{qos} (the `SlurmdbV0044GetSingleQos` operationId).
+func (c *ClientWithResponses) SlurmdbV0044GetSingleQosWithResponse(ctx context.Context, qos string, params *SlurmdbV0044GetSingleQosParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetSingleQosResponse, error) {
+	rsp, err := c.SlurmdbV0044GetSingleQos(ctx, qos, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044GetSingleQosResponse(rsp)
+}
+
+// SlurmdbV0044GetTresWithResponse Get TRES info
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.44/tres/ (the `SlurmdbV0044GetTres` operationId).
+func (c *ClientWithResponses) SlurmdbV0044GetTresWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetTresResponse, error) {
+	rsp, err := c.SlurmdbV0044GetTres(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044GetTresResponse(rsp)
+}
+
+// SlurmdbV0044PostTresWithBodyWithResponse Add TRES
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.44/tres/ (the `SlurmdbV0044PostTres` operationId).
+func (c *ClientWithResponses) SlurmdbV0044PostTresWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostTresResponse, error) {
+	rsp, err := c.SlurmdbV0044PostTresWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044PostTresResponse(rsp)
+}
+
+// SlurmdbV0044PostTresWithResponse Add TRES
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.44/tres/ (the `SlurmdbV0044PostTres` operationId).
+func (c *ClientWithResponses) SlurmdbV0044PostTresWithResponse(ctx context.Context, body SlurmdbV0044PostTresJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostTresResponse, error) {
+	rsp, err := c.SlurmdbV0044PostTres(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044PostTresResponse(rsp)
+}
+
+// SlurmdbV0044DeleteUserWithResponse Delete user
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /slurmdb/v0.0.44/user/{name} (the `SlurmdbV0044DeleteUser` operationId).
+func (c *ClientWithResponses) SlurmdbV0044DeleteUserWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*SlurmdbV0044DeleteUserResponse, error) {
+	rsp, err := c.SlurmdbV0044DeleteUser(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044DeleteUserResponse(rsp)
+}
+
+// SlurmdbV0044GetUserWithResponse Get user info
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.44/user/{name} (the `SlurmdbV0044GetUser` operationId).
+func (c *ClientWithResponses) SlurmdbV0044GetUserWithResponse(ctx context.Context, name string, params *SlurmdbV0044GetUserParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetUserResponse, error) {
+	rsp, err := c.SlurmdbV0044GetUser(ctx, name, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044GetUserResponse(rsp)
+}
+
+// SlurmdbV0044GetUsersWithResponse Get user list
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.44/users/ (the `SlurmdbV0044GetUsers` operationId).
+func (c *ClientWithResponses) SlurmdbV0044GetUsersWithResponse(ctx context.Context, params *SlurmdbV0044GetUsersParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetUsersResponse, error) {
+	rsp, err := c.SlurmdbV0044GetUsers(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044GetUsersResponse(rsp)
+}
+
+// SlurmdbV0044PostUsersWithBodyWithResponse Update users
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.44/users/ (the `SlurmdbV0044PostUsers` operationId).
+func (c *ClientWithResponses) SlurmdbV0044PostUsersWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostUsersResponse, error) {
+	rsp, err := c.SlurmdbV0044PostUsersWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044PostUsersResponse(rsp)
+}
+
+// SlurmdbV0044PostUsersWithResponse Update users
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.44/users/ (the `SlurmdbV0044PostUsers` operationId).
+func (c *ClientWithResponses) SlurmdbV0044PostUsersWithResponse(ctx context.Context, body SlurmdbV0044PostUsersJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostUsersResponse, error) {
+	rsp, err := c.SlurmdbV0044PostUsers(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044PostUsersResponse(rsp)
+}
+
+// SlurmdbV0044PostUsersAssociationWithBodyWithResponse Add users with conditional association
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.44/users_association/ (the `SlurmdbV0044PostUsersAssociation` operationId).
+func (c *ClientWithResponses) SlurmdbV0044PostUsersAssociationWithBodyWithResponse(ctx context.Context, params *SlurmdbV0044PostUsersAssociationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostUsersAssociationResponse, error) {
+	rsp, err := c.SlurmdbV0044PostUsersAssociationWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044PostUsersAssociationResponse(rsp)
+}
+
+// SlurmdbV0044PostUsersAssociationWithResponse Add users with conditional association
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.44/users_association/ (the `SlurmdbV0044PostUsersAssociation` operationId).
+func (c *ClientWithResponses) SlurmdbV0044PostUsersAssociationWithResponse(ctx context.Context, params *SlurmdbV0044PostUsersAssociationParams, body SlurmdbV0044PostUsersAssociationJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostUsersAssociationResponse, error) {
+	rsp, err := c.SlurmdbV0044PostUsersAssociation(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044PostUsersAssociationResponse(rsp)
+}
+
+// SlurmdbV0044DeleteWckeyWithResponse Delete wckey
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /slurmdb/v0.0.44/wckey/{id} (the `SlurmdbV0044DeleteWckey` operationId).
+func (c *ClientWithResponses) SlurmdbV0044DeleteWckeyWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*SlurmdbV0044DeleteWckeyResponse, error) {
+	rsp, err := c.SlurmdbV0044DeleteWckey(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044DeleteWckeyResponse(rsp)
+}
+
+// SlurmdbV0044GetWckeyWithResponse Get wckey info
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.44/wckey/{id} (the `SlurmdbV0044GetWckey` operationId).
+func (c *ClientWithResponses) SlurmdbV0044GetWckeyWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetWckeyResponse, error) {
+	rsp, err := c.SlurmdbV0044GetWckey(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044GetWckeyResponse(rsp)
+}
+
+// SlurmdbV0044GetWckeysWithResponse Get wckey list
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /slurmdb/v0.0.44/wckeys/ (the `SlurmdbV0044GetWckeys` operationId).
+func (c *ClientWithResponses) SlurmdbV0044GetWckeysWithResponse(ctx context.Context, params *SlurmdbV0044GetWckeysParams, reqEditors ...RequestEditorFn) (*SlurmdbV0044GetWckeysResponse, error) {
+	rsp, err := c.SlurmdbV0044GetWckeys(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044GetWckeysResponse(rsp)
+}
+
+// SlurmdbV0044PostWckeysWithBodyWithResponse Add or update wckeys
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.44/wckeys/ (the `SlurmdbV0044PostWckeys` operationId).
+func (c *ClientWithResponses) SlurmdbV0044PostWckeysWithBodyWithResponse(ctx context.Context, params *SlurmdbV0044PostWckeysParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostWckeysResponse, error) {
+	rsp, err := c.SlurmdbV0044PostWckeysWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044PostWckeysResponse(rsp)
+}
+
+// SlurmdbV0044PostWckeysWithResponse Add or update wckeys
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /slurmdb/v0.0.44/wckeys/ (the `SlurmdbV0044PostWckeys` operationId).
+func (c *ClientWithResponses) SlurmdbV0044PostWckeysWithResponse(ctx context.Context, params *SlurmdbV0044PostWckeysParams, body SlurmdbV0044PostWckeysJSONRequestBody, reqEditors ...RequestEditorFn) (*SlurmdbV0044PostWckeysResponse, error) {
+	rsp, err := c.SlurmdbV0044PostWckeys(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSlurmdbV0044PostWckeysResponse(rsp)
 }
 
 // ParseSlurmV0044GetDiagResponse parses an HTTP response from a SlurmV0044GetDiagWithResponse call
@@ -9441,6 +20053,1293 @@ func ParseSlurmV0044GetSharesResponse(rsp *http.Response) (*SlurmV0044GetSharesR
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest V0044OpenapiSharesResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044DeleteAccountResponse parses an HTTP response from a SlurmdbV0044DeleteAccountWithResponse call
+func ParseSlurmdbV0044DeleteAccountResponse(rsp *http.Response) (*SlurmdbV0044DeleteAccountResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044DeleteAccountResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiAccountsRemovedResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiAccountsRemovedResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044GetAccountResponse parses an HTTP response from a SlurmdbV0044GetAccountWithResponse call
+func ParseSlurmdbV0044GetAccountResponse(rsp *http.Response) (*SlurmdbV0044GetAccountResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044GetAccountResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiAccountsResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiAccountsResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044GetAccountsResponse parses an HTTP response from a SlurmdbV0044GetAccountsWithResponse call
+func ParseSlurmdbV0044GetAccountsResponse(rsp *http.Response) (*SlurmdbV0044GetAccountsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044GetAccountsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiAccountsResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiAccountsResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044PostAccountsResponse parses an HTTP response from a SlurmdbV0044PostAccountsWithResponse call
+func ParseSlurmdbV0044PostAccountsResponse(rsp *http.Response) (*SlurmdbV0044PostAccountsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044PostAccountsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044PostAccountsAssociationResponse parses an HTTP response from a SlurmdbV0044PostAccountsAssociationWithResponse call
+func ParseSlurmdbV0044PostAccountsAssociationResponse(rsp *http.Response) (*SlurmdbV0044PostAccountsAssociationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044PostAccountsAssociationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiAccountsAddCondRespStr
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiAccountsAddCondRespStr
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044DeleteAssociationResponse parses an HTTP response from a SlurmdbV0044DeleteAssociationWithResponse call
+func ParseSlurmdbV0044DeleteAssociationResponse(rsp *http.Response) (*SlurmdbV0044DeleteAssociationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044DeleteAssociationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiAssocsRemovedResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiAssocsRemovedResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044GetAssociationResponse parses an HTTP response from a SlurmdbV0044GetAssociationWithResponse call
+func ParseSlurmdbV0044GetAssociationResponse(rsp *http.Response) (*SlurmdbV0044GetAssociationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044GetAssociationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiAssocsResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiAssocsResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044DeleteAssociationsResponse parses an HTTP response from a SlurmdbV0044DeleteAssociationsWithResponse call
+func ParseSlurmdbV0044DeleteAssociationsResponse(rsp *http.Response) (*SlurmdbV0044DeleteAssociationsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044DeleteAssociationsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiAssocsRemovedResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiAssocsRemovedResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044GetAssociationsResponse parses an HTTP response from a SlurmdbV0044GetAssociationsWithResponse call
+func ParseSlurmdbV0044GetAssociationsResponse(rsp *http.Response) (*SlurmdbV0044GetAssociationsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044GetAssociationsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiAssocsResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiAssocsResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044PostAssociationsResponse parses an HTTP response from a SlurmdbV0044PostAssociationsWithResponse call
+func ParseSlurmdbV0044PostAssociationsResponse(rsp *http.Response) (*SlurmdbV0044PostAssociationsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044PostAssociationsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044DeleteClusterResponse parses an HTTP response from a SlurmdbV0044DeleteClusterWithResponse call
+func ParseSlurmdbV0044DeleteClusterResponse(rsp *http.Response) (*SlurmdbV0044DeleteClusterResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044DeleteClusterResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiClustersRemovedResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiClustersRemovedResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044GetClusterResponse parses an HTTP response from a SlurmdbV0044GetClusterWithResponse call
+func ParseSlurmdbV0044GetClusterResponse(rsp *http.Response) (*SlurmdbV0044GetClusterResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044GetClusterResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiClustersResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiClustersResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044GetClustersResponse parses an HTTP response from a SlurmdbV0044GetClustersWithResponse call
+func ParseSlurmdbV0044GetClustersResponse(rsp *http.Response) (*SlurmdbV0044GetClustersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044GetClustersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiClustersResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiClustersResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044PostClustersResponse parses an HTTP response from a SlurmdbV0044PostClustersWithResponse call
+func ParseSlurmdbV0044PostClustersResponse(rsp *http.Response) (*SlurmdbV0044PostClustersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044PostClustersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044GetConfigResponse parses an HTTP response from a SlurmdbV0044GetConfigWithResponse call
+func ParseSlurmdbV0044GetConfigResponse(rsp *http.Response) (*SlurmdbV0044GetConfigResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044GetConfigResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiSlurmdbdConfigResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiSlurmdbdConfigResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044PostConfigResponse parses an HTTP response from a SlurmdbV0044PostConfigWithResponse call
+func ParseSlurmdbV0044PostConfigResponse(rsp *http.Response) (*SlurmdbV0044PostConfigResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044PostConfigResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044GetDiagResponse parses an HTTP response from a SlurmdbV0044GetDiagWithResponse call
+func ParseSlurmdbV0044GetDiagResponse(rsp *http.Response) (*SlurmdbV0044GetDiagResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044GetDiagResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiSlurmdbdStatsResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiSlurmdbdStatsResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044GetInstanceResponse parses an HTTP response from a SlurmdbV0044GetInstanceWithResponse call
+func ParseSlurmdbV0044GetInstanceResponse(rsp *http.Response) (*SlurmdbV0044GetInstanceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044GetInstanceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiInstancesResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiInstancesResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044GetInstancesResponse parses an HTTP response from a SlurmdbV0044GetInstancesWithResponse call
+func ParseSlurmdbV0044GetInstancesResponse(rsp *http.Response) (*SlurmdbV0044GetInstancesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044GetInstancesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiInstancesResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiInstancesResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044GetJobResponse parses an HTTP response from a SlurmdbV0044GetJobWithResponse call
+func ParseSlurmdbV0044GetJobResponse(rsp *http.Response) (*SlurmdbV0044GetJobResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044GetJobResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiSlurmdbdJobsResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiSlurmdbdJobsResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044PostJobResponse parses an HTTP response from a SlurmdbV0044PostJobWithResponse call
+func ParseSlurmdbV0044PostJobResponse(rsp *http.Response) (*SlurmdbV0044PostJobResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044PostJobResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiJobModifyResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiJobModifyResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044GetJobsResponse parses an HTTP response from a SlurmdbV0044GetJobsWithResponse call
+func ParseSlurmdbV0044GetJobsResponse(rsp *http.Response) (*SlurmdbV0044GetJobsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044GetJobsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiSlurmdbdJobsResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiSlurmdbdJobsResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044PostJobsResponse parses an HTTP response from a SlurmdbV0044PostJobsWithResponse call
+func ParseSlurmdbV0044PostJobsResponse(rsp *http.Response) (*SlurmdbV0044PostJobsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044PostJobsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiJobModifyResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiJobModifyResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044GetPingResponse parses an HTTP response from a SlurmdbV0044GetPingWithResponse call
+func ParseSlurmdbV0044GetPingResponse(rsp *http.Response) (*SlurmdbV0044GetPingResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044GetPingResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiSlurmdbdPingResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiSlurmdbdPingResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044GetQosResponse parses an HTTP response from a SlurmdbV0044GetQosWithResponse call
+func ParseSlurmdbV0044GetQosResponse(rsp *http.Response) (*SlurmdbV0044GetQosResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044GetQosResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiSlurmdbdQosResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiSlurmdbdQosResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044PostQosResponse parses an HTTP response from a SlurmdbV0044PostQosWithResponse call
+func ParseSlurmdbV0044PostQosResponse(rsp *http.Response) (*SlurmdbV0044PostQosResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044PostQosResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044DeleteSingleQosResponse parses an HTTP response from a SlurmdbV0044DeleteSingleQosWithResponse call
+func ParseSlurmdbV0044DeleteSingleQosResponse(rsp *http.Response) (*SlurmdbV0044DeleteSingleQosResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044DeleteSingleQosResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiSlurmdbdQosRemovedResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiSlurmdbdQosRemovedResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044GetSingleQosResponse parses an HTTP response from a SlurmdbV0044GetSingleQosWithResponse call
+func ParseSlurmdbV0044GetSingleQosResponse(rsp *http.Response) (*SlurmdbV0044GetSingleQosResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044GetSingleQosResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiSlurmdbdQosResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiSlurmdbdQosResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044GetTresResponse parses an HTTP response from a SlurmdbV0044GetTresWithResponse call
+func ParseSlurmdbV0044GetTresResponse(rsp *http.Response) (*SlurmdbV0044GetTresResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044GetTresResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiTresResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiTresResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044PostTresResponse parses an HTTP response from a SlurmdbV0044PostTresWithResponse call
+func ParseSlurmdbV0044PostTresResponse(rsp *http.Response) (*SlurmdbV0044PostTresResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044PostTresResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044DeleteUserResponse parses an HTTP response from a SlurmdbV0044DeleteUserWithResponse call
+func ParseSlurmdbV0044DeleteUserResponse(rsp *http.Response) (*SlurmdbV0044DeleteUserResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044DeleteUserResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044GetUserResponse parses an HTTP response from a SlurmdbV0044GetUserWithResponse call
+func ParseSlurmdbV0044GetUserResponse(rsp *http.Response) (*SlurmdbV0044GetUserResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044GetUserResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiUsersResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiUsersResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044GetUsersResponse parses an HTTP response from a SlurmdbV0044GetUsersWithResponse call
+func ParseSlurmdbV0044GetUsersResponse(rsp *http.Response) (*SlurmdbV0044GetUsersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044GetUsersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiUsersResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiUsersResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044PostUsersResponse parses an HTTP response from a SlurmdbV0044PostUsersWithResponse call
+func ParseSlurmdbV0044PostUsersResponse(rsp *http.Response) (*SlurmdbV0044PostUsersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044PostUsersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044PostUsersAssociationResponse parses an HTTP response from a SlurmdbV0044PostUsersAssociationWithResponse call
+func ParseSlurmdbV0044PostUsersAssociationResponse(rsp *http.Response) (*SlurmdbV0044PostUsersAssociationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044PostUsersAssociationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiUsersAddCondRespStr
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiUsersAddCondRespStr
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044DeleteWckeyResponse parses an HTTP response from a SlurmdbV0044DeleteWckeyWithResponse call
+func ParseSlurmdbV0044DeleteWckeyResponse(rsp *http.Response) (*SlurmdbV0044DeleteWckeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044DeleteWckeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiWckeyRemovedResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiWckeyRemovedResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044GetWckeyResponse parses an HTTP response from a SlurmdbV0044GetWckeyWithResponse call
+func ParseSlurmdbV0044GetWckeyResponse(rsp *http.Response) (*SlurmdbV0044GetWckeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044GetWckeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiWckeyResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiWckeyResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044GetWckeysResponse parses an HTTP response from a SlurmdbV0044GetWckeysWithResponse call
+func ParseSlurmdbV0044GetWckeysResponse(rsp *http.Response) (*SlurmdbV0044GetWckeysResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044GetWckeysResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiWckeyResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiWckeyResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSlurmdbV0044PostWckeysResponse parses an HTTP response from a SlurmdbV0044PostWckeysWithResponse call
+func ParseSlurmdbV0044PostWckeysResponse(rsp *http.Response) (*SlurmdbV0044PostWckeysResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SlurmdbV0044PostWckeysResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest V0044OpenapiResp
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest V0044OpenapiResp
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
