@@ -338,14 +338,15 @@ TEST_LANE_1 := e2e images e2e-node
 E2E_LANE_2 := ^(TestNodeSet|TestKueue)
 test: ## everything CI runs: vet, unit, fuzz, the suites and a 3-minute fault soak on Slurm 24.11 and 26.05, in two lanes; a timed line per stage
 	@stage() { local s=$$1 start=$$(date +%s); shift; \
-	  said() { find $(LAB_DIR) $(LAB_2605_DIR) -maxdepth 1 -name "*.$$1" -newermt @$$start -exec cat {} + 2>/dev/null | tr '\n' ' '; }; \
+	  said() { find $$sdir -maxdepth 1 -name "*.$$1" -newermt @$$start -exec cat {} + 2>/dev/null | tr '\n' ' '; }; \
 	  if "$$@"; then flaky=$$(said flaky); echo "STAGE $$s $$(( $$(date +%s) - start )) s$${flaky:+ ($$flaky)}"; return 0; fi; \
 	  failed=$$(said failed); echo "STAGE $$s FAILED after $$(( $$(date +%s) - start )) s$${failed:+: $$failed}"; return 1; }; \
 	stage tools $(MAKE) --no-print-directory tools || exit 1; \
 	go mod download; (cd test/tools/kueue && go mod download); \
 	log=$(LAB_DIR)/lane-2.log; ntlog=$(LAB_DIR)/node-tools.log; \
 	in2() { nsenter --net=/var/run/netns/$(LAB_2605_NETNS) $(MAKE) --no-print-directory "$$@" LAB_DIR=$(LAB_2605_DIR); }; \
-	( stage vet $(MAKE) --no-print-directory vet && stage unit $(MAKE) --no-print-directory unit && \
+	sdir=$(LAB_DIR); \
+	( sdir=$(LAB_2605_DIR); stage vet $(MAKE) --no-print-directory vet && stage unit $(MAKE) --no-print-directory unit && \
 	  stage fuzz $(MAKE) --no-print-directory fuzz && \
 	  stage lab-26.05-beside $(MAKE) --no-print-directory lab-26.05-beside && stage kueue in2 kueue && \
 	  stage e2e-26.05 in2 e2e-26.05 SLURM=26.05 && stage soak-short-26.05 in2 soak-short SLURM=26.05 && \

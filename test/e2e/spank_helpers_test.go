@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/onepool/onepool/test/lab"
+	"github.com/onepool/onepool/test/lab/mount"
 )
 
 // jailPluginSO is the plugin `make e2e` builds for this lab (make lab-spank).
@@ -67,13 +68,22 @@ func jobDone(t *testing.T, l *lab.Lab, id string) string {
 	return state
 }
 
-func mountCount(t *testing.T) int {
+// mountsUnder is the set of mount points at or under dir (the lab's
+// rootfs: where slurmd's steps and the jail plugin mount). Not the whole
+// mount table: make test's other lane mounts and unmounts beside this one
+// (a ci-fresh run saw 104 entries before the jobs and 99 after, none of
+// them the jail's).
+func mountsUnder(t *testing.T, dir string) map[string]bool {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	ms, err := mount.Under(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.Count(string(b), "\n")
+	out := map[string]bool{}
+	for _, m := range ms {
+		out[m] = true
+	}
+	return out
 }
 
 // logSince returns what was appended to path after offset.
