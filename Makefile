@@ -234,8 +234,7 @@ fuzz: ## the decoders' fuzz targets, briefly
 # An e2e run (test/e2e-run.sh): verbose into $(LAB_DIR)/<name>.log;
 # printed, each test's result and time, and on a failure what the failing
 # tests said; their names in $(LAB_DIR)/<name>.failed for make test's
-# STAGE line. One or two failed tests run once more, alone: passing then,
-# they are named as flaky (<name>.flaky, the STAGE line) and the run passes.
+# STAGE line. A failed test is never run again here (E2E_RERUN, by hand).
 # $(call e2e_run,NAME,GO TEST ARGUMENTS)
 e2e_run = test/e2e-run.sh $(1) $(LAB_DIR) $(2)
 

@@ -6,7 +6,7 @@
 # failed go to DIR/NAME.failed, which make test's STAGE line repeats: a CI
 # report that shows only the last lines of the output still names them.
 #
-# A run whose only failures are at most E2E_RERUN (default 2) top-level
+# With E2E_RERUN=N (default 0: never; make test sets none), a run whose only failures are at most N top-level
 # tests, with no panic and no timeout, runs those tests once more, alone
 # (DIR/NAME-rerun.log). If they pass then, the run passes, and they are
 # named as flaky: printed, in DIR/NAME.flaky (the STAGE line repeats it),
@@ -34,7 +34,7 @@ results "$log"
 said "$log"
 first=$(failed "$log")
 n=$(printf '%s\n' "$first" | grep -c .)
-if [ "$n" -ge 1 ] && [ "$n" -le "${E2E_RERUN:-2}" ] && ! grep -qE '^panic:|^\s*panic: test timed out' "$log"; then
+if [ "$n" -ge 1 ] && [ "$n" -le "${E2E_RERUN:-0}" ] && ! grep -qE '^panic:|^\s*panic: test timed out' "$log"; then
 	echo "$name: running the $n failed test(s) once more, alone: $(echo $first)"
 	go test -count=1 -p 1 -v "$@" -run "^($(echo $first | tr ' ' '|'))\$" >"$dir/$name-rerun.log" 2>&1
 	rc=$?
