@@ -6,14 +6,12 @@
 # failed go to DIR/NAME.failed, which make test's STAGE line repeats: a CI
 # report that shows only the last lines of the output still names them.
 #
-# With E2E_RERUN=N (default 0: never; make test sets none), a run whose only failures are at most N top-level
-# tests, with no panic and no timeout, runs those tests once more, alone
-# (DIR/NAME-rerun.log). If they pass then, the run passes, and they are
-# named as flaky: printed, in DIR/NAME.flaky (the STAGE line repeats it),
-# with both logs kept. A test that fails twice fails the run. This machine
-# is shared and noisy (the suites wait on real daemons, two labs at once);
-# one failure in a hundred tests must be seen, and fixed, but must not be
-# the only thing a CI run says.
+# With E2E_RERUN=N (by hand; make test never sets it: a flaky test is a
+# failure), a run whose only failures are at most N top-level tests, with
+# no panic and no timeout, runs those once more, alone (DIR/NAME-rerun.log),
+# to tell a flake from a break; passing then, they are named flaky
+# (DIR/NAME.flaky, repeated on the STAGE line). A test that fails twice
+# fails the run.
 set -u
 name=$1 dir=$2
 shift 2
