@@ -12,7 +12,16 @@ import (
 type Record struct {
 	Reason string
 	At     time.Time
+	// Exact: At is Slurm's own reason time for the drain, read from Slurm
+	// (Pin), and the drain is this one only at that very second. Without
+	// it At is onepool's clock when it wrote the record, and Slurm's time
+	// may be up to RecordSlack away.
+	Exact bool
 }
+
+// exactMark starts a record's time when it is Slurm's own (Exact), in
+// annotations and Text: "slurm@2026-11-28T02:19:04Z".
+const exactMark = "slurm@"
 
 // RecordSlack is how far apart the record's time and Slurm's reason time
 // may be and still be one drain: the clocks of two hosts, plus the drain
@@ -36,6 +45,9 @@ func (r Record) Matches(drained bool, reason string, changed time.Time) bool {
 		if changed.IsZero() {
 			return true
 		}
+		if r.Exact {
+			return changed.Truncate(time.Second).Equal(r.At)
+		}
 		d := changed.Sub(r.At)
 		return d <= RecordSlack && d >= -RecordSlack
 	case SlurmAppended(reason, r.Reason):
@@ -44,8 +56,42 @@ func (r Record) Matches(drained bool, reason string, changed time.Time) bool {
 	return false
 }
 
+// Pin is the record with Slurm's own time for it, when Slurm shows its very
+// words (reason) set at changed: the drain onepool replaces or resumes is
+// then that one drain, and the same words set at any other time (an
+// admin's, seconds later) are not onepool's. The soak found it: onepool
+// replaced its cordon drain with "slurmd pod deleted", an admin drained
+// with the cordon's words 13 s later, and the replaced record, matched
+// within RecordSlack, took the admin's drain for onepool's and resumed it.
+// A record Slurm does not show as it is (other words, Slurm's cause
+// appended, no time) stays as it is.
+func (r Record) Pin(reason string, changed time.Time) Record {
+	if r.Reason == "" || reason != r.Reason || changed.IsZero() {
+		return r
+	}
+	return Record{Reason: r.Reason, At: changed.Truncate(time.Second).UTC(), Exact: true}
+}
+
 // Equal says whether two records hold the same drain.
-func (r Record) Equal(o Record) bool { return r.Reason == o.Reason && r.At.Equal(o.At) }
+func (r Record) Equal(o Record) bool {
+	return r.Reason == o.Reason && r.At.Equal(o.At) && r.Exact == o.Exact
+}
+
+// formatAt and parseAt write and read a record's time: RFC 3339, after
+// exactMark when it is Slurm's own.
+func (r Record) formatAt() string {
+	at := r.At.UTC().Format(time.RFC3339)
+	if r.Exact {
+		return exactMark + at
+	}
+	return at
+}
+
+func parseAt(s string) (at time.Time, exact bool, err error) {
+	s, exact = strings.CutPrefix(s, exactMark)
+	at, err = time.Parse(time.RFC3339, s)
+	return at, exact, err
+}
 
 // SlurmAppended says reason is base with Slurm's own cause appended (Slurm
 // joins them with " : " when it sets a drained node down).
@@ -62,17 +108,20 @@ func Shows(reason, written string) bool {
 // Read reads a record from annotations; a time that does not parse leaves
 // At zero.
 func Read(a map[string]string, reasonKey, atKey string) Record {
-	at, _ := time.Parse(time.RFC3339, a[atKey])
-	return Record{Reason: a[reasonKey], At: at}
+	at, exact, err := parseAt(a[atKey])
+	if err != nil {
+		return Record{Reason: a[reasonKey]}
+	}
+	return Record{Reason: a[reasonKey], At: at, Exact: exact}
 }
 
-// Text is the record in one annotation value, "<RFC 3339 time> <reason>"
-// ("" for none).
+// Text is the record in one annotation value, "<RFC 3339 time> <reason>",
+// the time after exactMark when it is Slurm's own ("" for none).
 func (r Record) Text() string {
 	if r.Reason == "" {
 		return ""
 	}
-	return r.At.UTC().Format(time.RFC3339) + " " + r.Reason
+	return r.formatAt() + " " + r.Reason
 }
 
 // Parse reads a record Text wrote. A value without a time that parses gives
@@ -82,11 +131,11 @@ func Parse(s string) Record {
 	if !ok {
 		return Record{Reason: s}
 	}
-	t, err := time.Parse(time.RFC3339, at)
+	t, exact, err := parseAt(at)
 	if err != nil {
 		return Record{Reason: s}
 	}
-	return Record{Reason: reason, At: t}
+	return Record{Reason: reason, At: t, Exact: exact}
 }
 
 // Annotations returns the record as annotation values ("" for none).
@@ -94,7 +143,7 @@ func (r Record) Annotations(reasonKey, atKey string) map[string]string {
 	if r.Reason == "" {
 		return map[string]string{reasonKey: "", atKey: ""}
 	}
-	return map[string]string{reasonKey: r.Reason, atKey: r.At.UTC().Format(time.RFC3339)}
+	return map[string]string{reasonKey: r.Reason, atKey: r.formatAt()}
 }
 
 // MergePatch is the JSON merge patch that writes the record into an

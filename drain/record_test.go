@@ -37,6 +37,45 @@ func TestRecord(t *testing.T) {
 	assert.False(t, r.Equal(Record{Reason: ReasonCordoned, At: at.Add(time.Second)}))
 }
 
+// TestRecordPinned: a record pinned to Slurm's own time for the drain is
+// that drain at that second only; the same words seconds later are
+// someone else's.
+func TestRecordPinned(t *testing.T) {
+	at := time.Date(2026, 11, 28, 2, 19, 4, 0, time.UTC)
+	r := Record{Reason: ReasonCordoned, At: at.Add(-2 * time.Second)}
+	slurmAt := at.Add(500 * time.Millisecond)
+	p := r.Pin(ReasonCordoned, slurmAt)
+	assert.Equal(t, Record{Reason: ReasonCordoned, At: at, Exact: true}, p)
+	assert.False(t, p.Equal(Record{Reason: ReasonCordoned, At: at}), "exactness is part of the record")
+	for _, tc := range []struct {
+		name    string
+		reason  string
+		changed time.Time
+		want    bool
+	}{
+		{"Slurm's very time", ReasonCordoned, slurmAt, true},
+		{"no time from Slurm", ReasonCordoned, time.Time{}, true},
+		{"the same words 39 s later", ReasonCordoned, at.Add(39 * time.Second), false},
+		{"the same words a second earlier", ReasonCordoned, at.Add(-time.Second), false},
+		{"Slurm's cause appended later", ReasonCordoned + " : Not responding", at.Add(time.Hour), true},
+		{"other words", ReasonPodDeleted, at, false},
+	} {
+		assert.Equal(t, tc.want, p.Matches(true, tc.reason, tc.changed), tc.name)
+	}
+	assert.True(t, r.Matches(true, ReasonCordoned, at.Add(39*time.Second)), "unpinned, the minute's slack holds")
+
+	// Pinned only to a drain Slurm shows as it is.
+	assert.Equal(t, r, r.Pin(ReasonPodDeleted, slurmAt), "other words")
+	assert.Equal(t, r, r.Pin(ReasonCordoned+" : Not responding", slurmAt), "Slurm's cause appended")
+	assert.Equal(t, r, r.Pin(ReasonCordoned, time.Time{}), "no time from Slurm")
+	assert.Equal(t, Record{}, Record{}.Pin("", slurmAt))
+
+	assert.Equal(t, "slurm@2026-11-28T02:19:04Z onepool: node cordoned", p.Text())
+	assert.True(t, p.Equal(Parse(p.Text())), "round trip")
+	assert.Equal(t, p, Read(p.Annotations("r", "t"), "r", "t"))
+	assert.True(t, Parse("slurm@yesterday "+ReasonCordoned).At.IsZero(), "a time that does not parse")
+}
+
 func TestRecordText(t *testing.T) {
 	r := Record{Reason: "onepool: node cordoned: a b", At: time.Date(2026, 11, 26, 3, 4, 5, 0, time.UTC)}
 	assert.Equal(t, "2026-11-26T03:04:05Z onepool: node cordoned: a b", r.Text())

@@ -314,6 +314,16 @@ func (r *Reconciler) do(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *corev1.
 		}
 		r.deletePod(ctx, ns, n.pod, "no job runs on Slurm node "+n.slurmName, fail)
 	case actResume:
+		// The record kept after the resume is pinned to Slurm's own time
+		// for this drain first (drain.Record Pin): the drain brought back
+		// by slurmctld has that time; an admin's in the same words, set
+		// seconds later, is the admin's.
+		if pinned := n.record.Pin(n.slurm.node.Reason, n.slurm.node.ReasonChanged); !pinned.Equal(n.record) {
+			if err := r.record(ctx, n.nodeName, pinned); err != nil {
+				fail(err)
+				return
+			}
+		}
 		err := r.slurm.Resume(ctx, n.slurmName)
 		if err != nil {
 			r.recorder.Eventf(ns, nil, corev1.EventTypeWarning, keys.EventSlurmActFailed, keys.ActionResume, "resume Slurm node %s: %v", n.slurmName, err)
@@ -322,9 +332,9 @@ func (r *Reconciler) do(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *corev1.
 		}
 		r.recorder.Eventf(ns, nil, corev1.EventTypeNormal, keys.EventResumed, keys.ActionResume, "resumed Slurm node %s: its new slurmd pod %s is Ready and registered", n.slurmName, n.pod.Name)
 		// The record stays: it matches only this drain (its words and
-		// time), and slurmctld restarted before saving its state brings
-		// this drain back; the NodeSet resumes it again. A new drain
-		// replaces the record.
+		// Slurm's time), and slurmctld restarted before saving its state
+		// brings this drain back; the NodeSet resumes it again. A new
+		// drain replaces the record.
 	case actForceDelete:
 		if !r.confirmFree(ctx, ns, n, fail) {
 			return

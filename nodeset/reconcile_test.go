@@ -87,6 +87,22 @@ func TestReconcileRollsWithoutTakingABusyNode(t *testing.T) {
 		n := e.slurm.Get(busy)
 		return !n.State.Drain() && e.slurm.Count(&e.slurm.Resumes) > resumes, fmt.Sprintf("%v %q", n.State, n.Reason)
 	})
+
+	// The record kept is pinned to Slurm's time for that drain: an admin's
+	// drain in the update's words, seconds later, is the admin's.
+	var node corev1.Node
+	require.NoError(t, e.c.Get(context.Background(), client.ObjectKey{Name: busy}, &node))
+	rec := drain.Read(node.Annotations, keys.AnnotationNodeSetDrain, keys.AnnotationNodeSetDrainAt)
+	assert.True(t, rec.Exact && rec.At.Equal(saved.ReasonChanged.Truncate(time.Second)), "record %+v, Slurm's time %v", rec, saved.ReasonChanged)
+	admins := e.slurm.Get(busy)
+	admins.State = slurmrest.NodeState{admins.State.Base(), "DRAIN"}
+	admins.Reason, admins.ReasonChanged = saved.Reason, saved.ReasonChanged.Add(10*time.Second)
+	e.slurm.Add(admins)
+	resumes = e.slurm.Count(&e.slurm.Resumes)
+	testenv.Holds(t, 3*time.Second, "the admin's drain in the NodeSet's words stays", func() (bool, string) {
+		n := e.slurm.Get(busy)
+		return n.State.Drain() && e.slurm.Count(&e.slurm.Resumes) == resumes, fmt.Sprintf("%v %q", n.State, n.Reason)
+	})
 }
 
 // A Node that leaves the selector: drained with the NodeSet's reason, its

@@ -51,6 +51,12 @@ type observed struct {
 //     saving its state (a crash, SIGKILL) brings the drain back with its
 //     old reason and time (the soak saw it: onepool's resume undone 3 s
 //     later, then kept as an admin's drain for good).
+//
+// Both are pinned to Slurm's own reason time for the drain (drain.Record
+// Pin): the very drain comes back with that time, and the same words set
+// at any other time are an admin's (the soak, 2026-11-28: an admin's drain
+// in the cordon's words 13 s after onepool replaced its own was taken for
+// onepool's, within the unpinned record's minute, and resumed).
 type drainRecord struct {
 	drain.Record
 	replaced drain.Record
@@ -129,9 +135,10 @@ func plan(o observed) decision {
 		d.record = &drainRecord{Record: fresh, resumed: o.record.resumed}
 	case want != "" && ours && !drain.Shows(o.slurm.Reason, want):
 		// Our drain, another cause now (cordoned, then the pod deleted).
-		// The drain in place stays recorded until Slurm shows the new one.
+		// The drain in place stays recorded until Slurm shows the new one,
+		// pinned to Slurm's time for it: those words set later are not it.
 		d.action, d.reason = actDrain, want
-		d.record = &drainRecord{Record: fresh, replaced: current, resumed: o.record.resumed}
+		d.record = &drainRecord{Record: fresh, replaced: current.Pin(o.slurm.Reason, o.slurm.ReasonChanged), resumed: o.record.resumed}
 	case want != "" && ours:
 		// Slurm shows one of those recorded: that one is in place.
 		next := drainRecord{Record: current, resumed: o.record.resumed}
@@ -157,7 +164,7 @@ func plan(o observed) decision {
 		// until the Node is back (or the pod goes).
 	case want == "" && ours:
 		d.action = actResume
-		d.record = &drainRecord{resumed: current}
+		d.record = &drainRecord{resumed: current.Pin(o.slurm.Reason, o.slurm.ReasonChanged)}
 	default:
 		// No cause and no drain of onepool's: none in place.
 		d.record = o.record.withoutInPlace()

@@ -152,8 +152,15 @@ func TestPlanKeepsTheReplacedDrain(t *testing.T) {
 	old := drain.Record{Reason: oldWords, At: now.Add(-10 * time.Minute)}
 	tried := drain.Record{Reason: newWords, At: now.Add(-2 * time.Minute)}
 	slurmShows := func(r drain.Record) slurmrest.Node {
-		return slurmrest.Node{Name: "gpu-3", State: slurmrest.NodeState{"IDLE", "DRAIN"}, Reason: r.Reason, ReasonChanged: r.At.Add(time.Second)}
+		at := r.At.Add(time.Second)
+		if r.Exact {
+			at = r.At
+		}
+		return slurmrest.Node{Name: "gpu-3", State: slurmrest.NodeState{"IDLE", "DRAIN"}, Reason: r.Reason, ReasonChanged: at}
 	}
+	// pinned: the old drain recorded with the time Slurm shows for it.
+	pinned := old.Pin(oldWords, slurmShows(old).ReasonChanged)
+	const deleted = drain.ReasonPodDeleted
 	for _, tc := range []struct {
 		name      string
 		o         observed
@@ -163,16 +170,16 @@ func TestPlanKeepsTheReplacedDrain(t *testing.T) {
 	}{
 		{name: "new words over our drain: the old one stays recorded beside the new",
 			o:      observed{cordoned: true, cordonText: "PSU and fan swap", record: drainRecord{Record: old}, slurm: slurmShows(old)},
-			action: actDrain, written: &drainRecord{Record: drain.Record{Reason: newWords, At: now}, replaced: old}},
+			action: actDrain, written: &drainRecord{Record: drain.Record{Reason: newWords, At: now}, replaced: pinned}},
 		// Also: the new words were in place, and slurmctld, restarted before
 		// it saved them, brings the old back (the soak, 2026-11-26): the
 		// record kept the old (below), so the old words are ours.
 		{name: "that drain failed: Slurm's is still ours, drain again",
 			o:      observed{cordoned: true, cordonText: "PSU and fan swap", record: drainRecord{Record: tried, replaced: old}, slurm: slurmShows(old)},
-			action: actDrain, written: &drainRecord{Record: drain.Record{Reason: newWords, At: now}, replaced: old}},
+			action: actDrain, written: &drainRecord{Record: drain.Record{Reason: newWords, At: now}, replaced: pinned}},
 		{name: "that drain failed, then uncordoned: ours, resumed",
 			o:      observed{record: drainRecord{Record: tried, replaced: old}, slurm: slurmShows(old)},
-			action: actResume, written: &drainRecord{resumed: old}},
+			action: actResume, written: &drainRecord{resumed: pinned}},
 		{name: "Slurm shows the new words: the old stays recorded, it may come back",
 			o: observed{cordoned: true, cordonText: "PSU and fan swap", record: drainRecord{Record: tried, replaced: old}, slurm: slurmShows(tried)}},
 		{name: "Slurm shows the new words over a record without the old: the new record alone",
@@ -191,10 +198,13 @@ func TestPlanKeepsTheReplacedDrain(t *testing.T) {
 		// onepool had resumed, with its old reason and time.
 		{name: "a drain we resumed comes back: resumed again",
 			o:      observed{record: drainRecord{resumed: old}, slurm: slurmShows(old)},
-			action: actResume, written: &drainRecord{resumed: old}},
+			action: actResume, written: &drainRecord{resumed: pinned}},
+		{name: "a drain we resumed, pinned, comes back: resumed again",
+			o:      observed{record: drainRecord{resumed: pinned}, slurm: slurmShows(pinned)},
+			action: actResume, written: &drainRecord{resumed: pinned}},
 		{name: "a drain we resumed comes back while cordoned with new words: drained with them",
 			o:      observed{cordoned: true, cordonText: "PSU and fan swap", record: drainRecord{resumed: old}, slurm: slurmShows(old)},
-			action: actDrain, written: &drainRecord{Record: drain.Record{Reason: newWords, At: now}, replaced: old, resumed: old}},
+			action: actDrain, written: &drainRecord{Record: drain.Record{Reason: newWords, At: now}, replaced: pinned, resumed: old}},
 		{name: "a drain we resumed comes back while cordoned with its words: ours in place",
 			o:       observed{cordoned: true, cordonText: "PSU swap", record: drainRecord{resumed: old}, slurm: slurmShows(old)},
 			written: &drainRecord{Record: old, resumed: old}},
@@ -202,6 +212,19 @@ func TestPlanKeepsTheReplacedDrain(t *testing.T) {
 			o: observed{record: drainRecord{resumed: old}, slurm: slurmrest.Node{Name: "gpu-3", State: slurmrest.NodeState{"IDLE"}}}},
 		{name: "an admin drains later with the words we resumed: theirs",
 			o: observed{record: drainRecord{resumed: old}, slurm: slurmShows(drain.Record{Reason: oldWords, At: now})}},
+		// Pinned records tell an admin's drain in onepool's words from
+		// onepool's own within seconds (the soak, 2026-11-28: cordoned,
+		// the pod deleted, then an admin's drain in the cordon's words 13 s
+		// later, taken for onepool's and resumed).
+		{name: "an admin drains with the words we resumed seconds later: theirs",
+			o: observed{record: drainRecord{resumed: pinned}, slurm: slurmShows(drain.Record{Reason: oldWords, At: pinned.At.Add(10 * time.Second)})}},
+		{name: "an admin drains with the words we replaced seconds later: theirs, and kept",
+			o: observed{podGone: true, record: drainRecord{Record: drain.Record{Reason: deleted, At: pinned.At.Add(20 * time.Second)}, replaced: pinned},
+				slurm: slurmShows(drain.Record{Reason: oldWords, At: pinned.At.Add(33 * time.Second)})},
+			keptAdmin: true, written: &drainRecord{}},
+		{name: "the same, the pod back and uncordoned: theirs, not resumed",
+			o:       observed{record: drainRecord{replaced: pinned}, slurm: slurmShows(drain.Record{Reason: oldWords, At: pinned.At.Add(33 * time.Second)})},
+			written: &drainRecord{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.o.now, tc.o.podReady = now, true
