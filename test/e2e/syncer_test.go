@@ -383,6 +383,61 @@ func TestSyncerAdminDrainThatLooksLikeOnepools(t *testing.T) {
 	}
 }
 
+// An admin who drains with onepool's very words seconds after onepool
+// resumed or replaced its own drain in those words made a drain of their
+// own: onepool's records are pinned to Slurm's time for its drain, and the
+// admin's is kept (the 24.11 short soak, 2026-11-28: cordoned, the words
+// replaced, an admin's drain in the old words 13 s later taken for
+// onepool's and resumed).
+func TestSyncerAdminDrainInWordsOnepoolJustLeft(t *testing.T) {
+	e := newSyncerEnv(t, "gpu-2")
+	kept := func(what, reason string) {
+		e.t.Helper()
+		eventually(t, 10*time.Second, what+": mirrored as the admin's", func() (bool, string) {
+			n, c := e.getNode(), e.condition()
+			return n.Annotations[keys.AnnotationSlurmReason] == reason && c != nil && c.Reason == keys.ConditionReasonDrained,
+				fmt.Sprintf("node %v condition %+v", n.Annotations, c)
+		})
+		e.holds(5*time.Second, what+": kept", func() (bool, string) {
+			kv := scontrolNode(t, e.l, e.node)
+			words, _, _ := strings.Cut(kv["Reason"], " [") // scontrol adds " [user@time]"
+			return strings.Contains(kv["State"], "DRAIN") && words == reason, kv["State"] + " " + kv["Reason"]
+		})
+	}
+	// Resumed: cordon, uncordon, then the admin in the cordon's words.
+	e.kubectl("cordon", e.node)
+	e.waitSlurm(10*time.Second, true, drain.ReasonCordoned)
+	e.kubectl("uncordon", e.node)
+	e.waitSlurm(10*time.Second, false, "")
+	eventually(t, 10*time.Second, "the resumed drain recorded, pinned to Slurm's time", func() (bool, string) {
+		r := drain.Parse(e.getNode().Annotations[keys.AnnotationDrainResumed])
+		return r.Reason == drain.ReasonCordoned && r.Exact, fmt.Sprintf("%+v", r)
+	})
+	time.Sleep(time.Second) // Slurm's reason time has whole seconds
+	e.scontrol("update", "nodename="+e.node, "state=drain", "reason="+drain.ReasonCordoned)
+	kept("drained in the words onepool resumed", drain.ReasonCordoned)
+	e.scontrol("update", "nodename="+e.node, "state=resume")
+	e.waitSlurm(10*time.Second, false, "")
+
+	// Replaced: cordoned with words, the words changed, then the admin in
+	// the old words; the uncordon leaves the admin's drain.
+	old := drain.ReasonCordoned + ": e2e swap A"
+	e.kubectl("annotate", "--overwrite", "node", e.node, keys.AnnotationCordonReason+"=e2e swap A")
+	e.kubectl("cordon", e.node)
+	e.waitSlurm(10*time.Second, true, old)
+	e.kubectl("annotate", "--overwrite", "node", e.node, keys.AnnotationCordonReason+"=e2e swap B")
+	e.waitSlurm(10*time.Second, true, drain.ReasonCordoned+": e2e swap B")
+	eventually(t, 10*time.Second, "the replaced drain recorded, pinned to Slurm's time", func() (bool, string) {
+		r := drain.Parse(e.getNode().Annotations[keys.AnnotationDrainReplaced])
+		return r.Reason == old && r.Exact, fmt.Sprintf("%+v", r)
+	})
+	time.Sleep(time.Second)
+	e.scontrol("update", "nodename="+e.node, "state=drain", "reason="+old)
+	kept("drained in the words onepool replaced", old)
+	e.kubectl("uncordon", e.node)
+	kept("uncordoned", old)
+}
+
 func TestSyncerNoActionWhileStale(t *testing.T) {
 	e := newSyncerEnv(t, "gpu-1")
 	e.scontrol("update", "nodename="+e.node, "state=drain", "reason=admin work")
