@@ -34,8 +34,9 @@ UNIT_PKGS := ./charts/... ./drain/... ./internal/... ./slurmnode/... ./agent/...
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
 
-up: tools ## the whole system on this machine (Slurm lab + Kubernetes control plane)
+up: tools ## the whole system on this machine (Slurm lab + Kubernetes control plane), a slurmd pod for each static node
 	$(BIN)/lab up
+	$(BIN)/lab slurmd-pods
 
 down: ## stop everything `make up` started and unmount the lab (and the 26.05 lab make test runs beside it)
 	@if [ -x $(BIN)/lab ]; then $(BIN)/lab down; else go run ./test/lab/cmd/lab down; fi
@@ -328,13 +329,13 @@ lab-26.05-beside: tools ## prepare the second lab make test runs the 26.05 suite
 #                        TestKueue*; its modules are downloaded before the
 #                        lanes: the lab's namespace has no network), then
 #                        e2e-26.05, soak-short-26.05, soak-short (24.11) and
-#                        the 24.11 suite's NodeSet and Kueue tests
+#                        the 24.11 suite's NodeSet, Kueue and README tests
 #                        (E2E_LANE_2: lane 1 was ~420 s longer warm, ~350 s
 #                        cold, and these take ~150-200 s)
 # Lane 2's output comes after lane 1's. Every suite still runs: the 24.11
 # suite is split between the lanes, not cut.
 TEST_LANE_1 := e2e images e2e-node
-E2E_LANE_2 := ^(TestNodeSet|TestKueue)
+E2E_LANE_2 := ^(TestNodeSet|TestKueue|TestREADME)
 test: ## everything CI runs: vet, unit, fuzz, the suites and a 3-minute fault soak on Slurm 24.11 and 26.05, in two lanes; a timed line per stage
 	@stage() { local s=$$1 start=$$(date +%s); shift; \
 	  said() { find $$sdir -maxdepth 1 -name "*.$$1" -newermt @$$start -exec cat {} + 2>/dev/null | tr '\n' ' '; }; \

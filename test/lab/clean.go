@@ -145,6 +145,18 @@ func (l *Lab) StartClean(ctx context.Context, slurmOnly bool) error {
 				return fmt.Errorf("stage start: clear Node %s: %w", n.Name, err)
 			}
 		}
+		// `make up`'s slurmd pods on the static nodes: the suites make
+		// their own there.
+		pods, err := kc.CoreV1().Pods(StaticSlurmdNS).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return fmt.Errorf("stage start: list pods in %s: %w", StaticSlurmdNS, err)
+		}
+		if len(pods.Items) > 0 {
+			found = append(found, fmt.Sprintf("%d slurmd pods of make up in %s", len(pods.Items), StaticSlurmdNS))
+			if err := l.RemoveStaticSlurmdPods(ctx); err != nil {
+				return fmt.Errorf("stage start: %w", err)
+			}
+		}
 	}
 	jobs, err := l.SlurmJobs(ctx)
 	if err != nil {

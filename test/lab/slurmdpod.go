@@ -2,7 +2,9 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/onepool/onepool/drain"
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/nodeset/api/v1alpha1"
 )
@@ -84,4 +87,112 @@ func ServeNodeSets(ctx context.Context, c client.Client, ns string) error {
 		return fmt.Errorf("labelling namespace %s %s=true: %w", ns, keys.LabelNodeSetNamespace, err)
 	}
 	return nil
+}
+
+// StaticSlurmdNS is the namespace of the slurmd pods `make up` gives the
+// lab's static nodes (StaticSlurmdPods): the syncer acts on a Slurm node
+// through its slurmd pod, so without them a cordon of gpu-N would drain
+// nothing on the lab a reader tries first.
+const StaticSlurmdNS = "onepool-lab"
+
+// StaticSlurmdPods gives each static node (gpu-N) a slurmd pod as the
+// NodeSet controller would make it (HandSlurmdPod, in StaticSlurmdNS),
+// unless it has one, and waits until the syncer has adopted each: Ready,
+// annotated with its Slurm node, its finalizer on. The lab's own slurmd
+// processes stay what serves Slurm; the pods stand for them.
+func (l *Lab) StaticSlurmdPods(ctx context.Context) error {
+	c, err := l.Client()
+	if err != nil {
+		return err
+	}
+	owner, err := EnsureHandNodeSet(ctx, c, StaticSlurmdNS)
+	if err != nil {
+		return err
+	}
+	for _, node := range l.NodeNames() {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := c.Create(cctx, HandSlurmdPod(owner, StaticSlurmdNS, "slurmd-"+node, node))
+		cancel()
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("slurmd pod for %s: %w", node, err)
+		}
+	}
+	deadline := time.Now().Add(time.Minute)
+	for _, node := range l.NodeNames() {
+		for {
+			pod := &corev1.Pod{}
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err := c.Get(cctx, types.NamespacedName{Namespace: StaticSlurmdNS, Name: "slurmd-" + node}, pod)
+			cancel()
+			if err == nil && adopted(pod, node) {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("slurmd pod %s/slurmd-%s not adopted by the syncer within a minute (is onepool-controller-manager running?): %v", StaticSlurmdNS, node, err)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(300 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// adopted says the syncer took pod for node's slurmd pod: Ready, its Slurm
+// node annotated, its finalizer on.
+func adopted(pod *corev1.Pod, node string) bool {
+	ready := false
+	for _, c := range pod.Status.Conditions {
+		ready = ready || c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+	}
+	return ready && pod.Annotations[keys.AnnotationSlurmNode] == node && len(pod.Finalizers) > 0
+}
+
+// RemoveStaticSlurmdPods deletes StaticSlurmdPods' pods, waits until they
+// are gone (the syncer drains each Slurm node first, "slurmd pod deleted",
+// then lets its pod go) and resumes the drains that deleting them made:
+// the lab's slurmd processes still serve those nodes.
+func (l *Lab) RemoveStaticSlurmdPods(ctx context.Context) error {
+	c, err := l.Client()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, node := range l.NodeNames() {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: StaticSlurmdNS, Name: "slurmd-" + node}}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := c.Delete(cctx, pod)
+		cancel()
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete %s/%s: %w", StaticSlurmdNS, pod.Name, err))
+			continue
+		}
+		deadline := time.Now().Add(time.Minute)
+		for {
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err := c.Get(cctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
+			cancel()
+			if apierrors.IsNotFound(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				errs = append(errs, fmt.Errorf("%s/%s still there a minute after its delete: %v", StaticSlurmdNS, pod.Name, err))
+				break
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+		cctx, cancel = context.WithTimeout(ctx, 15*time.Second)
+		out, err := l.Slurm(cctx, "sinfo", "-h", "-n", node, "-o", "%E")
+		cancel()
+		if err == nil && strings.TrimSpace(string(out)) == drain.ReasonPodDeleted {
+			cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			if out, err := l.Slurm(cctx, "scontrol", "update", "nodename="+node, "state=resume"); err != nil {
+				errs = append(errs, fmt.Errorf("resume %s: %w: %s", node, err, out))
+			}
+			cancel()
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -25,6 +25,9 @@ const usage = `usage: lab COMMAND
                            --accept records them there as proven (after a passing make test)
   env                      shell exports for KUBECONFIG, slurmrestd URL and token, PATH
   slurm-exec -- CMD ARGS   run a Slurm command inside the chroot (sinfo, scontrol, sbatch...)
+  slurmd-pods [--remove]   give each static node (gpu-N) a slurmd pod in namespace onepool-lab, as a
+                           NodeSet would, so that onepool acts on it (make up does); --remove takes
+                           them away and resumes the drains that made
   kubelet                  the lab kubelet (a daemon of ` + "`up`" + `): runs slurmd pods of the dyn-* Nodes in the chroot
   service-proxy LISTEN B1,B2  a Service stand-in (a daemon of ` + "`up`" + `): round robin over the backends that accept;
                            a backend is host:port or endpoints:NAMESPACE/SERVICE/PORTNAME (its ready EndpointSlice addresses)
@@ -129,6 +132,18 @@ func run(args []string) error {
 		return runNode(ctx, l, rest)
 	case "env":
 		fmt.Print(l.Env())
+	case "slurmd-pods":
+		switch {
+		case len(rest) == 0:
+			if err := l.StaticSlurmdPods(ctx); err != nil {
+				return err
+			}
+			fmt.Printf("lab: slurmd pods in namespace %s for %v\n", lab.StaticSlurmdNS, l.NodeNames())
+		case len(rest) == 1 && rest[0] == "--remove":
+			return l.RemoveStaticSlurmdPods(ctx)
+		default:
+			return fmt.Errorf("slurmd-pods takes only --remove\n%s", usage)
+		}
 	case "slurm-exec":
 		if len(rest) > 0 && rest[0] == "--" {
 			rest = rest[1:]
