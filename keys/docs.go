@@ -72,6 +72,11 @@ var Docs = []Doc{
 			"(cut on a UTF-8 boundary, ending `…`). The drain went ahead with the changed words, which the message quotes.",
 		Do: "Shorten or clean the annotation if the Slurm reason should read otherwise: the syncer drains again with the new " +
 			"words."},
+	{Name: "EventSlurmNodeShared", Value: EventSlurmNodeShared, Kind: KindEvent, Type: "Warning", On: onNode, By: bySyncer,
+		Means: "Two Nodes the `--host-slurmd-nodes` selector matches (or one and a slurmd pod's Node) name the same Slurm " +
+			"node: the syncer cannot tell whose cordon speaks for it and acts on neither host Node.",
+		Do: "Give each Node its own Slurm node: fix `onepool.dev/slurm-node-name` on one of them, or take " +
+			"`" + LabelSlurmdOnHost + "` off the Node that has no slurmd."},
 	{Name: "EventAdminDrainKept", Value: EventAdminDrainKept, Kind: KindEvent, Type: "Normal", On: onNode, By: bySyncer,
 		Means: "The Node is cordoned, but its Slurm node is already drained by someone else (an admin; also the node agent's " +
 			"GPU health drain or the NodeSet's drain): onepool leaves that drain and its reason alone and makes none of its own.",
@@ -409,6 +414,14 @@ var Docs = []Doc{
 		Means: "`slurmd` on the pods a NodeSet makes; the syncer watches pods with it. It only narrows what the syncer looks " +
 			"at: a slurmd pod is one a NodeSet owns (controller owner reference); any other pod with the label is left alone " +
 			"(no finalizer, no drain)."},
+	{Name: "LabelSlurmdOnHost", Value: LabelSlurmdOnHost, Kind: KindLabel, On: onNode, By: byOperator,
+		Means: "This Node's slurmd runs on the host (an existing Slurm cluster), not in a slurmd pod. When the controller " +
+			"manager's `--host-slurmd-nodes` selector (chart `controllerManager.hostSlurmd.nodeSelector`) matches the Node, " +
+			"the syncer drains its Slurm node (the Node's name, or `onepool.dev/slurm-node-name`) while the Node is cordoned " +
+			"and mirrors Slurm's drains and DOWN state onto the Node, as for a slurmd pod's Node. The prefix keeps a kubelet " +
+			"from setting it on itself (the NodeRestriction admission plugin).",
+		Do: "`kubectl label node NODE " + LabelSlurmdOnHost + "=true`. Removing it stops the syncer; a drain onepool made " +
+			"stays until resumed in Slurm."},
 	{Name: "LabelSlurmNodeName", Value: LabelSlurmNodeName, Kind: KindLabel, On: onNode, By: byOperator,
 		Means: "The Slurm node behind this Node, when the names differ; without it the Slurm node has the Node's name. The " +
 			"syncer, the NodeSet and the scheduler all map names through it.",

@@ -18,6 +18,15 @@ const (
 	// differ. Without it the Slurm node has the Node's name.
 	LabelSlurmNodeName = "onepool.dev/slurm-node-name"
 
+	// LabelSlurmdOnHost marks a Node whose slurmd runs on the host (an
+	// existing Slurm cluster, systemd), not in a slurmd pod. The controller
+	// manager's --host-slurmd-nodes selector (chart
+	// controllerManager.hostSlurmd.nodeSelector) names the Nodes it acts
+	// on; this label, under node-restriction.kubernetes.io/ so that a
+	// kubelet cannot set it on itself (NodeRestriction), is the one the
+	// docs use.
+	LabelSlurmdOnHost = "node-restriction.kubernetes.io/onepool-slurmd-on-host"
+
 	// LabelPodGroup is scheduler-plugins' coscheduling label: pods that
 	// carry it with a PodGroup's name form one gang, placed as one Slurm job.
 	LabelPodGroup = "scheduling.x-k8s.io/pod-group"
@@ -267,6 +276,7 @@ const (
 	EventSlurmAvailable   = "SlurmNodeAvailable"
 	EventBadAnnotation    = "InvalidAnnotation"
 	EventAdminDrainKept   = "AdminDrainKept"
+	EventSlurmNodeShared  = "SlurmNodeClaimedTwice" // two host-slurmd Nodes name one Slurm node: neither is acted on
 
 	// Scheduler events, on the pod.
 	EventJobSubmitted   = "SlurmJobSubmitted"

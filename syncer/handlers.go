@@ -2,6 +2,7 @@ package syncer
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,16 +29,21 @@ func nodeChanged() predicate.Predicate {
 			if !ok1 || !ok2 {
 				return true
 			}
+			// Any label: the host-slurmd selector's among them.
 			return o.Spec.Unschedulable != n.Spec.Unschedulable ||
 				o.Annotations[keys.AnnotationCordonReason] != n.Annotations[keys.AnnotationCordonReason] ||
-				o.Labels[keys.LabelSlurmNodeName] != n.Labels[keys.LabelSlurmNodeName]
+				!maps.Equal(o.Labels, n.Labels)
 		},
 	}
 }
 
-// podsOnNode maps a Node to the slurmd pods bound to it.
+// podsOnNode maps a Node to the slurmd pods bound to it, and to itself
+// when it is (or was) a host-slurmd Node.
 func (r *PodReconciler) podsOnNode(ctx context.Context, o client.Object) []reconcile.Request {
 	reqs := r.listRequests(ctx, client.MatchingFields{indexNodeName: o.GetName()})
+	if r.opts.HostNodes != nil && !r.opts.HostNodes.Empty() {
+		reqs = append(reqs, hostRequest(o.GetName()))
+	}
 	r.markLag(reqs)
 	return reqs
 }
@@ -50,9 +56,9 @@ func (r *PodReconciler) slurmChanged(ctx context.Context, c slurmnode.Change) []
 	case c.All && c.Stale:
 		return nil
 	case c.All:
-		return r.listRequests(ctx, client.MatchingLabels(SlurmdPodSelector()))
+		return append(r.listRequests(ctx, client.MatchingLabels(SlurmdPodSelector())), r.hostRequests(ctx, "")...)
 	}
-	reqs := r.listRequests(ctx, client.MatchingFields{indexSlurmNode: c.Node})
+	reqs := append(r.listRequests(ctx, client.MatchingFields{indexSlurmNode: c.Node}), r.hostRequests(ctx, c.Node)...)
 	r.markLag(reqs)
 	return reqs
 }

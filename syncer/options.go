@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // Options tune the syncer. Zero values take the defaults.
@@ -21,6 +23,10 @@ type Options struct {
 	Resync time.Duration
 	// MaxConcurrentReconciles bounds parallel work (4).
 	MaxConcurrentReconciles int
+	// HostNodes selects the Nodes whose slurmd runs on the host, not in a
+	// slurmd pod (an existing Slurm cluster): their cordon drains their
+	// Slurm node and Slurm's state is mirrored on them. nil or empty: none.
+	HostNodes labels.Selector
 }
 
 // Default fills in the defaults.

@@ -105,6 +105,9 @@ func Setup(mgr ctrl.Manager, slurm Slurm, notify slurmnode.Notifier, reg prometh
 	}); err != nil {
 		return nil, err
 	}
+	if err := idx.IndexField(ctx, &corev1.Node{}, indexHostSlurmNode, r.hostIndex); err != nil {
+		return nil, err
+	}
 	slurmEvents := slurmnode.NewEvents(notify)
 	if err := mgr.Add(slurmEvents); err != nil {
 		return nil, err

@@ -27,6 +27,9 @@ var mirrorKeys = []string{keys.AnnotationSlurmReason, keys.AnnotationSlurmSince,
 // Reconcile brings one slurmd pod's Slurm node and its Kubernetes objects in
 // line. It changes nothing while Slurm's state is unknown.
 func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if isHostRequest(req) {
+		return r.reconcileHost(ctx, req)
+	}
 	log := r.log.WithValues("pod", req.NamespacedName)
 	pod := &corev1.Pod{}
 	if err := r.client.Get(ctx, req.NamespacedName, pod); err != nil {
@@ -90,6 +93,14 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{RequeueAfter: r.opts.UnknownRetry}, nil
 	}
 
+	return r.act(ctx, req.NamespacedName, pod, node, slurmName, st)
+}
+
+// act decides on a known Slurm state and carries the decision out on both
+// sides. pod is nil for a Node whose slurmd runs on the host: then only the
+// Node's cordon drains, and only the Node mirrors Slurm.
+func (r *PodReconciler) act(ctx context.Context, key types.NamespacedName, pod *corev1.Pod, node *corev1.Node, slurmName string, st slurmrest.Node) (ctrl.Result, error) {
+	log := r.log.WithValues("key", key)
 	rec := recordOf(pod, node)
 	if r.cacheBehind(slurmName) || r.recordBehind(slurmName, rec) {
 		// Our own drain, resume or record is not in the cache yet: acting
@@ -98,10 +109,13 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{RequeueAfter: cacheCatchUp}, nil
 	}
 	o := observed{
-		now: time.Now(), grace: r.opts.NotReadyGrace, podGone: deleting, slurm: st,
-		record: rec, nodeMissing: node == nil,
+		now: time.Now(), grace: r.opts.NotReadyGrace, slurm: st,
+		record: rec, nodeMissing: node == nil, podReady: true,
 	}
-	o.podReady, o.notReadyAt = podReadiness(pod)
+	if pod != nil {
+		o.podGone = pod.DeletionTimestamp != nil
+		o.podReady, o.notReadyAt = podReadiness(pod)
+	}
 	if node != nil {
 		o.cordoned, o.cordonText = node.Spec.Unschedulable, node.Annotations[keys.AnnotationCordonReason]
 		o.nodeSetRec = drain.Read(node.Annotations, keys.AnnotationNodeSetDrain, keys.AnnotationNodeSetDrainAt)
@@ -140,11 +154,11 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{}, err
 	}
 	if acted {
-		r.observeLag(req.NamespacedName, dirToSlurm, true)
+		r.observeLag(key, dirToSlurm, true)
 	} else {
-		r.observeLag(req.NamespacedName, dirToKube, mirrored)
+		r.observeLag(key, dirToKube, mirrored)
 	}
-	if d.releasePod {
+	if d.releasePod && pod != nil {
 		if d.action != actDrain {
 			// Released on a drain the cache shows: make sure it is still there.
 			if wait, err := r.confirmReleasable(ctx, slurmName); wait > 0 || err != nil {
@@ -285,11 +299,7 @@ func (r *PodReconciler) applySlurm(ctx context.Context, pod *corev1.Pod, node *c
 // and the SlurmUnavailable condition. It reports whether anything changed.
 func (r *PodReconciler) applyMirror(ctx context.Context, pod *corev1.Pod, node *corev1.Node, d decision) (bool, error) {
 	changed := false
-	objs := []client.Object{pod}
-	if node != nil {
-		objs = append(objs, node)
-	}
-	for _, obj := range objs {
+	for _, obj := range recordHolders(pod, node) {
 		want := maps.Clone(obj.GetAnnotations())
 		if want == nil {
 			want = map[string]string{}
@@ -401,11 +411,17 @@ func recordOf(pod *corev1.Pod, node *corev1.Node) drainRecord {
 	return drainRecord{}
 }
 
+// recordHolders are the objects that hold the record and the mirror: the
+// Node first, then the slurmd pod (none for a slurmd on the host).
 func recordHolders(pod *corev1.Pod, node *corev1.Node) []client.Object {
+	var objs []client.Object
 	if node != nil {
-		return []client.Object{node, pod}
+		objs = append(objs, node)
 	}
-	return []client.Object{pod}
+	if pod != nil {
+		objs = append(objs, pod)
+	}
+	return objs
 }
 
 // writeRecord writes the record on the Node and on the slurmd pod: the

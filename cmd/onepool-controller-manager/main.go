@@ -38,6 +38,7 @@ import (
 
 	"github.com/onepool/onepool/gpuwebhook"
 	"github.com/onepool/onepool/internal/tokenevents"
+	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/nodeset"
 	"github.com/onepool/onepool/nodeset/api/v1alpha1"
 	"github.com/onepool/onepool/slurmnode"
@@ -105,6 +106,8 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.syncer.NotReadyGrace, "not-ready-grace", 2*time.Minute, "how long a slurmd pod may be not Ready before its Slurm node is drained")
 	fs.DurationVar(&c.syncer.RegisterGrace, "register-grace", 2*time.Minute, "how long a new slurmd pod's node may be unknown to Slurm before a warning event")
 	fs.DurationVar(&c.syncer.Resync, "resync", 5*time.Minute, "look at every slurmd pod again this often")
+	var hostNodes string
+	fs.StringVar(&hostNodes, "host-slurmd-nodes", "", "label selector of the Nodes whose slurmd runs on the host, not in a slurmd pod (an existing Slurm cluster), e.g. "+keys.LabelSlurmdOnHost+"=true: their cordon drains their Slurm node and Slurm's drains show on them; empty: none")
 	// --zap-log-level (info, error, or N for debug level N), --zap-devel, ...
 	c.log.BindFlags(fs)
 	fs.IntVar(&c.nodeset.Workers, "nodeset-workers", 16, "pod creations and deletions one NodeSet reconcile runs at once")
@@ -131,6 +134,16 @@ func parseFlags(args []string) (config, error) {
 		if _, err := c.webhookCert.config(c.webhook.CertDir); err != nil {
 			return c, err
 		}
+	}
+	if hostNodes != "" {
+		sel, err := labels.Parse(hostNodes)
+		if err != nil {
+			return c, fmt.Errorf("--host-slurmd-nodes %q: %w", hostNodes, err)
+		}
+		if sel.Empty() {
+			return c, fmt.Errorf("--host-slurmd-nodes %q selects every Node; name a label", hostNodes)
+		}
+		c.syncer.HostNodes = sel
 	}
 	if topoLevels != "" {
 		c.topology.Levels = strings.Split(topoLevels, ",")

@@ -88,3 +88,40 @@ func TestParseFlagsSlurmCredential(t *testing.T) {
 		})
 	}
 }
+
+// --host-slurmd-nodes: off by default; a selector that parses and names a
+// label, else the manager does not start.
+func TestParseFlagsHostSlurmdNodes(t *testing.T) {
+	base := []string{"--slurmrest-url=http://slurm:6820", "--slurmrest-token-file=/t"}
+	for _, tc := range []struct {
+		arg     string
+		want    string
+		wantErr string
+	}{
+		{"", "", ""},
+		{"--host-slurmd-nodes=node-restriction.kubernetes.io/onepool-slurmd-on-host=true", "node-restriction.kubernetes.io/onepool-slurmd-on-host=true", ""},
+		{"--host-slurmd-nodes=site/slurm in (a,b)", "site/slurm in (a,b)", ""},
+		{"--host-slurmd-nodes=a==b==c", "", "--host-slurmd-nodes"},
+		{"--host-slurmd-nodes= ", "", "selects every Node"},
+	} {
+		t.Run(tc.arg, func(t *testing.T) {
+			args := base
+			if tc.arg != "" {
+				args = append(args, tc.arg)
+			}
+			c, err := parseFlags(args)
+			if tc.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			if tc.want == "" {
+				assert.Nil(t, c.syncer.HostNodes)
+				return
+			}
+			require.NotNil(t, c.syncer.HostNodes)
+			assert.Equal(t, tc.want, c.syncer.HostNodes.String())
+		})
+	}
+}

@@ -441,8 +441,13 @@ func TestSyncerAdminDrainInWordsOnepoolJustLeft(t *testing.T) {
 func TestSyncerNoActionWhileStale(t *testing.T) {
 	e := newSyncerEnv(t, "gpu-1")
 	e.scontrol("update", "nodename="+e.node, "state=drain", "reason=admin work")
+	// Mirrored in full, the condition too (written after the annotations):
+	// once Slurm's state is unknown the syncer writes nothing more, so a
+	// condition not yet written then would never come (ci-fresh of 45392ef).
 	eventually(t, 10*time.Second, "admin drain mirrored", func() (bool, string) {
-		return e.getNode().Annotations[keys.AnnotationSlurmReason] == "admin work", fmt.Sprint(e.getNode().Annotations)
+		n, c := e.getNode(), e.condition()
+		return n.Annotations[keys.AnnotationSlurmReason] == "admin work" && c != nil && c.Status == corev1.ConditionTrue,
+			fmt.Sprintf("%v %+v", n.Annotations, c)
 	})
 	end, writesReach := slurmUnknown(t, e.l)
 	// Stale after lab.StaleAfter; then the admin resumes and the operator cordons.

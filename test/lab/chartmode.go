@@ -34,6 +34,7 @@ func chartLabSettings() []string {
 	var args []string
 	for _, kv := range []string{
 		"controllerManager.notReadyGrace=" + NotReadyGrace.String(),
+		"controllerManager.hostSlurmd.nodeSelector=" + HostSlurmdNodes,
 		"slurm.staleAfter=" + StaleAfter.String(),
 		"controllerManager.leaderElection.leaseDuration=8s", "controllerManager.leaderElection.renewDeadline=6s",
 		"controllerManager.leaderElection.retryPeriod=500ms",

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/test/lab/charts"
 	"github.com/onepool/onepool/test/lab/controlplane"
 )
@@ -24,6 +25,9 @@ const (
 	SystemNamespace = charts.Namespace
 	// NotReadyGrace is the syncer's grace for a not-Ready slurmd pod in the lab.
 	NotReadyGrace = 10 * time.Second
+	// HostSlurmdNodes selects the lab's host-slurmd Nodes (the README's
+	// selector): a test that labels a Node so makes it one.
+	HostSlurmdNodes = keys.LabelSlurmdOnHost + "=true"
 	// StaleAfter is how long the lab's controller manager trusts its last good Slurm refresh.
 	StaleAfter = 10 * time.Second
 )
@@ -74,6 +78,7 @@ func (l *Lab) controllerManager() daemon {
 			// 3 s; the lab has no Deployment to restart it.
 			"--leader-elect-lease-duration", "8s", "--leader-elect-renew-deadline", "6s", "--leader-elect-retry-period", "500ms",
 			"--not-ready-grace", NotReadyGrace.String(),
+			"--host-slurmd-nodes", HostSlurmdNodes,
 			// Tests wait for "unknown"; 10 s instead of 30 s keeps them short.
 			"--slurm-stale-after", StaleAfter.String(),
 			"--webhook-port", fmt.Sprint(ManagerWebhookPort), "--webhook-host", "127.0.0.1", "--webhook-cert-dir", l.webhookCertDir(),
