@@ -70,6 +70,16 @@ type EventSet interface {
 // the binary starts on machines without a driver.
 func NewNVML() Library { return &realNVML{lib: nvml.New()} }
 
+// NewNVMLFrom is the real NVML loaded from path (a driver root's
+// libnvidia-ml.so.1 where the loader's search path does not reach it);
+// "" is NewNVML.
+func NewNVMLFrom(path string) Library {
+	if path == "" {
+		return NewNVML()
+	}
+	return &realNVML{lib: nvml.New(nvml.WithLibraryPath(path))}
+}
+
 type realNVML struct {
 	lib nvml.Interface
 	// initialized guards every call: go-nvml resolves the C symbols lazily,

@@ -46,7 +46,18 @@ type cdiDevice struct {
 type cdiEdits struct {
 	Env         []string        `json:"env,omitempty"`
 	DeviceNodes []cdiDeviceNode `json:"deviceNodes,omitempty"`
+	Mounts      []cdiMount      `json:"mounts,omitempty"`
 }
+
+// cdiMount is a bind mount of a file of the node's into the container.
+type cdiMount struct {
+	HostPath      string   `json:"hostPath"`
+	ContainerPath string   `json:"containerPath"`
+	Options       []string `json:"options,omitempty"`
+}
+
+// driverMountOptions: the driver's files are the node's, read-only.
+var driverMountOptions = []string{"ro", "nosuid", "nodev", "bind"}
 
 type cdiDeviceNode struct {
 	Path     string `json:"path"`
@@ -67,8 +78,10 @@ func cdiSpecPath(dir string, claim types.UID) string {
 
 // buildCDISpec is the spec for one claim's GPUs (non-admin and admin
 // alike: an admin claim sees the devices too). controlDevices (nvidiactl,
-// nvidia-uvm, ...) go with every GPU. gpus are in GRES order.
-func buildCDISpec(claim types.UID, gpus []agent.GPU, gresIdx []int, controlDevices []string) cdiSpec {
+// nvidia-uvm, ...) go with every GPU, and the driver's libraries and tools
+// with the container, where CUDA images look for them (no runtime hook
+// needed). gpus are in GRES order.
+func buildCDISpec(claim types.UID, gpus []agent.GPU, gresIdx []int, controlDevices []string, driver []agent.DriverFile) cdiSpec {
 	spec := cdiSpec{CDIVersion: cdiVersion, Kind: cdiKind}
 	var uuids, names, idx []string
 	for i, g := range gpus {
@@ -86,6 +99,9 @@ func buildCDISpec(claim types.UID, gpus []agent.GPU, gresIdx []int, controlDevic
 		EnvVisibleDevices + "=" + strings.Join(uuids, ","),
 		EnvGPUDevices + "=" + strings.Join(names, ","),
 		EnvGresIndexes + "=" + strings.Join(idx, ","),
+	}
+	for _, f := range driver {
+		spec.ContainerEdits.Mounts = append(spec.ContainerEdits.Mounts, cdiMount{HostPath: f.HostPath, ContainerPath: f.ContainerPath, Options: driverMountOptions})
 	}
 	return spec
 }

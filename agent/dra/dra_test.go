@@ -160,6 +160,7 @@ func TestDriverPrepareUnprepare(t *testing.T) {
 	assert.Equal(t, []string{"/dev/nvidia5", "/dev/nvidia6"}, nodes)
 	assert.Contains(t, spec.ContainerEdits.Env, "ONEPOOL_GRES_INDEXES=1,2")
 	assert.Contains(t, spec.ContainerEdits.Env, "NVIDIA_VISIBLE_DEVICES=GPU-f,GPU-g")
+	assert.Empty(t, spec.ContainerEdits.Mounts, "no driver files configured: no mounts")
 
 	// A second claim for one of those devices is refused, the first's
 	// spec untouched; a repeat of the first gets the same answer.
@@ -216,4 +217,27 @@ func TestDriverGPUGoneWhileHeld(t *testing.T) {
 	errs, err := d2.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{{UID: "uid-a"}})
 	require.NoError(t, err)
 	assert.NoError(t, errs["uid-a"])
+}
+
+// With the driver's files, every claim's spec mounts them read-only where
+// CUDA images look (LD_LIBRARY_PATH /usr/local/nvidia/lib64).
+func TestDriverSpecCarriesTheDriversFiles(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	inv, err := NewInventory(fakeGPUs(4, 5))
+	require.NoError(t, err)
+	files := []agent.DriverFile{
+		{HostPath: "/run/nvidia/driver/usr/lib64/libnvidia-ml.so.550.54.15", ContainerPath: "/usr/local/nvidia/lib64/libnvidia-ml.so.1"},
+		{HostPath: "/run/nvidia/driver/usr/bin/nvidia-smi", ContainerPath: "/usr/local/nvidia/bin/nvidia-smi"},
+	}
+	d, err := New(Config{NodeName: "n1", PluginDir: dir, CDIDir: filepath.Join(dir, "cdi"), DriverFiles: files}, inv)
+	require.NoError(t, err)
+	res, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{claim("uid-a", "a", gpu("n1", "gpu-5"))})
+	require.NoError(t, err)
+	require.NoError(t, res["uid-a"].Err)
+	spec := readSpec(t, d, "uid-a")
+	assert.Equal(t, []cdiMount{
+		{HostPath: files[0].HostPath, ContainerPath: files[0].ContainerPath, Options: []string{"ro", "nosuid", "nodev", "bind"}},
+		{HostPath: files[1].HostPath, ContainerPath: files[1].ContainerPath, Options: []string{"ro", "nosuid", "nodev", "bind"}},
+	}, spec.ContainerEdits.Mounts)
 }

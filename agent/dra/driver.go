@@ -14,6 +14,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
+	"github.com/onepool/onepool/agent"
 	"github.com/onepool/onepool/keys"
 )
 
@@ -42,6 +43,10 @@ type Config struct {
 	CDIDir string
 	// ControlDevices go with every GPU in the CDI spec (existing ones).
 	ControlDevices []string
+	// DriverFiles are the NVIDIA driver's libraries and tools every
+	// container with GPUs gets (agent.DriverRoot.Files); none in a lab
+	// without a driver.
+	DriverFiles []agent.DriverFile
 	// JobGPUs asks Slurm for a job's GPUs on this node: a claim is
 	// prepared only if its devices are exactly those. nil: not checked.
 	JobGPUs JobGPUs
@@ -152,7 +157,7 @@ func (d *Driver) writeSpec(uid types.UID, pc PreparedClaim) error {
 			control = append(control, c)
 		}
 	}
-	return writeCDISpec(d.cfg.CDIDir, uid, buildCDISpec(uid, gpus, idx, control))
+	return writeCDISpec(d.cfg.CDIDir, uid, buildCDISpec(uid, gpus, idx, control, d.cfg.DriverFiles))
 }
 
 // UnprepareResourceClaims implements kubeletplugin.DRAPlugin. A claim this

@@ -29,6 +29,8 @@ const (
 	envDRAPluginDir    = "ONEPOOL_DRA_PLUGIN_DIR"
 	envDRARegistrarDir = "ONEPOOL_DRA_REGISTRAR_DIR"
 	envCDIDir          = "ONEPOOL_CDI_DIR"
+	envDriverRoot      = "ONEPOOL_DRIVER_ROOT"
+	envDriverRootDir   = "ONEPOOL_DRIVER_ROOT_DIR"
 )
 
 // kubeTimeout bounds every call the driver makes to the apiserver.
@@ -37,6 +39,7 @@ const kubeTimeout = 30 * time.Second
 type draFlags struct {
 	enabled                                            bool
 	kubeNode, kubeconfig, pluginDir, registrar, cdiDir string
+	driverRoot, driverRootDir                          string
 }
 
 func addDRAFlags(f *envFlags, d *draFlags) {
@@ -46,6 +49,41 @@ func addDRAFlags(f *envFlags, d *draFlags) {
 	f.String(&d.pluginDir, "dra-plugin-dir", envDRAPluginDir, dra.DefaultPluginDir, "DRA socket and prepared-claims state (a hostPath the kubelet sees at the same path)")
 	f.String(&d.registrar, "dra-registrar-dir", envDRARegistrarDir, dra.DefaultRegistrarDir, "the kubelet's plugins_registry (empty: serve the socket without registering)")
 	f.String(&d.cdiDir, "cdi-dir", envCDIDir, dra.DefaultCDIDir, "where CDI specs for prepared claims are written")
+	f.String(&d.driverRoot, "driver-root", envDriverRoot, "", "the NVIDIA driver's root on the node (/ for a driver installed on the host, /run/nvidia/driver for the GPU Operator's): its libraries and nvidia-smi go into every GPU container (CDI mounts at /usr/local/nvidia/{lib64,bin}); empty: none (a lab without a driver)")
+	f.String(&d.driverRootDir, "driver-root-dir", envDriverRootDir, "", "where this container sees --driver-root (its mount of it; default: --driver-root itself)")
+}
+
+// library is where the GPUs are found: the inventory in a lab, else NVML,
+// from the driver root when there is one.
+func (d draFlags) library(inventory string) agent.Library {
+	if inventory != "" || d.driverRoot == "" {
+		return agent.NewLibrary(inventory)
+	}
+	return agent.NewNVMLFrom(d.root().NVMLPath())
+}
+
+// root is --driver-root, and where this container sees it.
+func (d draFlags) root() agent.DriverRoot {
+	r := agent.DriverRoot{Host: d.driverRoot, Dir: d.driverRootDir}
+	if r.Dir == "" {
+		r.Dir = r.Host
+	}
+	return r
+}
+
+// driverFiles finds the driver's files under --driver-root (none without
+// it): a root without NVML is an error, so that a driver not yet there (the
+// GPU Operator's driver container still starting) restarts the driver
+// rather than give pods GPUs CUDA cannot use.
+func (d draFlags) driverFiles() ([]agent.DriverFile, error) {
+	if d.driverRoot == "" {
+		return nil, nil
+	}
+	files, err := d.root().Files()
+	if err != nil {
+		return nil, fmt.Errorf("DRA driver: --driver-root: %w", err)
+	}
+	return files, nil
 }
 
 // serve builds the DRA driver's run function; its errors come before slurmd
@@ -65,13 +103,20 @@ func (d draFlags) serve(slurmNode string, logger *log.Logger) (func(context.Cont
 	if err != nil {
 		return nil, fmt.Errorf("DRA driver: %w", err)
 	}
+	driver, err := d.driverFiles()
+	if err != nil {
+		return nil, err
+	}
+	if len(driver) > 0 {
+		logger.Printf("DRA driver: %d files of the NVIDIA driver under %s go into GPU containers", len(driver), d.driverRoot)
+	}
 	return func(ctx context.Context, gpus []agent.GPU) error {
 		inv, err := dra.NewInventory(gpus)
 		if err != nil {
 			return fmt.Errorf("DRA driver: %w", err)
 		}
 		drv, err := dra.New(dra.Config{NodeName: node, Client: client, PluginDir: d.pluginDir, RegistrarDir: d.registrar,
-			CDIDir: d.cdiDir, ControlDevices: dra.ControlDevices, Log: logger, JobGPUs: scontrolJobGPUs(slurmNode)}, inv)
+			CDIDir: d.cdiDir, ControlDevices: dra.ControlDevices, DriverFiles: driver, Log: logger, JobGPUs: scontrolJobGPUs(slurmNode)}, inv)
 		if err != nil {
 			return err
 		}
@@ -128,7 +173,7 @@ func cmdDRA(args []string, logger *log.Logger, stderr io.Writer) (int, error) {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	gpus, err := agent.Discover(ctx, agent.NewLibrary(nf.inventory))
+	gpus, err := agent.Discover(ctx, df.library(nf.inventory))
 	if err != nil {
 		return 1, err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/onepool/onepool/agent"
 )
 
 func inventory(t *testing.T, n int) string {
@@ -124,5 +127,29 @@ current-context: c
 			assert.Equal(t, tc.code, realMain(tc.args, &out, &errs), errs.String())
 			assert.Contains(t, errs.String(), tc.says)
 		})
+	}
+}
+
+// --driver-root: none by default; a root without NVML stops the driver
+// (a driver not there yet), and the files are named as the node has them.
+func TestDRADriverRoot(t *testing.T) {
+	files, err := draFlags{}.driverFiles()
+	if err != nil || files != nil {
+		t.Errorf("no --driver-root: %v %v", files, err)
+	}
+	if _, err := (draFlags{driverRoot: t.TempDir()}).driverFiles(); !errors.Is(err, agent.ErrNoDriverLibs) {
+		t.Errorf("a root without NVML: %v", err)
+	}
+	dir := t.TempDir()
+	lib := filepath.Join(dir, "usr/lib64")
+	if err := os.MkdirAll(lib, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(lib, "libnvidia-ml.so.1"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files, err = draFlags{driverRoot: "/run/nvidia/driver", driverRootDir: dir}.driverFiles()
+	if err != nil || len(files) != 1 || files[0].HostPath != "/run/nvidia/driver/usr/lib64/libnvidia-ml.so.1" {
+		t.Errorf("files %+v, %v", files, err)
 	}
 }

@@ -185,6 +185,35 @@ func agentDRA(t *testing.T, l *lab.Lab, node string) (drapb.DRAPluginClient, str
 	return drapb.NewDRAPluginClient(conn), filepath.Join(dir, "cdi")
 }
 
+// cdiMounts are the mounts of the agent's CDI spec: container path → host path.
+func cdiMounts(t *testing.T, path string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("CDI spec: %v", err)
+	}
+	var spec struct {
+		ContainerEdits struct {
+			Mounts []struct {
+				HostPath      string   `json:"hostPath"`
+				ContainerPath string   `json:"containerPath"`
+				Options       []string `json:"options"`
+			} `json:"mounts"`
+		} `json:"containerEdits"`
+	}
+	if err := json.Unmarshal(b, &spec); err != nil {
+		t.Fatalf("CDI spec %s: %v", path, err)
+	}
+	out := map[string]string{}
+	for _, m := range spec.ContainerEdits.Mounts {
+		if !slices.Contains(m.Options, "ro") {
+			t.Errorf("CDI mount %s is not read-only: %v", m.ContainerPath, m.Options)
+		}
+		out[m.ContainerPath] = m.HostPath
+	}
+	return out
+}
+
 // cdiNodes are the device nodes the agent's CDI spec for claim names.
 func cdiNodes(t *testing.T, path string) []string {
 	t.Helper()
@@ -295,6 +324,19 @@ func TestDRADriverPublishesAndPreparesExactDevices(t *testing.T) {
 		for _, p := range got {
 			if fi, err := os.Stat(filepath.Join(e.l.RootFS(), p)); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
 				t.Errorf("%s is not a character device in the chroot: %v", p, err)
+			}
+		}
+		// The driver's libraries and nvidia-smi go with the GPUs, where
+		// CUDA images look, as files the runtime can mount.
+		mounts := cdiMounts(t, filepath.Join(cdiDir, "onepool.dev-gpu_"+string(cl.claim.UID)+".json"))
+		for _, want := range []string{"/usr/local/nvidia/lib64/libnvidia-ml.so.1", "/usr/local/nvidia/lib64/libcuda.so.1", "/usr/local/nvidia/bin/nvidia-smi"} {
+			host, ok := mounts[want]
+			if !ok {
+				t.Errorf("claim %s: CDI spec mounts no %s: %v", cl.claim.Name, want, mounts)
+				continue
+			}
+			if fi, err := os.Stat(filepath.Join(e.l.RootFS(), host)); err != nil || !fi.Mode().IsRegular() || !strings.HasPrefix(host, lab.FakeDriverRoot+"/") {
+				t.Errorf("claim %s: %s from %s, not a file of the driver root: %v", cl.claim.Name, want, host, err)
 			}
 		}
 		// The kubelet repeats calls; the answer is the same.

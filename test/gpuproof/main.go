@@ -36,8 +36,8 @@ import (
 const nvidiaMajor = 195
 
 type options struct {
-	inventory, cdiDir, nodeName string
-	count                       int
+	inventory, cdiDir, nodeName, driverRoot string
+	count                                   int
 }
 
 func main() {
@@ -46,6 +46,7 @@ func main() {
 	flag.StringVar(&o.cdiDir, "cdi-dir", "", "where the CDI spec is written (default: a temp dir, removed at exit)")
 	flag.StringVar(&o.nodeName, "node-name", "proof", "the node, and so the DRA pool, the claim is allocated from")
 	flag.IntVar(&o.count, "count", 2, "GPUs to claim (at most the node's)")
+	flag.StringVar(&o.driverRoot, "driver-root", "/", "the NVIDIA driver's root: its libraries go into the CDI spec (empty: none)")
 	flag.Parse()
 	os.Exit(run(context.Background(), o, os.Stdout))
 }
@@ -111,8 +112,22 @@ func (p *proof) run(ctx context.Context, o options) {
 		p.fail("DRA inventory: %v", err)
 		return
 	}
+	var driver []agent.DriverFile
+	if o.driverRoot != "" {
+		p.printf("\n== The driver's files under %s (CDI mounts)\n", o.driverRoot)
+		driver, err = agent.DriverRoot{Host: o.driverRoot, Dir: o.driverRoot}.Files()
+		switch {
+		case err != nil && o.inventory == "":
+			p.fail("driver root: %v", err)
+		case err != nil:
+			p.printf("none (FAKE GPUs): %v\n", err)
+		}
+		for _, f := range driver {
+			p.printf("%s <- %s\n", f.ContainerPath, f.HostPath)
+		}
+	}
 	drv, err := dra.New(dra.Config{NodeName: o.nodeName, PluginDir: filepath.Join(tmp, "plugin"), CDIDir: o.cdiDir,
-		ControlDevices: dra.ControlDevices, Log: log.New(p.out, "  driver log: ", 0)}, inv)
+		ControlDevices: dra.ControlDevices, DriverFiles: driver, Log: log.New(p.out, "  driver log: ", 0)}, inv)
 	if err != nil {
 		p.fail("DRA driver: %v", err)
 		return

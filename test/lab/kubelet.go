@@ -115,6 +115,7 @@ func kubeletNode(node string) (podkubelet.Node, error) {
 			"ONEPOOL_DRA_PLUGIN_DIR=" + stateDir + "/dra",
 			"ONEPOOL_DRA_REGISTRAR_DIR=",
 			"ONEPOOL_CDI_DIR=" + stateDir + "/cdi",
+			"ONEPOOL_DRIVER_ROOT=" + FakeDriverRoot,
 		},
 		Dirs: []string{stateDir + "/slurm"},
 	}, nil

@@ -124,6 +124,9 @@ func (l *Lab) configureSlurm(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := writeFakeDriver(root); err != nil {
+		return err
+	}
 	if err := l.ensureKey(filepath.Join(root, "etc/slurm/jwt_hs256.key"), 32, slurmUID, slurmGID); err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ func (l *Lab) staticDRADaemon(node string) daemon {
 			"--node-name", node, "--gpu-inventory", l.path("run", "fake-gpus-host.json"),
 			"--kubeconfig", l.Kubeconfig(),
 			"--dra-plugin-dir", l.path("run", "dra", node), "--dra-registrar-dir", "",
-			"--cdi-dir", l.path("run", "cdi", node)},
+			"--cdi-dir", l.path("run", "cdi", node), "--driver-root", filepath.Join(l.RootFS(), FakeDriverRoot)},
 		Env: []string{"PATH=/usr/bin:/bin", "HOME=" + l.path("run")},
 	}
 }
