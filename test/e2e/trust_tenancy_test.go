@@ -56,7 +56,22 @@ func newTeamBEnv(t *testing.T, maxPerPod, maxGPUs int32, qos ...string) *teamEnv
 	if err := e.admin.Create(context.Background(), e.policy); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = e.admin.Delete(context.Background(), e.policy) })
+	// Cleanups run last-registered first: this one before the namespace's.
+	// The pods go before the policy: a pod the policy refuses would
+	// otherwise fall to the lab's default policy, which allows more, and
+	// be placed while the test ends (ci-fresh: a QOS-high job submitted
+	// 0.2 s after the policy went, found by the cleanup's job check).
+	t.Cleanup(func() {
+		ctx := context.Background()
+		zero := int64(0)
+		_ = e.kc.CoreV1().Pods(e.ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			if pods, err := e.kc.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{}); err == nil && len(pods.Items) == 0 {
+				break
+			}
+		}
+		_ = e.admin.Delete(ctx, e.policy)
+	})
 	e.tenant = asTenant(t, e.l, e.ns, "tenant-b")
 	return e
 }
