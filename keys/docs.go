@@ -100,8 +100,9 @@ var Docs = []Doc{
 		Means: "The scheduler cannot turn the pod into a Slurm job: a bad `slurm.onepool.dev/*` annotation (not a Slurm name, " +
 			"a time limit under 1m or over `maxTimeLimit`, an unknown exclusive mode), or a GPU request it cannot place (a " +
 			"resource claim other than `onepool-gpus`, GPUs asked twice). One event per distinct error; the pod stays Pending " +
-			"with `invalid Slurm request: ...` and nothing is asked of Slurm. `namespace ... is not in the scheduler's cache yet` " +
-			"passes by itself: the pod is placed again when the namespace arrives, and retried at least every 30 s.",
+			"with `invalid Slurm request: ...` and nothing is asked of Slurm. (A pod whose namespace the scheduler has not seen yet " +
+			"gets no event: it waits with `waiting: namespace ... is not in the scheduler's cache yet` and is placed again " +
+			"when the namespace arrives, and at least every 30 s.)",
 		Do: "Fix the pod (its template) as the message says; the pod is looked at again when its annotations change."},
 	{Name: "EventPolicyRefused", Value: EventPolicyRefused, Kind: KindEvent, Type: "Warning", On: onPod, By: byScheduler,
 		Means: "The namespace's TenantPolicy does not allow what the pod asks (partition, QOS, account, exclusive mode, GPUs " +

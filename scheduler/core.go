@@ -172,10 +172,13 @@ type Decision struct {
 // it reads onepool's records and queues work.
 func (c *Core) Place(pod *corev1.Pod) Decision {
 	if _, err := c.request(pod); err != nil {
-		c.invalidRequest(pod, err)
 		if errors.Is(err, errNotCached) {
+			// Not the pod's fault, and soon over: no event (a standby that
+			// takes over mid-burst sees many namespaces made a moment ago).
 			c.retryPod(pod)
+			return Decision{Message: "waiting: " + err.Error()}
 		}
+		c.invalidRequest(pod, err)
 		if errors.Is(err, errPolicy) {
 			return Decision{Message: "refused: " + err.Error()}
 		}

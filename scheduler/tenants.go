@@ -96,7 +96,9 @@ func (c *Core) request(pod *corev1.Pod) (request, error) {
 		return r, err
 	}
 	p, err := c.tenants.PolicyFor(pod.Namespace)
-	if err != nil {
+	if errors.Is(err, errNotCached) {
+		return request{}, err
+	} else if err != nil {
 		return request{}, refusedByPolicy(err)
 	}
 	g, err := tenancy.Decide(p, tenancy.AskOf(pod, r.GPUs))

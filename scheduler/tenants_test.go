@@ -120,8 +120,11 @@ func TestCoreWaitsForANamespaceItHasNotSeen(t *testing.T) {
 	f.pod.Annotations = map[string]string{keys.AnnotationJobQOS: "high"}
 
 	d := f.core.Place(f.pod)
-	assert.Contains(t, d.Message, "is not in the scheduler's cache yet", "not given the default policy by its name alone")
+	assert.Equal(t, "waiting: namespace "+f.pod.Namespace+" is not in the scheduler's cache yet", d.Message,
+		"not given the default policy by its name alone, nor refused")
 	assert.Zero(t, f.core.submitQ.Len())
+	assert.Empty(t, f.core.recorder.(*events.FakeRecorder).Events,
+		"no warning event: the pod did nothing wrong (a standby taking over mid-burst warned every new pod)")
 	// The namespace's event may come while the pod is between the
 	// scheduling queue's queues, where waking it is lost: the pod is
 	// woken again soon in any case.
