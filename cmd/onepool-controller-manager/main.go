@@ -167,6 +167,12 @@ func parseFlags(args []string) (config, error) {
 	return c, errors.Join(c.syncer.Validate(), c.nodeset.Validate())
 }
 
+// slurmREST is the slurmrestd client's configuration from the flags.
+func (c config) slurmREST() slurmrest.Config {
+	return slurmrest.Config{URL: c.slurmURL, TokenFile: c.slurmTokenFile, JWTKeyFile: c.slurmJWTKey, TokenUser: c.slurmTokenUser,
+		TokenLifetime: c.slurmTokenLife, CAFile: c.slurmCA, APIVersion: c.slurmAPIVersion, Timeout: c.slurmTimeout}
+}
+
 func restConfig(kubeconfig string) (*rest.Config, error) {
 	if kubeconfig == "" {
 		return rest.InClusterConfig()
@@ -180,6 +186,9 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "ensure-accounting" {
 		os.Exit(runEnsureAccounting(os.Args[2:], os.Stdout, os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "check-slurm" {
+		os.Exit(runCheckSlurm(os.Args[2:], os.Stdout, os.Stderr))
 	}
 	c, err := parseFlags(os.Args[1:])
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&c.log)))
@@ -266,10 +275,14 @@ func run(ctx context.Context, c config) error {
 			return err
 		}
 	}
-	sc, err := slurmrest.New(slurmrest.Config{URL: c.slurmURL, TokenFile: c.slurmTokenFile, JWTKeyFile: c.slurmJWTKey, TokenUser: c.slurmTokenUser,
-		TokenLifetime: c.slurmTokenLife, CAFile: c.slurmCA, APIVersion: c.slurmAPIVersion, Timeout: c.slurmTimeout, Registerer: crmetrics.Registry,
-		OnTokenProblem: tokenevents.FromEnv(mgr.GetEventRecorder("onepool-controller-manager"), ctrl.Log.WithName("slurmrest"))})
+	scfg := c.slurmREST()
+	scfg.Registerer = crmetrics.Registry
+	scfg.OnTokenProblem = tokenevents.FromEnv(mgr.GetEventRecorder("onepool-controller-manager"), ctrl.Log.WithName("slurmrest"))
+	sc, err := slurmrest.New(scfg)
 	if err != nil {
+		return err
+	}
+	if err := mgr.Add(checkSlurmAtStart(sc, ctrl.Log.WithName("slurm-check"), c.slurmTimeout)); err != nil {
 		return err
 	}
 	// The controllers read Slurm's nodes, never its jobs: the cache lists

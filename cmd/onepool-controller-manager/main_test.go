@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -124,4 +125,13 @@ func TestParseFlagsHostSlurmdNodes(t *testing.T) {
 			assert.Equal(t, tc.want, c.syncer.HostNodes.String())
 		})
 	}
+}
+
+// check-slurm takes the manager's flags: without a slurmrestd URL it
+// stops at once (2), before calling anything.
+func TestCheckSlurmBadFlags(t *testing.T) {
+	var out, errOut strings.Builder
+	assert.Equal(t, 2, runCheckSlurm([]string{"--slurmrest-token-file=/t"}, &out, &errOut))
+	assert.Contains(t, errOut.String(), "--slurmrest-url")
+	assert.Empty(t, out.String())
 }
