@@ -27,7 +27,7 @@ func (r reader) ListNodes(context.Context, time.Time) (*model.NodeList, error) {
 	return &model.NodeList{Nodes: r.nodes}, nil
 }
 func (r reader) ListPartitions(context.Context) ([]model.Partition, error) { return r.parts, nil }
-func (r reader) ListQOS(context.Context) ([]model.QOS, error)             { return r.qos, r.qosErr }
+func (r reader) ListQOS(context.Context) ([]model.QOS, error)              { return r.qos, r.qosErr }
 
 func TestCheck(t *testing.T) {
 	gpuNode := model.Node{Name: "gpu-0", Gres: "gpu:h100:8"}
