@@ -35,15 +35,18 @@ func runCheckSlurm(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*c.slurmTimeout)
 	defer cancel()
-	findings, err := slurmcheck.Check(ctx, client)
+	rep, err := slurmcheck.Check(ctx, client)
 	if err != nil {
 		fmt.Fprintf(stderr, "check-slurm: %v\n", err)
 		return 1
 	}
-	for _, f := range findings {
+	for _, f := range rep.Missing {
 		fmt.Fprintf(stdout, "MISSING %s\n  %s\n", f.Setting, f.Why)
 	}
-	if len(findings) > 0 {
+	for _, f := range rep.Unchecked {
+		fmt.Fprintf(stdout, "NOT CHECKED %s\n  %s\n", f.Setting, f.Why)
+	}
+	if len(rep.Missing) > 0 {
 		return 1
 	}
 	v, _ := client.APIVersion(ctx)
@@ -60,14 +63,17 @@ func checkSlurmAtStart(r slurmcheck.Reader, log logr.Logger, timeout time.Durati
 		var err error
 		for i := 0; i < tries; i++ {
 			cctx, cancel := context.WithTimeout(ctx, 4*timeout)
-			var findings []slurmcheck.Finding
-			findings, err = slurmcheck.Check(cctx, r)
+			var rep slurmcheck.Report
+			rep, err = slurmcheck.Check(cctx, r)
 			cancel()
 			if err == nil {
-				for _, f := range findings {
+				for _, f := range rep.Missing {
 					log.Info("WARNING: Slurm seems to lack a setting onepool needs (README: slurm.conf checklist)", "setting", f.Setting, "why", f.Why)
 				}
-				if len(findings) == 0 {
+				for _, f := range rep.Unchecked {
+					log.Info("Slurm's setting not checked", "setting", f.Setting, "why", f.Why)
+				}
+				if len(rep.Missing) == 0 {
 					log.Info("Slurm has the settings onepool checks for")
 				}
 				return nil

@@ -22,7 +22,8 @@ type Reader interface {
 	ListQOS(ctx context.Context) ([]model.QOS, error)
 }
 
-// Finding is one setting Slurm seems to lack, and what goes wrong without it.
+// Finding is one setting Slurm seems to lack (or that could not be
+// checked), and what goes wrong without it.
 type Finding struct {
 	Setting string
 	Why     string
@@ -30,43 +31,61 @@ type Finding struct {
 
 func (f Finding) String() string { return f.Setting + ": " + f.Why }
 
+// Report is what Check found: Missing, the settings Slurm lacks;
+// Unchecked, those this slurmrestd cannot show (nothing is known of them).
+type Report struct {
+	Missing   []Finding
+	Unchecked []Finding
+}
+
 // ErrUnreadable: slurmrestd did not answer the nodes' listing; nothing
 // could be checked.
 var ErrUnreadable = errors.New("slurm check: slurmrestd's nodes could not be read")
 
-// Check reads the cluster and returns what it lacks (none: all there).
-func Check(ctx context.Context, r Reader) ([]Finding, error) {
+const accountingSetting = "AccountingStorageType=accounting_storage/slurmdbd, AccountingStorageEnforce=associations,limits,qos"
+
+// Check reads the cluster and returns what it lacks.
+func Check(ctx context.Context, r Reader) (Report, error) {
+	var rep Report
 	nodes, err := r.ListNodes(ctx, time.Time{})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrUnreadable, err)
+		return rep, fmt.Errorf("%w: %w", ErrUnreadable, err)
 	}
-	var out []Finding
 	if !anyGPU(nodes.Nodes) {
-		out = append(out, Finding{"GresTypes=gpu, and Gres=gpu:<type>:<count> on the GPU nodes",
+		rep.Missing = append(rep.Missing, Finding{"GresTypes=gpu, and Gres=gpu:<type>:<count> on the GPU nodes",
 			fmt.Sprintf("none of Slurm's %d nodes has GPUs (yet: a NodeSet's slurmd registers them at start); pods' GPUs come from Slurm's GRES", len(nodes.Nodes))})
 	}
 	parts, err := r.ListPartitions(ctx)
 	switch {
 	case err != nil:
-		out = append(out, Finding{"PartitionName=...", "slurmrestd's partitions could not be read: " + err.Error()})
+		rep.Missing = append(rep.Missing, Finding{"PartitionName=...", "slurmrestd's partitions could not be read: " + err.Error()})
 	case len(parts) == 0:
-		out = append(out, Finding{"PartitionName=...", "Slurm has no partition: no job, a pod's neither, can run"})
+		rep.Missing = append(rep.Missing, Finding{"PartitionName=...", "Slurm has no partition: no job, a pod's neither, can run"})
 	}
 	qos, err := r.ListQOS(ctx)
-	if err != nil {
-		// slurmrestd without slurmdbd answers its slurmdb endpoints with an error.
-		return append(out, Finding{"AccountingStorageType=accounting_storage/slurmdbd, AccountingStorageEnforce=associations,limits,qos",
-			"slurmrestd answers no QOS (" + err.Error() + "): tenants' accounts and QOS are not Slurm's to enforce, and nothing is preempted by QOS"}), nil
+	switch {
+	case errors.Is(err, model.ErrNotFound):
+		// No /slurmdb/ path at all: this slurmrestd runs without its
+		// openapi/slurmdbd plugin (-s openapi/slurmctld). Slurm may well
+		// have accounting; it cannot be seen from here.
+		rep.Unchecked = append(rep.Unchecked, Finding{accountingSetting + "; PreemptType=preempt/qos",
+			"this slurmrestd serves no /slurmdb/ endpoints (run it with -s openapi/slurmctld,openapi/slurmdbd to check them): accounting and QOS preemption were not checked"})
+		return rep, nil
+	case err != nil:
+		// The endpoints are there, slurmdbd's answer is not.
+		rep.Missing = append(rep.Missing, Finding{accountingSetting,
+			"slurmrestd answers no QOS (" + err.Error() + "): tenants' accounts and QOS are not Slurm's to enforce, and nothing is preempted by QOS"})
+		return rep, nil
 	}
 	if !anyPreempts(qos) {
 		names := make([]string, 0, len(qos))
 		for _, q := range qos {
 			names = append(names, q.Name)
 		}
-		out = append(out, Finding{"PreemptType=preempt/qos, and Preempt=<lower QOS> on a QOS",
+		rep.Missing = append(rep.Missing, Finding{"PreemptType=preempt/qos, and Preempt=<lower QOS> on a QOS",
 			fmt.Sprintf("no QOS may preempt another (QOS: %s): Slurm preempts no job for a pod, and no pod's job", strings.Join(names, ", "))})
 	}
-	return out, nil
+	return rep, nil
 }
 
 func anyGPU(nodes []model.Node) bool {

@@ -34,26 +34,35 @@ func TestCheck(t *testing.T) {
 	cpuNode := model.Node{Name: "cpu-0", Gres: ""}
 	parts := []model.Partition{{Name: "gpu"}}
 	qos := []model.QOS{{Name: "normal"}, {Name: "high", Preempt: []string{"normal"}}}
+	notFound := &model.APIError{Op: "list QOS", StatusCode: 404, Kind: model.ErrNotFound}
 	for _, tc := range []struct {
-		name string
-		r    reader
-		want []string // the settings named
+		name      string
+		r         reader
+		missing   []string // the settings named missing
+		unchecked []string // and those not checked
 	}{
-		{"all there", reader{nodes: []model.Node{cpuNode, gpuNode}, parts: parts, qos: qos}, nil},
-		{"a typed GPU among other GRES", reader{nodes: []model.Node{{Name: "n", Gres: "tmpdisk:100,gpu:a100:2(S:0)"}}, parts: parts, qos: qos}, nil},
-		{"no GPU node", reader{nodes: []model.Node{cpuNode}, parts: parts, qos: qos}, []string{"GresTypes=gpu"}},
-		{"no partition", reader{nodes: []model.Node{gpuNode}, qos: qos}, []string{"PartitionName"}},
-		{"no QOS preempts", reader{nodes: []model.Node{gpuNode}, parts: parts, qos: qos[:1]}, []string{"PreemptType=preempt/qos"}},
-		{"no slurmdbd", reader{nodes: []model.Node{gpuNode}, parts: parts, qosErr: model.ErrSlurm}, []string{"AccountingStorageType"}},
-		{"nothing", reader{}, []string{"GresTypes=gpu", "PartitionName", "PreemptType=preempt/qos"}},
+		{"all there", reader{nodes: []model.Node{cpuNode, gpuNode}, parts: parts, qos: qos}, nil, nil},
+		{"a typed GPU among other GRES", reader{nodes: []model.Node{{Name: "n", Gres: "tmpdisk:100,gpu:a100:2(S:0)"}}, parts: parts, qos: qos}, nil, nil},
+		{"no GPU node", reader{nodes: []model.Node{cpuNode}, parts: parts, qos: qos}, []string{"GresTypes=gpu"}, nil},
+		{"no partition", reader{nodes: []model.Node{gpuNode}, qos: qos}, []string{"PartitionName"}, nil},
+		{"no QOS preempts", reader{nodes: []model.Node{gpuNode}, parts: parts, qos: qos[:1]}, []string{"PreemptType=preempt/qos"}, nil},
+		{"no slurmdbd", reader{nodes: []model.Node{gpuNode}, parts: parts, qosErr: model.ErrSlurm}, []string{"AccountingStorageType"}, nil},
+		{"a slurmrestd without slurmdb endpoints", reader{nodes: []model.Node{gpuNode}, parts: parts, qosErr: notFound},
+			nil, []string{"AccountingStorageType"}},
+		{"nothing", reader{}, []string{"GresTypes=gpu", "PartitionName", "PreemptType=preempt/qos"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := Check(context.Background(), tc.r)
 			require.NoError(t, err)
-			require.Len(t, got, len(tc.want), "%v", got)
-			for i, w := range tc.want {
-				assert.Contains(t, got[i].Setting, w)
-				assert.NotEmpty(t, got[i].Why)
+			for _, c := range []struct {
+				got  []Finding
+				want []string
+			}{{got.Missing, tc.missing}, {got.Unchecked, tc.unchecked}} {
+				require.Len(t, c.got, len(c.want), "%v", c.got)
+				for i, w := range c.want {
+					assert.Contains(t, c.got[i].Setting, w)
+					assert.NotEmpty(t, c.got[i].Why)
+				}
 			}
 		})
 	}

@@ -156,8 +156,10 @@ func (b *Backend) call(ctx context.Context, rq request) (*response, error) {
 			Err: fmt.Errorf("answer larger than %d bytes", maxBody)}
 	}
 	r := &response{status: resp.StatusCode, body: raw}
-	if r.status == http.StatusNotFound && dataParser(raw) == "" {
+	if r.status == http.StatusNotFound && dataParser(raw) == "" && !rq.db {
 		// Not the version's "no such job": slurmrestd has no such path.
+		// (A /slurmdb/ path missing says only that slurmrestd runs
+		// without its openapi/slurmdbd plugin: the version stands.)
 		b.forget(version)
 	}
 	if r.status == http.StatusNotModified {
