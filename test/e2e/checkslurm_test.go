@@ -55,7 +55,7 @@ func TestCheckSlurmOnTheLab(t *testing.T) {
 		// The log holds every start of the lab's manager, some of them on a
 		// Slurm a test took apart: one clean check is what it must show.
 		log := string(b)
-		return strings.Contains(log, "Slurm has the settings onepool checks for"), grepLines(log, "slurm-check")
+		return strings.Contains(log, "Slurm lacks none of the settings onepool checked"), grepLines(log, "slurm-check")
 	})
 }
 
