@@ -19,10 +19,18 @@ type GPU struct {
 	// Device is the character device Slurm confines jobs to. /dev/nvidia<minor>
 	// on a real node; the inventory file may point elsewhere (lab fakes).
 	Device string `json:"device"`
+	// GresType is the GRES type a host's gres.conf gives it (HostGresOrder);
+	// empty: the one onepool derives from Name.
+	GresType string `json:"gresType,omitempty"`
 }
 
 // Type is the GPU's Slurm GRES type.
-func (g GPU) Type() string { return TypeName(g.Name) }
+func (g GPU) Type() string {
+	if g.GresType != "" {
+		return g.GresType
+	}
+	return TypeName(g.Name)
+}
 
 // TypeName turns an NVML device name into the GRES type Slurm's own gpu/nvml
 // plugin derives from it (gpu_common_underscorify_tolower): every byte

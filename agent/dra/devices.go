@@ -36,8 +36,14 @@ type Inventory struct {
 // the index Slurm gives it. Two GPUs with one minor number are an error: the
 // device names would collide.
 func NewInventory(gpus []agent.GPU) (*Inventory, error) {
+	return NewInventoryInOrder(agent.GresOrder(gpus))
+}
+
+// NewInventoryInOrder is NewInventory for GPUs already in GRES order
+// (agent.HostGresOrder: a node whose slurmd reads the host's gres.conf).
+func NewInventoryInOrder(ordered []agent.GPU) (*Inventory, error) {
 	inv := &Inventory{ByName: map[string]agent.GPU{}, GresIndex: map[string]int{}}
-	for i, g := range agent.GresOrder(gpus) {
+	for i, g := range ordered {
 		name := DeviceName(g.Minor)
 		if prev, dup := inv.ByName[name]; dup {
 			return nil, fmt.Errorf("GPUs %s and %s both have minor number %d", prev.UUID, g.UUID, g.Minor)

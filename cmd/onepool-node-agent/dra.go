@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"os"
 	"os/exec"
 	"os/signal"
 	"strconv"
@@ -31,6 +32,7 @@ const (
 	envCDIDir          = "ONEPOOL_CDI_DIR"
 	envDriverRoot      = "ONEPOOL_DRIVER_ROOT"
 	envDriverRootDir   = "ONEPOOL_DRIVER_ROOT_DIR"
+	envHostGresConf    = "ONEPOOL_HOST_GRES_CONF"
 )
 
 // kubeTimeout bounds every call the driver makes to the apiserver.
@@ -40,6 +42,7 @@ type draFlags struct {
 	enabled                                            bool
 	kubeNode, kubeconfig, pluginDir, registrar, cdiDir string
 	driverRoot, driverRootDir                          string
+	hostGresConf                                       string
 }
 
 func addDRAFlags(f *envFlags, d *draFlags) {
@@ -51,6 +54,52 @@ func addDRAFlags(f *envFlags, d *draFlags) {
 	f.String(&d.cdiDir, "cdi-dir", envCDIDir, dra.DefaultCDIDir, "where CDI specs for prepared claims are written")
 	f.String(&d.driverRoot, "driver-root", envDriverRoot, "", "the NVIDIA driver's root on the node (/ for a driver installed on the host, /run/nvidia/driver for the GPU Operator's): its libraries and nvidia-smi go into every GPU container (CDI mounts at /usr/local/nvidia/{lib64,bin}); empty: none (a lab without a driver)")
 	f.String(&d.driverRootDir, "driver-root-dir", envDriverRootDir, "", "where this container sees --driver-root (its mount of it; default: --driver-root itself)")
+	f.String(&d.hostGresConf, "host-gres-conf", envHostGresConf, "", "a node whose slurmd runs on the host: the host's gres.conf (as this container sees it); the GPUs are numbered as that slurmd numbers them from it (types in the order of the node's Gres=, read with scontrol when gres.conf has more than one). Empty: onepool's own order (the gres.conf `run` writes)")
+}
+
+// inventory numbers the GPUs as the node's slurmd does: onepool's order,
+// or the host's gres.conf's (--host-gres-conf).
+func (d draFlags) inventory(ctx context.Context, slurmNode string, gpus []agent.GPU) (*dra.Inventory, error) {
+	if d.hostGresConf == "" {
+		return dra.NewInventory(gpus)
+	}
+	b, err := os.ReadFile(d.hostGresConf)
+	if err != nil {
+		return nil, fmt.Errorf("--host-gres-conf: %w", err)
+	}
+	lines, err := agent.ParseGresConf(string(b), slurmNode)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", d.hostGresConf, err)
+	}
+	types := agent.GresConfTypes(lines)
+	if len(types) > 1 {
+		gres, err := scontrolNodeGres(ctx, slurmNode)
+		if err != nil {
+			return nil, err
+		}
+		types = agent.NodeGresTypes(gres)
+	}
+	ordered, err := agent.HostGresOrder(gpus, lines, types)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", d.hostGresConf, err)
+	}
+	return dra.NewInventoryInOrder(ordered)
+}
+
+// scontrolNodeGres is the node's Gres= as slurmctld has it from slurm.conf.
+func scontrolNodeGres(ctx context.Context, node string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "scontrol", "show", "node", node).CombinedOutput()
+	if err != nil {
+		line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+		return "", fmt.Errorf("scontrol show node %s: %w (%s)", node, err, line)
+	}
+	gres, ok := agent.ShowNodeGres(string(out))
+	if !ok {
+		return "", fmt.Errorf("scontrol show node %s: the node has no Gres=", node)
+	}
+	return gres, nil
 }
 
 // library is where the GPUs are found: the inventory in a lab, else NVML,
@@ -111,7 +160,7 @@ func (d draFlags) serve(slurmNode string, logger *log.Logger) (func(context.Cont
 		logger.Printf("DRA driver: %d files of the NVIDIA driver under %s go into GPU containers", len(driver), d.driverRoot)
 	}
 	return func(ctx context.Context, gpus []agent.GPU) error {
-		inv, err := dra.NewInventory(gpus)
+		inv, err := d.inventory(ctx, slurmNode, gpus)
 		if err != nil {
 			return fmt.Errorf("DRA driver: %w", err)
 		}
