@@ -73,11 +73,15 @@ gpu-proof: ## the real-GPU proof (test/gpuproof): build its binaries into .gpupr
 images-dockerfile: ## the Dockerfile's targets built with buildah (slow: packages installed per image); OCI archives in .lab/images
 	build/images-dockerfile.sh
 
-tools: $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kubectl $(BIN)/etcd $(BIN)/kwok $(LAB_DIR)/kwok-stages.yaml $(BIN)/lab $(BIN)/onepool-controller-manager $(BIN)/onepool-scheduler $(BIN)/onepool-node-agent $(BIN)/helm $(LAB_DIR)/podgroup-crd.yaml $(BIN)/lws-controller $(LAB_DIR)/lws-crd.yaml $(BIN)/jobset-controller $(LAB_DIR)/jobset-crd.yaml ## build the lab's binaries (cached in .lab/bin) and onepool's
+tools: $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kubectl $(BIN)/etcd $(BIN)/kwok $(LAB_DIR)/kwok-stages.yaml $(BIN)/lab $(BIN)/onepool-controller-manager $(BIN)/onepool-scheduler $(BIN)/onepool-node-agent $(BIN)/kubectl-onepool $(BIN)/helm $(LAB_DIR)/podgroup-crd.yaml $(BIN)/lws-controller $(LAB_DIR)/lws-crd.yaml $(BIN)/jobset-controller $(LAB_DIR)/jobset-crd.yaml ## build the lab's binaries (cached in .lab/bin) and onepool's
 
 # onepool's own binaries, rebuilt when any Go file changes; the lab restarts them then.
 $(BIN)/onepool-controller-manager: $(shell git ls-files '*.go' 2>/dev/null | grep -v '^test/') go.mod go.sum
 	go build -o $@ ./cmd/onepool-controller-manager
+
+# kubectl onepool (the plugin: put it on PATH as kubectl-onepool).
+$(BIN)/kubectl-onepool: $(shell git ls-files '*.go' 2>/dev/null | grep -v '^test/') go.mod go.sum
+	go build -o $@ ./cmd/kubectl-onepool
 
 $(BIN)/onepool-scheduler: $(shell git ls-files '*.go' 2>/dev/null | grep -v '^test/') go.mod go.sum
 	go build -ldflags "$(K8S_LDFLAGS)" -o $@ ./cmd/onepool-scheduler

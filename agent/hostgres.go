@@ -97,16 +97,7 @@ func ParseGresConf(conf, node string) ([]GresLine, error) {
 // untyped "gpu:4".
 func NodeGresTypes(gres string) []string {
 	var out []string
-	for _, g := range strings.Split(gres, ",") {
-		g, _, _ = strings.Cut(g, "(")
-		parts := strings.Split(g, ":")
-		if parts[0] != "gpu" {
-			continue
-		}
-		t := ""
-		if len(parts) == 3 {
-			t = parts[1]
-		}
+	for _, t := range model.GPUTypes(gres) {
 		if !slices.Contains(out, t) {
 			out = append(out, t)
 		}

@@ -151,3 +151,30 @@ func ShowJobGPUIndexes(out, node string) ([]int, error) {
 	}
 	return nil, fmt.Errorf("node %s is not the job's: %w", node, ErrNoGPUIndexes)
 }
+
+// GPUTypes is the GRES type of each GPU index of a node's Gres=
+// ("gpu:h100:4,gpu:a100:2(S:0)": four "h100" then two "a100"; "" for an
+// untyped "gpu:4"): Slurm numbers a node's GPUs type by type, in the
+// order Gres= names the types.
+func GPUTypes(gres string) []string {
+	var out []string
+	for _, g := range strings.Split(gres, ",") {
+		g, _, _ = strings.Cut(g, "(")
+		parts := strings.Split(g, ":")
+		if parts[0] != "gpu" || len(parts) < 2 || len(parts) > 3 {
+			continue
+		}
+		n, err := strconv.Atoi(parts[len(parts)-1])
+		if err != nil || n < 0 {
+			continue
+		}
+		t := ""
+		if len(parts) == 3 {
+			t = parts[1]
+		}
+		for range n {
+			out = append(out, t)
+		}
+	}
+	return out
+}

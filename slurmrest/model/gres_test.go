@@ -89,3 +89,17 @@ func TestShowJobGPUIndexes(t *testing.T) {
 		}
 	}
 }
+
+func TestGPUTypes(t *testing.T) {
+	for gres, want := range map[string][]string{
+		"gpu:bbb:2,gpu:aaa:1":           {"bbb", "bbb", "aaa"},
+		"gpu:h100:2(S:0-1),tmpdisk:100": {"h100", "h100"},
+		"gpu:2":                         {"", ""},
+		"":                              nil,
+		"gpu:h100:x,mps:100":            nil,
+	} {
+		if got := GPUTypes(gres); !slices.Equal(got, want) {
+			t.Errorf("GPUTypes(%q) = %q, want %q", gres, got, want)
+		}
+	}
+}
