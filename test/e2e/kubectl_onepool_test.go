@@ -123,7 +123,7 @@ func TestKubectlOnepoolStatusAndDrains(t *testing.T) {
 		}
 	}
 	assert.Equal(t, map[string]int{
-		"job " + batch + " root/" + lab.Account:                        1,
+		"job " + batch + " root/" + lab.Account:                       1,
 		fmt.Sprintf("pod %s/infer-a (job %s)", e.ns, pods["infer-a"]): 2,
 		fmt.Sprintf("pod %s/infer-b (job %s)", e.ns, pods["infer-b"]): 2,
 		"free": lab.GPUsPerNode - 5,
