@@ -3,6 +3,7 @@
 //
 //	kubectl onepool status [-o table|wide|json|yaml] [--node N] [--partition P] [--namespace NS]
 //	kubectl onepool drains [-o table|json|yaml]
+//	kubectl onepool explain pod NAME [-n NAMESPACE] [-o json|yaml]
 //
 // It reads Kubernetes with the caller's kubeconfig and Slurm through
 // slurmrestd (--slurmrest-url and a token: --slurmrest-token-file or
@@ -25,6 +26,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
@@ -37,6 +39,9 @@ const usage = `kubectl onepool: the pool's GPUs as Kubernetes and Slurm both see
   kubectl onepool status   per node: Kubernetes' state beside Slurm's, the drain and its owner,
                            and who holds each GPU (a Slurm job, or a pod through its job)
   kubectl onepool drains   every drained Slurm node: its reason, who owns it, since when
+  kubectl onepool explain pod NAME [-n NS]
+                           why a pod waits, runs where it runs, or was evicted: its Slurm job and
+                           place in the queue, its TenantPolicy, its last events
 
 Flags (each command):
 `
@@ -73,16 +78,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	cmd := args[0]
-	if cmd != "status" && cmd != "drains" {
-		fmt.Fprintf(stderr, "kubectl onepool: unknown command %q (status, drains)\n", cmd)
+	if cmd != "status" && cmd != "drains" && cmd != "explain" {
+		fmt.Fprintf(stderr, "kubectl onepool: unknown command %q (status, drains, explain)\n", cmd)
 		return 2
 	}
 	var o options
 	fs := newFlags(&o, stderr)
-	if err := fs.Parse(args[1:]); err != nil {
+	positional, err := parseInterspersed(fs, args[1:])
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
+		return 2
+	}
+	if cmd == "explain" {
+		return explain(ctx, o, positional, stdout, stderr)
+	}
+	if len(positional) > 0 {
+		fmt.Fprintf(stderr, "kubectl onepool %s: unexpected %q\n", cmd, positional[0])
 		return 2
 	}
 	if !slices.Contains([]string{"table", "wide", "json", "yaml"}, o.output) {
@@ -99,7 +112,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	view := filter(poolview.Build(*in), o)
-	var err error
 	switch cmd {
 	case "status":
 		err = printStatus(stdout, view, o.output)
@@ -116,6 +128,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// parseInterspersed parses flags before, between and after positional
+// arguments (kubectl's way: `explain pod NAME -n NS`).
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return positional, nil
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
 func newFlags(o *options, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("kubectl onepool", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -129,7 +157,8 @@ func newFlags(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.output, "o", "table", "output: table, wide (every GPU, free ones too), json, yaml")
 	fs.StringVar(&o.nodes, "node", "", "only these nodes (comma-separated; Kubernetes or Slurm names)")
 	fs.StringVar(&o.partitions, "partition", "", "only the Slurm nodes of these partitions (comma-separated)")
-	fs.StringVar(&o.namespaces, "namespace", "", "only nodes where a pod of these namespaces holds a GPU (comma-separated)")
+	fs.StringVar(&o.namespaces, "namespace", "", "status: only nodes where a pod of these namespaces holds a GPU (comma-separated); explain: the pod's namespace")
+	fs.StringVar(&o.namespaces, "n", "", "the same as --namespace")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "for everything it reads")
 	return fs
 }
@@ -137,14 +166,7 @@ func newFlags(o *options, stderr io.Writer) *flag.FlagSet {
 // read lists what the view needs. Kubernetes unreadable is fatal (nil);
 // Slurm unreadable leaves its side empty, said in the errors.
 func read(ctx context.Context, o options) (*poolview.Input, []error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.kubeconfig
-	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.kubeContext}).ClientConfig()
-	if err != nil {
-		return nil, []error{fmt.Errorf("kubeconfig: %w", err)}
-	}
-	rc.Timeout = o.timeout
-	kc, err := kubernetes.NewForConfig(rc)
+	kc, _, err := kubeClients(o)
 	if err != nil {
 		return nil, []error{err}
 	}
@@ -166,15 +188,37 @@ func read(ctx context.Context, o options) (*poolview.Input, []error) {
 	return in, errs
 }
 
-func readSlurm(ctx context.Context, o options, in *poolview.Input) error {
+// kubeClients is the caller's client, from the kubeconfig, and its
+// configuration.
+func kubeClients(o options) (kubernetes.Interface, *rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.kubeconfig
+	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.kubeContext}).ClientConfig()
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	rc.Timeout = o.timeout
+	rc.UserAgent = "kubectl-onepool"
+	kc, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, nil, err
+	}
+	return kc, rc, nil
+}
+
+func slurmClient(o options) (*slurmrest.Client, error) {
 	if o.url == "" {
-		return fmt.Errorf("no --slurmrest-url (or $%s)", envURL)
+		return nil, fmt.Errorf("no --slurmrest-url (or $%s)", envURL)
 	}
 	if o.tokenFile == "" && o.jwtKey == "" {
-		return fmt.Errorf("no --slurmrest-token-file or --slurmrest-jwt-key-file (or $%s, $%s)", envTokenFile, envJWTKey)
+		return nil, fmt.Errorf("no --slurmrest-token-file or --slurmrest-jwt-key-file (or $%s, $%s)", envTokenFile, envJWTKey)
 	}
-	c, err := slurmrest.New(slurmrest.Config{URL: o.url, TokenFile: o.tokenFile, JWTKeyFile: o.jwtKey, TokenUser: o.tokenUser,
+	return slurmrest.New(slurmrest.Config{URL: o.url, TokenFile: o.tokenFile, JWTKeyFile: o.jwtKey, TokenUser: o.tokenUser,
 		TokenLifetime: 10 * time.Minute, CAFile: o.caFile, Timeout: min(o.timeout, 15*time.Second)})
+}
+
+func readSlurm(ctx context.Context, o options, in *poolview.Input) error {
+	c, err := slurmClient(o)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -149,6 +150,30 @@ func TestKubectlOnepoolStatusAndDrains(t *testing.T) {
 	require.NoError(t, err)
 	assert.Regexp(t, `(?m)^`+node+` `, out, "--namespace keeps the node its pods hold GPUs on")
 	assert.NotRegexp(t, `(?m)^`+cordoned+` `, out)
+
+	// explain: a pod that runs, and one that waits in Slurm's queue (the
+	// node it must go to has 3 GPUs left, it asks 4).
+	out, stderr, err = kubectlOnepool(t, l, nil, "explain", "pod", "infer-a", "-n", e.ns)
+	require.NoError(t, err, stderr)
+	t.Logf("kubectl onepool explain pod infer-a:\n%s", out)
+	assert.Contains(t, out, "Pod:        "+e.ns+"/infer-a (")
+	assert.Contains(t, out, "Node:       "+node)
+	assert.Regexp(t, `Slurm job:  `+pods["infer-a"]+` RUNNING, partition \S+, QOS \S+, account `+lab.Account, out)
+	assert.Contains(t, out, "SlurmJobSubmitted")
+	waiting := e.pod("infer-c", 4, nil)
+	waiting.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node}
+	e.create(waiting)
+	eventually(t, time.Minute, "explain shows infer-c waiting in Slurm's queue", func() (bool, string) {
+		out, stderr, err = kubectlOnepool(t, l, nil, "explain", "infer-c", "--namespace", e.ns)
+		return err == nil && regexp.MustCompile(`Slurm job:  \d+ PENDING \(\w+\)`).MatchString(out) &&
+			regexp.MustCompile(`pending: \d+ of \d+ in partition`).MatchString(out), out + stderr
+	})
+	t.Logf("kubectl onepool explain infer-c:\n%s", out)
+	assert.Contains(t, out, "Scheduled:  False Unschedulable:")
+
+	_, stderr, err = kubectlOnepool(t, l, nil, "explain", "pod", "no-such-pod", "-n", e.ns)
+	assert.Equal(t, 2, exitCode(err))
+	assert.Contains(t, stderr, "pod "+e.ns+"/no-such-pod not found")
 }
 
 // Bad input: Slurm out of reach still shows Kubernetes' side and says so
