@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/onepool/onepool/internal/poolview"
 	"github.com/onepool/onepool/tenancy"
@@ -91,9 +90,7 @@ func explain(ctx context.Context, o options, args []string, stdout, stderr io.Wr
 
 // contextNamespace is the kubeconfig context's namespace ("default").
 func contextNamespace(o options) string {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.kubeconfig
-	ns, _, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.kubeContext}).Namespace()
+	ns, _, err := clientConfig(o).Namespace()
 	if err != nil || ns == "" {
 		return "default"
 	}

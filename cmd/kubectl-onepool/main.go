@@ -188,12 +188,18 @@ func read(ctx context.Context, o options) (*poolview.Input, []error) {
 	return in, errs
 }
 
+// clientConfig is the caller's kubeconfig (--kubeconfig, else $KUBECONFIG
+// or ~/.kube/config) and context.
+func clientConfig(o options) clientcmd.ClientConfig {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.kubeconfig
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.kubeContext})
+}
+
 // kubeClients is the caller's client, from the kubeconfig, and its
 // configuration.
 func kubeClients(o options) (kubernetes.Interface, *rest.Config, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.kubeconfig
-	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.kubeContext}).ClientConfig()
+	rc, err := clientConfig(o).ClientConfig()
 	if err != nil {
 		return nil, nil, fmt.Errorf("kubeconfig: %w", err)
 	}
