@@ -34,7 +34,8 @@ RUN mkdir -p /out \
        -ldflags "-X k8s.io/component-base/version.gitVersion=${K8S_VERSION} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=35" \
        ./cmd/onepool-scheduler \
     && go build -o /out/onepool-node-agent ./cmd/onepool-node-agent \
-    && make -C spank SLURM_INCLUDE=/usr/include onepool_jail.so && cp spank/onepool_jail.so /out/
+    && make -C spank SLURM_INCLUDE=/usr/include onepool_jail.so \
+    && plugindir=/out/lib/$(gcc -dumpmachine)/slurm-wlm && mkdir -p "$plugindir" && cp spank/onepool_jail.so "$plugindir/"
 
 FROM ${BASE_IMAGE} AS controller-manager
 COPY --from=build /out/onepool-controller-manager /usr/local/bin/
@@ -56,8 +57,11 @@ RUN groupadd -g 64030 slurm && useradd -r -u 64030 -g slurm -d /var/lib/slurm -s
 COPY build/slurm/onepool-munged build/slurm/onepool-users build/slurm/onepool-login build/slurm/onepool-slurm-prepare /usr/local/bin/
 # The jail plugin, where Slurm's plugstack finds it: slurmd runs it, and
 # sbatch/srun load plugstack.conf too (a `required` plugin they cannot
-# open fails every submission), so every Slurm image has it.
-COPY --from=build /out/onepool_jail.so /usr/lib/x86_64-linux-gnu/slurm-wlm/onepool_jail.so
+# open fails every submission), so every Slurm image has it. In Debian's
+# PluginDir of the build's architecture (/usr/lib/<gcc -dumpmachine>/
+# slurm-wlm: x86_64-linux-gnu, aarch64-linux-gnu): plugstack.conf names it
+# without a path.
+COPY --from=build /out/lib/ /usr/lib/
 
 # The slurmd worker: slurmd from Debian, the node agent as the entrypoint
 # (it finds the GPUs, writes gres.conf and execs slurmd -Z).

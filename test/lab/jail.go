@@ -133,7 +133,8 @@ func (l *Lab) InstallJailPlugin(so string, args ...string) error {
 	if err := copyFile(so, filepath.Join(root, JailPluginPath), 0o755); err != nil {
 		return err
 	}
-	line := fmt.Sprintf("required %s %s\n", JailPluginPath, strings.Join(args, " "))
+	// By name, as the slurm chart writes it: Slurm finds it in PluginDir.
+	line := fmt.Sprintf("required %s %s\n", filepath.Base(JailPluginPath), strings.Join(args, " "))
 	conf := filepath.Join(root, jailPluginConf)
 	if err := os.WriteFile(conf+".new", []byte(line), 0o644); err != nil {
 		return err

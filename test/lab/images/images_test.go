@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/onepool/onepool/test/lab/rootfs"
-	"github.com/onepool/onepool/test/lab/slurmconf"
 )
 
 // dockerStage is what one stage of the Dockerfile installs and sets.
@@ -107,7 +106,12 @@ func TestImagesMatchTheDockerfile(t *testing.T) {
 				for _, s := range slurmCommonScripts {
 					assert.Contains(t, copies, "build/slurm/"+s)
 				}
-				assert.Contains(t, copies, slurmconf.JailPluginPath)
+				// The plugin goes into PluginDir of the build's
+				// architecture (the build stage makes
+				// /out/lib/<gcc -dumpmachine>/slurm-wlm); the lab's images
+				// put it at slurmconf.JailPluginPath, that dir on x86_64.
+				assert.Contains(t, copies, "/out/lib/")
+				assert.Contains(t, copies, "/usr/lib/")
 			}
 			assert.Equal(t, stages[spec.Name].entrypoint, spec.Config.Entrypoint, "entrypoint")
 			user := ""
