@@ -384,3 +384,28 @@ func TestChartsNeedNoServiceAccountForWhatIsOff(t *testing.T) {
 		})
 	}
 }
+
+// Both charts say which Kubernetes they need and mean it: onepool's
+// scheduler embeds kube-scheduler 1.35, which the version skew policy does
+// not let run against an older API server, and the lab proves 1.35. Helm
+// refuses an older cluster at once, with the reason.
+func TestChartsKubeVersions(t *testing.T) {
+	h := newHelm(t)
+	for _, chart := range []string{"onepool", "slurm"} {
+		for _, tc := range []struct {
+			version string
+			ok      bool
+		}{{"1.34.3", false}, {"1.35.0", true}, {labcharts.KubeVersion, true}, {"1.36.1", true}} {
+			t.Run(chart+"/"+tc.version, func(t *testing.T) {
+				dir := chartDir(t, chart)
+				out, stderr, err := h.run("template", "r", dir, "--namespace", "ns", "-f", filepath.Join(dir, "ci", "lab-values.yaml"), "--kube-version", tc.version)
+				if tc.ok {
+					require.NoError(t, err, "%s%s", out, stderr)
+					return
+				}
+				require.Error(t, err)
+				assert.Contains(t, stderr, "is incompatible with Kubernetes v"+tc.version)
+			})
+		}
+	}
+}
