@@ -78,7 +78,7 @@ func Explain(pod *corev1.Pod, jobs []model.Job, policy string, events []corev1.E
 	} else if id, err := strconv.ParseUint(v, 10, 32); err != nil {
 		x.JobNote = fmt.Sprintf("%s=%q is not a job id", keys.AnnotationJobID, v)
 	} else {
-		x.Job, x.JobNote = jobView(uint32(id), jobs)
+		x.Job, x.JobNote = jobView(pod, uint32(id), jobs)
 	}
 	sort.SliceStable(events, func(i, j int) bool { return eventTime(events[i]).After(eventTime(events[j])) })
 	for _, e := range events[:min(len(events), maxEvents)] {
@@ -87,7 +87,7 @@ func Explain(pod *corev1.Pod, jobs []model.Job, policy string, events []corev1.E
 	return x
 }
 
-func jobView(id uint32, jobs []model.Job) (*JobView, string) {
+func jobView(pod *corev1.Pod, id uint32, jobs []model.Job) (*JobView, string) {
 	var job *model.Job
 	for i := range jobs {
 		if jobs[i].ID == id {
@@ -96,6 +96,10 @@ func jobView(id uint32, jobs []model.Job) (*JobView, string) {
 	}
 	if job == nil {
 		return nil, fmt.Sprintf("job %d is not in Slurm's listing: it ended and was purged (MinJobAge)", id)
+	}
+	if !CommentNames(job.Comment, pod) {
+		return nil, fmt.Sprintf("%s=%d, but job %d's comment does not name this pod: not onepool's record (anyone who may edit the pod can write the annotation)",
+			keys.AnnotationJobID, id, id)
 	}
 	v := &JobView{ID: job.ID, State: strings.Join(job.State, "+"), Reason: job.Reason, Partition: job.Partition, QOS: job.QOS,
 		Account: job.Account, User: job.User, Priority: job.Priority, Nodes: job.Nodes}

@@ -23,8 +23,13 @@ func TestExplain(t *testing.T) {
 		pending(20, 100, "gpu", 0), pending(21, 500, "gpu", time.Second), pending(22, 100, "gpu", -time.Second),
 		pending(23, 900, "cpu", 0), {ID: 24, State: model.JobState{"RUNNING"}, Partition: "gpu", Nodes: "gpu-0"},
 	}
+	for i := range jobs {
+		if jobs[i].ID != 22 {
+			jobs[i].Comment = keys.PlaceholderCommentPrefix + "pod=ml/infer-0;uid=u-1;user=slurm;sig=AAAA"
+		}
+	}
 	pod := func(job string, scheduler string) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "infer-0", Annotations: map[string]string{}},
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "infer-0", UID: "u-1", Annotations: map[string]string{}},
 			Spec:   corev1.PodSpec{SchedulerName: scheduler},
 			Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "waiting in Slurm's queue"}}}}
 		if job != "" {
@@ -57,6 +62,7 @@ func TestExplain(t *testing.T) {
 		{"99", keys.SchedulerName, "job 99 is not in Slurm's listing"},
 		{"x", keys.SchedulerName, `is not a job id`},
 		{"20", "default-scheduler", `the pod's scheduler is "default-scheduler"`},
+		{"22", keys.SchedulerName, "job 22's comment does not name this pod"},
 	} {
 		x = Explain(pod(tc.job, tc.scheduler), jobs, "", nil)
 		assert.Nil(t, x.Job, tc.note)

@@ -90,7 +90,7 @@ func Build(in Input) []Node {
 	for _, n := range in.SlurmNodes {
 		slurm[n.Name] = n
 	}
-	pods := podsByJob(in.Pods)
+	pods := podsByJob(in.Pods, in.Jobs)
 	holders := gpuHolders(in.Jobs)
 	var out []Node
 	seen := map[string]bool{}
@@ -166,17 +166,46 @@ func gpuHolders(jobs []model.Job) map[string]map[int]model.Job {
 	return out
 }
 
-// podsByJob maps a job to the pods onepool's scheduler recorded it on.
-func podsByJob(pods []corev1.Pod) map[uint32][]corev1.Pod {
+// podsByJob maps a job to the pods it holds GPUs for: a pod whose
+// keys.AnnotationJobID names the job, and whose job's comment names the
+// pod. Anyone who can edit a pod can write the annotation; the comment is
+// onepool's (signed with a key only the scheduler holds: not verifiable
+// here, but a pod's author cannot make another's job name their pod).
+func podsByJob(pods []corev1.Pod, jobs []model.Job) map[uint32][]corev1.Pod {
+	comments := map[uint32]string{}
+	for _, j := range jobs {
+		comments[j.ID] = j.Comment
+	}
 	out := map[uint32][]corev1.Pod{}
 	for _, p := range pods {
 		id, err := strconv.ParseUint(p.Annotations[keys.AnnotationJobID], 10, 32)
 		if err != nil || id == 0 || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		out[uint32(id)] = append(out[uint32(id)], p)
+		if CommentNames(comments[uint32(id)], &p) {
+			out[uint32(id)] = append(out[uint32(id)], p)
+		}
 	}
 	return out
+}
+
+// CommentNames says whether a placeholder job's comment names pod: the pod
+// itself, by namespace, name and uid; or a gang (PodGroup, LeaderWorkerSet
+// group, JobSet replicated job) of the pod's namespace.
+func CommentNames(comment string, pod *corev1.Pod) bool {
+	rest, ok := strings.CutPrefix(comment, keys.PlaceholderCommentPrefix)
+	if !ok {
+		return false
+	}
+	if b, ok := strings.CutPrefix(rest, "pod="); ok {
+		return strings.HasPrefix(b, pod.Namespace+"/"+pod.Name+";uid="+string(pod.UID)+";")
+	}
+	for _, gang := range []string{"group=", "lws=", "jobset="} {
+		if b, ok := strings.CutPrefix(rest, gang); ok {
+			return strings.HasPrefix(b, pod.Namespace+"/")
+		}
+	}
+	return false
 }
 
 // podOn is the pod of the job bound to kubeNode (a gang's job has a pod

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/onepool/onepool/drain"
 	"github.com/onepool/onepool/keys"
@@ -21,7 +22,7 @@ func kubeNode(name string, ready corev1.ConditionStatus, cordoned bool, labels, 
 }
 
 func jobPod(ns, name, node string, job string) corev1.Pod {
-	return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{keys.AnnotationJobID: job}},
+	return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + name), Annotations: map[string]string{keys.AnnotationJobID: job}},
 		Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 }
 
@@ -43,10 +44,14 @@ func TestBuild(t *testing.T) {
 		},
 		Jobs: []model.Job{
 			{ID: 12, User: "alice", Account: "ml", State: model.JobState{"RUNNING"}, GresDetail: map[string]string{"gpu-0": "gpu:a100:1(IDX:2)"}},
-			{ID: 13, User: "slurm", Account: "onepool", State: model.JobState{"RUNNING"}, GresDetail: map[string]string{"gpu-0": "gpu:h100:1(IDX:0)"}},
+			{ID: 13, User: "slurm", Account: "onepool", State: model.JobState{"RUNNING"}, GresDetail: map[string]string{"gpu-0": "gpu:h100:1(IDX:0)"},
+				Comment: keys.PlaceholderCommentPrefix + "pod=team-a/infer-0;uid=uid-infer-0;user=slurm;sig=AAAA"},
 			{ID: 14, User: "bob", State: model.JobState{"COMPLETED"}, GresDetail: map[string]string{"gpu-0": "gpu:h100:1(IDX:1)"}},
 		},
-		Pods: []corev1.Pod{jobPod("team-a", "infer-0", "gpu-0", "13"), jobPod("team-a", "not-onepools", "gpu-0", "")},
+		Pods: []corev1.Pod{jobPod("team-a", "infer-0", "gpu-0", "13"), jobPod("team-a", "not-onepools", "gpu-0", ""),
+			// A pod's author may write any job id on it: alice's job and
+			// infer-0's are not theirs.
+			jobPod("team-b", "forged", "gpu-0", "12"), jobPod("team-b", "forged-too", "gpu-0", "13")},
 	}
 	view := Build(in)
 	require.Len(t, view, 4)
@@ -94,4 +99,24 @@ func TestBuildDrainInOnepoolsWordsWithoutRecord(t *testing.T) {
 	})
 	require.Len(t, view, 1)
 	assert.Equal(t, "admin", view[0].DrainOwner)
+}
+
+// Only the comment onepool writes ties a job to a pod: the pod itself
+// (namespace, name, uid) or a gang of its namespace.
+func TestCommentNames(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "infer-0", UID: "u-1"}}
+	p := keys.PlaceholderCommentPrefix
+	for comment, want := range map[string]bool{
+		p + "pod=ml/infer-0;uid=u-1;user=a;sig=x":  true,
+		p + "pod=ml/infer-0;uid=u-2;user=a;sig=x":  false, // a pod of that name before
+		p + "pod=ml/infer-00;uid=u-1;user=a;sig=x": false,
+		p + "pod=web/infer-0;uid=u-1;user=a;sig=x": false,
+		p + "group=ml/train;uid=g-1;user=a;sig=x":  true,
+		p + "lws=ml/server/0;uid=g-1;user=a;sig=x": true,
+		p + "jobset=web/js/w/0;uid=g;user=a;sig=x": false,
+		"pod=ml/infer-0;uid=u-1;user=a;sig=x":      false,
+		"":                                         false,
+	} {
+		assert.Equal(t, want, CommentNames(comment, pod), comment)
+	}
 }

@@ -73,6 +73,12 @@ func TestKubectlOnepoolStatusAndDrains(t *testing.T) {
 		require.Equal(t, node, e.waitBound(name, 90*time.Second))
 		pods[name] = e.withJobID(name).Annotations[keys.AnnotationJobID]
 	}
+	// Another team's pod that names the batch job (anyone who may edit a
+	// pod can write the annotation): never shown as holding its GPU.
+	other := newSchedEnv(t)
+	impostor := other.pod("impostor", 0, map[string]string{keys.AnnotationJobID: batch})
+	impostor.Spec.SchedulerName = "tenant-b-scheduler"
+	other.create(impostor)
 	eventually(t, time.Minute, "the batch job runs", func() (bool, string) {
 		out := e.slurm("squeue", "-h", "-j", batch, "-o", "%T")
 		return strings.TrimSpace(out) == "RUNNING", out
@@ -139,6 +145,7 @@ func TestKubectlOnepoolStatusAndDrains(t *testing.T) {
 	assert.Regexp(t, fmt.Sprintf(`(?m)^%s +\d +h100 +pod %s/infer-a \(job %s\)$`, node, e.ns, pods["infer-a"]), out)
 	assert.Regexp(t, fmt.Sprintf(`(?m)^%s +\d +h100 +job %s root/%s$`, node, batch, lab.Account), out)
 	assert.NotContains(t, out, adminDrained, "--node")
+	assert.NotContains(t, out, "impostor", "a pod that only names a job in its annotation")
 
 	out, stderr, err = kubectlOnepool(t, l, nil, "drains")
 	require.NoError(t, err, stderr)
