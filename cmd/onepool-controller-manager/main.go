@@ -37,6 +37,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/onepool/onepool/gpuwebhook"
+	"github.com/onepool/onepool/internal/admissionmetrics"
+	"github.com/onepool/onepool/internal/buildinfo"
 	"github.com/onepool/onepool/internal/tokenevents"
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/nodeset"
@@ -200,6 +202,7 @@ func main() {
 		log.Error(err, "bad flags")
 		os.Exit(2)
 	}
+	log.Info("onepool-controller-manager", "build", buildinfo.Read().String())
 	if err := run(ctrl.SetupSignalHandler(), c); err != nil {
 		log.Error(err, "controller manager stopped")
 		os.Exit(1)
@@ -267,10 +270,18 @@ func run(ctx context.Context, c config) error {
 			return err
 		}
 	}
+	if err := crmetrics.Registry.Register(buildinfo.Collector("controller-manager")); err != nil {
+		return err
+	}
 	if c.webhook.Port > 0 {
+		admissions, err := admissionmetrics.New(crmetrics.Registry)
+		if err != nil {
+			return err
+		}
 		// Every replica serves it (no leader needed): the API server calls any.
-		mgr.GetWebhookServer().Register(gpuwebhook.Path, &webhook.Admission{Handler: gpuwebhook.NewHandler(scheme)})
-		mgr.GetWebhookServer().Register(tenancy.Path, &webhook.Admission{Handler: tenancy.NewAdmission(scheme, mgr.GetCache(), mgr.GetAPIReader(), c.defaultTenantPolicy)})
+		mgr.GetWebhookServer().Register(gpuwebhook.Path, &webhook.Admission{Handler: admissions.Wrap("gpu", gpuwebhook.NewHandler(scheme))})
+		mgr.GetWebhookServer().Register(tenancy.Path, &webhook.Admission{Handler: admissions.Wrap("tenancy",
+			tenancy.NewAdmission(scheme, mgr.GetCache(), mgr.GetAPIReader(), c.defaultTenantPolicy))})
 		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 			return err
 		}
@@ -318,6 +329,9 @@ func run(ctx context.Context, c config) error {
 	if served {
 		slurm := slurmnode.Cached{Cache: sCache, Client: sc}
 		if _, err := nodeset.Setup(mgr, slurm, sCache, c.nodeset); err != nil {
+			return err
+		}
+		if err := crmetrics.Registry.Register(nodeset.NewCollector(mgr.GetCache())); err != nil {
 			return err
 		}
 		if err := tenancy.SetupStatus(mgr); err != nil {

@@ -21,11 +21,13 @@ import (
 	"k8s.io/component-base/featuregate"
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/component-base/version/verflag"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 
+	"github.com/onepool/onepool/internal/buildinfo"
 	"github.com/onepool/onepool/scheduler"
 	"github.com/onepool/onepool/scheduler/apis/config/scheme"
 )
@@ -73,6 +75,8 @@ func run(opts *options.Options) error {
 		cancel()
 	}()
 
+	klog.FromContext(ctx).Info("onepool-scheduler", "build", buildinfo.Read().String())
+	legacyregistry.RawMustRegister(buildinfo.Collector("scheduler"))
 	fg.(featuregate.MutableFeatureGate).AddMetrics()
 	opts.ComponentGlobalsRegistry.AddMetrics()
 

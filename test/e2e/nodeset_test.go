@@ -18,6 +18,7 @@ import (
 	"github.com/onepool/onepool/drain"
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/nodeset/api/v1alpha1"
+	"github.com/onepool/onepool/test/lab"
 )
 
 // countsFromSinfo turns sinfo's states into the NodeSet's status counts.
@@ -93,6 +94,13 @@ func TestNodeSetSlurmdOnSelectedNodes(t *testing.T) {
 	out := e.kubectl("get", "nodesets", "-n", nodeSetNS, e.name, "--no-headers")
 	if f := strings.Fields(out); len(f) < 8 || strings.Join(f[1:8], " ") != "4 4 4 4 0 0 0" {
 		t.Errorf("kubectl get nodesets: %q; want DESIRED READY UPDATED IDLE ALLOC DRAINED DOWN = 4 4 4 4 0 0 0", out)
+	}
+	if !lab.ChartMode() {
+		// The same, as Prometheus sees it.
+		url, sel := e.l.ControllerManagerMetricsURL(), fmt.Sprintf(`namespace="%s",nodeset="%s"`, nodeSetNS, e.name)
+		waitSeries(t, url, `onepool_nodeset_members{`+sel+`,state="ready"}`, 4)
+		waitSeries(t, url, `onepool_nodeset_slurm_nodes{`+sel+`,slurm_state="idle"}`, 4)
+		waitSeries(t, url, `onepool_nodeset_slurm_known{`+sel+`}`, 1)
 	}
 
 	// A fifth matching Node becomes a fifth Slurm node.

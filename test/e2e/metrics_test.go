@@ -1,0 +1,151 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/test/lab"
+)
+
+// scrape reads url's Prometheus text: each series line ("name{labels}",
+// labels as the client library prints them, sorted) to its value.
+func scrape(t *testing.T, url string) (map[string]float64, error) {
+	t.Helper()
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the lab's self-signed serving certs
+	resp, err := c.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			out[line[:i]] = v
+		}
+	}
+	return out, sc.Err()
+}
+
+// waitSeries waits until url serves series with value want.
+func waitSeries(t *testing.T, url, series string, want float64) {
+	t.Helper()
+	eventually(t, 30*time.Second, fmt.Sprintf("%s = %v at %s", series, want, url), func() (bool, string) {
+		m, err := scrape(t, url)
+		if err != nil {
+			return false, err.Error()
+		}
+		v, ok := m[series]
+		return ok && v == want, fmt.Sprintf("%v (served: %v)", v, ok)
+	})
+}
+
+var buildInfoLine = regexp.MustCompile(`^onepool_build_info\{component="([^"]+)",go_version="(go[^"]+)",revision="([^"]+)",version="([^"]+)"\}$`)
+
+// buildOf is the revision Go stamped into a binary of the lab, as
+// `go version -m` shows it (what the binary's build_info must say).
+func buildOf(t *testing.T, bin string) string {
+	t.Helper()
+	out, err := exec.Command("go", "version", "-m", bin).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go version -m %s: %v\n%s", bin, err, out)
+	}
+	rev, modified := "unknown", false
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 2 && f[0] == "build" {
+			k, v, _ := strings.Cut(f[1], "=")
+			switch k {
+			case "vcs.revision":
+				rev = v
+			case "vcs.modified":
+				modified = v == "true"
+			}
+		}
+	}
+	if modified {
+		rev += "-modified"
+	}
+	return rev
+}
+
+// Both components say which build they are, and the webhooks count their
+// answers: a pod the GPU webhook refuses is one more "denied".
+func TestMetricsOnTheLab(t *testing.T) {
+	if lab.ChartMode() {
+		t.Skip("the chart's components serve their metrics in their pods")
+	}
+	e := newGPUClaimsEnv(t)
+	cm := e.l.ControllerManagerMetricsURL()
+	sched := fmt.Sprintf("https://127.0.0.1:%d/metrics", lab.SchedulerPort)
+	for _, c := range []struct{ url, component, bin string }{
+		{cm, "controller-manager", "onepool-controller-manager"},
+		{sched, "scheduler", "onepool-scheduler"},
+	} {
+		m, err := scrape(t, c.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lines []string
+		for s := range m {
+			if strings.HasPrefix(s, "onepool_build_info{") {
+				lines = append(lines, s)
+			}
+		}
+		if len(lines) != 1 {
+			t.Fatalf("%s: want one onepool_build_info series, got %q", c.url, lines)
+		}
+		f := buildInfoLine.FindStringSubmatch(lines[0])
+		want := buildOf(t, filepath.Join(e.l.BinDir(), c.bin))
+		if f == nil || f[1] != c.component || f[3] != want || m[lines[0]] != 1 {
+			t.Errorf("%s: %s = %v; want component %q, revision %q (go version -m), value 1", c.url, lines[0], m[lines[0]], c.component, want)
+		}
+	}
+
+	denied := `onepool_webhook_admissions_total{outcome="denied",webhook="gpu"}`
+	m, err := scrape(t, cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, ok := m[denied]
+	if !ok {
+		t.Fatalf("%s not served at %s", denied, cm)
+	}
+	// Slurm allocates GPUs to a pod's containers only: an init container
+	// that asks one is refused at admission.
+	gpu := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "init-gpu", Namespace: e.ns}, Spec: corev1.PodSpec{
+		SchedulerName:  keys.SchedulerName,
+		InitContainers: []corev1.Container{{Name: "warm", Image: "busybox", Resources: corev1.ResourceRequirements{Limits: gpu}}},
+		Containers:     []corev1.Container{{Name: "main", Image: "busybox", Resources: corev1.ResourceRequirements{Limits: gpu}}},
+	}}
+	_, err = e.kc.CoreV1().Pods(e.ns).Create(context.Background(), pod, metav1.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "init container") {
+		t.Fatalf("a pod whose init container asks a GPU: %v; want refused by the GPU webhook", err)
+	}
+	waitSeries(t, cm, denied, before+1)
+}
