@@ -108,6 +108,9 @@ func newPlugin(ctx context.Context, obj runtime.Object, h fwk.Handle, leader Lea
 	if err != nil {
 		return nil, err
 	}
+	if err := registerGPUCollector(reg, gpuCollector{jobs: jobs.Jobs, pods: pods.Lister()}); err != nil {
+		return nil, fmt.Errorf("onepool: metrics: %w", err)
+	}
 	l, err := core.Listen()
 	if err != nil {
 		return nil, err

@@ -120,3 +120,21 @@ func TestCommentNames(t *testing.T) {
 		assert.Equal(t, want, CommentNames(comment, pod), comment)
 	}
 }
+
+func TestHoldings(t *testing.T) {
+	jobs := []model.Job{
+		{ID: 12, State: model.JobState{"RUNNING"}, GresDetail: map[string]string{"gpu-0": "gpu:a100:1(IDX:2)", "gpu-1": "gpu:h100:2(IDX:0-1)"}},
+		{ID: 13, State: model.JobState{"RUNNING"}, GresDetail: map[string]string{"gpu-0": "gpu:h100:1(IDX:0)"},
+			Comment: keys.PlaceholderCommentPrefix + "pod=team-a/infer-0;uid=uid-infer-0;user=slurm;sig=AAAA"},
+		{ID: 14, State: model.JobState{"COMPLETED"}, GresDetail: map[string]string{"gpu-0": "gpu:h100:1(IDX:1)"}},
+		{ID: 15, State: model.JobState{"PENDING"}},
+	}
+	pods := []corev1.Pod{jobPod("team-a", "infer-0", "gpu-0", "13"), jobPod("team-b", "forged", "gpu-0", "12")}
+	assert.Equal(t, []Holding{
+		{SlurmNode: "gpu-0", Index: 0, Job: 13, Pod: true},
+		{SlurmNode: "gpu-0", Index: 2, Job: 12},
+		{SlurmNode: "gpu-1", Index: 0, Job: 12},
+		{SlurmNode: "gpu-1", Index: 1, Job: 12},
+	}, Holdings(jobs, pods), "a pod claiming alice's job does not make it a pod's; ended and pending jobs hold nothing")
+	assert.Empty(t, Holdings(nil, pods))
+}

@@ -148,4 +148,21 @@ func TestMetricsOnTheLab(t *testing.T) {
 		t.Fatalf("a pod whose init container asks a GPU: %v; want refused by the GPU webhook", err)
 	}
 	waitSeries(t, cm, denied, before+1)
+
+	// A pod placed through Slurm: the scheduler says which GPUs its job
+	// holds, index by index, as a pod's.
+	p := newSchedEnv(t)
+	p.create(p.pod("held", 2, nil))
+	p.waitBound("held", 90*time.Second)
+	p.withJobID("held")
+	job := p.onlyJob("held")
+	for node := range job.GresDetail {
+		idx, err := job.GPUIndexes(node)
+		if err != nil || len(idx) != 2 {
+			t.Fatalf("job %d on %s: GPU indexes %v, %v", job.ID, node, idx, err)
+		}
+		for _, i := range idx {
+			waitSeries(t, sched, fmt.Sprintf(`onepool_gpu_held{gres_index="%d",holder="pod",slurm_node="%s"}`, i, node), 1)
+		}
+	}
 }
