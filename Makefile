@@ -29,7 +29,7 @@ SCHEDULER_PLUGINS_VERSION := v0.35.4-devel
 FUZZTIME ?= 100000x
 UNIT_PKGS := ./charts/... ./drain/... ./internal/... ./slurmnode/... ./agent/... ./slurmrest/... ./gpuwebhook/... ./test/lab/... ./keys/... ./syncer/... ./scheduler/... ./nodeset/... ./topology/... ./cmd/... ./examples/... ./test/gpuproof/...
 
-.PHONY: kueue lab-spank lab-26.05-beside help up down lab-status lab-manifest ci-fresh images images-dockerfile gpu-proof tools node-tools generate openapi-spec vet unit fuzz e2e e2e-node e2e-26.05 test bench bench-install bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-slurm-chart bench-gpu bench-placeholders bench-workloads spank soak soak-short
+.PHONY: rules kueue lab-spank lab-26.05-beside help up down lab-status lab-manifest ci-fresh images images-dockerfile gpu-proof tools node-tools generate openapi-spec vet unit fuzz e2e e2e-node e2e-26.05 test bench bench-install bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-slurm-chart bench-gpu bench-placeholders bench-workloads spank soak soak-short
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -73,7 +73,7 @@ gpu-proof: ## the real-GPU proof (test/gpuproof): build its binaries into .gpupr
 images-dockerfile: ## the Dockerfile's targets built with buildah (slow: packages installed per image); OCI archives in .lab/images
 	build/images-dockerfile.sh
 
-tools: $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kubectl $(BIN)/etcd $(BIN)/kwok $(LAB_DIR)/kwok-stages.yaml $(BIN)/lab $(BIN)/onepool-controller-manager $(BIN)/onepool-scheduler $(BIN)/onepool-node-agent $(BIN)/kubectl-onepool $(BIN)/helm $(LAB_DIR)/podgroup-crd.yaml $(BIN)/lws-controller $(LAB_DIR)/lws-crd.yaml $(BIN)/jobset-controller $(LAB_DIR)/jobset-crd.yaml ## build the lab's binaries (cached in .lab/bin) and onepool's
+tools: $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kubectl $(BIN)/etcd $(BIN)/kwok $(LAB_DIR)/kwok-stages.yaml $(BIN)/lab $(BIN)/onepool-controller-manager $(BIN)/onepool-scheduler $(BIN)/onepool-node-agent $(BIN)/kubectl-onepool $(BIN)/helm $(LAB_DIR)/podgroup-crd.yaml $(BIN)/lws-controller $(LAB_DIR)/lws-crd.yaml $(BIN)/jobset-controller $(LAB_DIR)/jobset-crd.yaml $(BIN)/promtool ## build the lab's binaries (cached in .lab/bin) and onepool's
 
 # onepool's own binaries, rebuilt when any Go file changes; the lab restarts them then.
 $(BIN)/onepool-controller-manager: $(shell git ls-files '*.go' 2>/dev/null | grep -v '^test/') go.mod go.sum
@@ -222,9 +222,25 @@ vet: ## gofmt and go vet
 
 # envtest suites (the GPU webhook behind a real kube-apiserver) use the lab's
 # kube-apiserver, etcd and helm: built, not started.
-unit: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/helm ## unit tests (replayed slurmrestd responses, envtest with the lab's apiserver, no lab; the SPANK plugin's argument parser)
+unit: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/helm $(BIN)/promtool ## unit tests (replayed slurmrestd responses, envtest with the lab's apiserver, no lab; the SPANK plugin's argument parser; the chart's alerts)
 	KUBEBUILDER_ASSETS=$(abspath $(BIN)) go test -count=1 -cover $(UNIT_PKGS)
 	$(MAKE) -C spank test
+	$(MAKE) --no-print-directory rules
+
+# The chart's alerts (charts/onepool/files/onepool-rules.yaml) checked and
+# unit-tested by promtool: each fires on trouble and stays quiet otherwise.
+rules: $(BIN)/promtool ## check and unit-test the chart's Prometheus alerts with promtool
+	$(BIN)/promtool check rules charts/onepool/files/onepool-rules.yaml
+	$(BIN)/promtool test rules test/rules/onepool-rules_test.yaml
+
+# promtool from Debian's prometheus package (the package's other files,
+# the server among them, are not installed).
+$(BIN)/promtool:
+	rm -rf $(LAB_DIR)/promtool.tmp && mkdir -p $(LAB_DIR)/promtool.tmp $(BIN)
+	cd $(LAB_DIR)/promtool.tmp && { apt-get download prometheus 2>/dev/null || { apt-get update -qq && apt-get download prometheus; }; }
+	dpkg-deb -x $(LAB_DIR)/promtool.tmp/prometheus_*.deb $(LAB_DIR)/promtool.tmp/root
+	mv $(LAB_DIR)/promtool.tmp/root/usr/bin/promtool $@ && rm -rf $(LAB_DIR)/promtool.tmp
+	$@ --version 2>&1 | sed -n 1p
 
 # The SPANK plugin needs <slurm/spank.h> from the lab rootfs (libslurm-dev):
 # built again each time, against the headers of the release the lab runs.

@@ -85,6 +85,9 @@ rootfs_done=$(date +%s)
 echo "ci-fresh: the real node's host packages (needs the mirror)"
 ONEPOOL_LAB_DIR="$clone/.lab" go run ./test/lab/cmd/lab node packages 2>&1 | tee -a "$log"
 
+echo "ci-fresh: promtool from Debian's prometheus package (needs the mirror)"
+make --no-print-directory LAB_DIR="$clone/.lab" "$clone/.lab/bin/promtool" 2>&1 | tee -a "$log"
+
 echo "ci-fresh: go mod download (needs the Go proxy)"
 go mod download
 (cd test/tools/etcd && go mod download)
