@@ -62,9 +62,9 @@ func gpuHeldMetrics(jobs []slurmrest.Job, pods []*corev1.Pod) []prometheus.Metri
 	return out
 }
 
-// registerGPUCollector adds it to reg; a second profile of the plugin
-// keeps the first one's.
-func registerGPUCollector(reg prometheus.Registerer, c gpuCollector) error {
+// registerCollector adds c to reg; a second profile of the plugin keeps
+// the first one's.
+func registerCollector(reg prometheus.Registerer, c prometheus.Collector) error {
 	if reg == nil {
 		return nil
 	}

@@ -31,8 +31,8 @@ func TestGPUCollector(t *testing.T) {
 	var jobsErr error
 	c := gpuCollector{jobs: func() ([]slurmrest.Job, error) { return jobs, jobsErr }, pods: corelisters.NewPodLister(idx)}
 	reg := prometheus.NewPedanticRegistry()
-	require.NoError(t, registerGPUCollector(reg, c))
-	require.NoError(t, registerGPUCollector(reg, c), "a second profile of the plugin")
+	require.NoError(t, registerCollector(reg, c))
+	require.NoError(t, registerCollector(reg, c), "a second profile of the plugin")
 	want := `# HELP onepool_gpu_held 1 for each GPU a live Slurm job holds, by Slurm node, GRES index and holder: pod (the job holds a pod's place) or slurm_job. A free GPU has no series. Served by the leader (the replica whose Slurm cache is current).
 # TYPE onepool_gpu_held gauge
 onepool_gpu_held{gres_index="0",holder="pod",slurm_node="gpu-0"} 1

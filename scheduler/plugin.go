@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -108,8 +109,10 @@ func newPlugin(ctx context.Context, obj runtime.Object, h fwk.Handle, leader Lea
 	if err != nil {
 		return nil, err
 	}
-	if err := registerGPUCollector(reg, gpuCollector{jobs: jobs.Jobs, pods: pods.Lister()}); err != nil {
-		return nil, fmt.Errorf("onepool: metrics: %w", err)
+	for _, c := range []prometheus.Collector{gpuCollector{jobs: jobs.Jobs, pods: pods.Lister()}, placementCollector{c: core}} {
+		if err := registerCollector(reg, c); err != nil {
+			return nil, fmt.Errorf("onepool: metrics: %w", err)
+		}
 	}
 	l, err := core.Listen()
 	if err != nil {

@@ -156,6 +156,15 @@ func TestMetricsOnTheLab(t *testing.T) {
 	p.waitBound("held", 90*time.Second)
 	p.withJobID("held")
 	job := p.onlyJob("held")
+	eventually(t, 30*time.Second, "the scheduler counts the placed pod", func() (bool, string) {
+		m, err := scrape(t, sched)
+		if err != nil {
+			return false, err.Error()
+		}
+		placed, ok := m[`onepool_scheduler_placements{state="placed"}`]
+		_, oldest := m["onepool_scheduler_oldest_pending_seconds"]
+		return ok && placed >= 1 && oldest, fmt.Sprintf("placed=%v (served %v), oldest_pending served %v", placed, ok, oldest)
+	})
 	for node := range job.GresDetail {
 		idx, err := job.GPUIndexes(node)
 		if err != nil || len(idx) != 2 {
