@@ -33,7 +33,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/onepool/onepool/gpuwebhook"
@@ -63,7 +62,7 @@ type config struct {
 	slurmAPIVersion string
 	pollInterval    time.Duration
 	staleAfter      time.Duration
-	metricsAddr     string
+	metrics         metricsFlags
 	probeAddr       string
 	leaderElect     bool
 	leaderNamespace string
@@ -98,7 +97,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.slurmAPIVersion, "slurmrest-api-version", "", "REST API version to speak ("+strings.Join(slurmrest.APIVersions, ", ")+"); empty: the newest slurmrestd serves")
 	fs.DurationVar(&c.pollInterval, "slurm-poll-interval", time.Second, "how often the Slurm cache polls for changes")
 	fs.DurationVar(&c.staleAfter, "slurm-stale-after", 30*time.Second, "after this long without a good refresh Slurm's state counts as unknown")
-	fs.StringVar(&c.metricsAddr, "metrics-bind-address", ":8080", "address of /metrics; 0 turns it off")
+	c.metrics.bind(fs)
 	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.BoolVar(&c.leaderElect, "leader-elect", true, "elect a leader so that one replica acts at a time")
 	fs.StringVar(&c.leaderNamespace, "leader-elect-namespace", "", "namespace of the leader lease; empty: the pod's own")
@@ -136,6 +135,9 @@ func parseFlags(args []string) (config, error) {
 		if _, err := c.webhookCert.config(c.webhook.CertDir); err != nil {
 			return c, err
 		}
+	}
+	if err := c.metrics.check(); err != nil {
+		return c, err
 	}
 	if hostNodes != "" {
 		sel, err := labels.Parse(hostNodes)
@@ -225,6 +227,21 @@ func run(ctx context.Context, c config) error {
 	if err := tenancyv1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}
+	// The webhook's certificate (kept by the manager, or from elsewhere)
+	// is in place before the webhook and metrics servers read it.
+	var keepCert everyReplica
+	keptCertDir := ""
+	if c.webhook.Port > 0 && c.webhookCert.enabled() {
+		cfg, err := c.webhookCert.config(c.webhook.CertDir)
+		if err != nil {
+			return err
+		}
+		cfg.ExtraServices = c.metrics.extraService()
+		if keepCert, err = startWebhookCert(ctx, rc, cfg); err != nil {
+			return err
+		}
+		keptCertDir = c.webhook.CertDir
+	}
 	// controller-runtime 0.23's priority queue can deadlock when it shuts
 	// down (kubernetes-sigs/controller-runtime#3538, fixed after 0.23.3):
 	// a worker's Get and the queue's hand-off race, the hand-off blocks
@@ -234,7 +251,7 @@ func run(ctx context.Context, c config) error {
 	opts := ctrl.Options{
 		Controller:                    crconfig.Controller{UsePriorityQueue: &usePriorityQueue},
 		Scheme:                        scheme,
-		Metrics:                       metricsserver.Options{BindAddress: c.metricsAddr},
+		Metrics:                       c.metrics.options(keptCertDir),
 		HealthProbeBindAddress:        c.probeAddr,
 		LeaderElection:                c.leaderElect,
 		LeaderElectionID:              "onepool-controller-manager",
@@ -248,18 +265,8 @@ func run(ctx context.Context, c config) error {
 			&corev1.Pod{}: {Label: labels.SelectorFromSet(syncer.SlurmdPodSelector())},
 		}},
 	}
-	var keepCert everyReplica
 	if c.webhook.Port > 0 {
 		opts.WebhookServer = webhook.NewServer(c.webhook)
-		if c.webhookCert.enabled() {
-			cfg, err := c.webhookCert.config(c.webhook.CertDir)
-			if err != nil {
-				return err
-			}
-			if keepCert, err = startWebhookCert(ctx, rc, cfg); err != nil {
-				return err
-			}
-		}
 	}
 	mgr, err := ctrl.NewManager(rc, opts)
 	if err != nil {

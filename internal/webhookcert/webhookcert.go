@@ -53,11 +53,14 @@ type Webhook struct {
 
 // Config of a Manager.
 type Config struct {
-	Client   kubernetes.Interface
-	Secret   types.NamespacedName // where the certificate lives
-	Service  types.NamespacedName // the webhook Service: the certificate's DNS names
-	CertDir  string               // tls.crt and tls.key for the webhook server
-	Webhooks []Webhook
+	Client  kubernetes.Interface
+	Secret  types.NamespacedName // where the certificate lives
+	Service types.NamespacedName // the webhook Service: the certificate's DNS names
+	// ExtraServices are other Services of the same pods the certificate
+	// also names (the metrics Service, so scrapers can verify it).
+	ExtraServices []types.NamespacedName
+	CertDir       string // tls.crt and tls.key for the webhook server
+	Webhooks      []Webhook
 	// Validity of a serving certificate (default a year) and of a CA
 	// (default ten years); each is made again when less than a third of
 	// its validity is left.
@@ -86,10 +89,14 @@ func New(cfg Config) (*Manager, error) {
 	return &Manager{c: cfg}, nil
 }
 
-// DNSNames are the names the API server may dial the Service by.
+// DNSNames are the names the API server may dial the Service by, then
+// those of the extra Services.
 func (m *Manager) DNSNames() []string {
-	s := m.c.Service
-	return []string{s.Name, s.Name + "." + s.Namespace, s.Name + "." + s.Namespace + ".svc", s.Name + "." + s.Namespace + ".svc.cluster.local"}
+	var out []string
+	for _, s := range append([]types.NamespacedName{m.c.Service}, m.c.ExtraServices...) {
+		out = append(out, s.Name, s.Name+"."+s.Namespace, s.Name+"."+s.Namespace+".svc", s.Name+"."+s.Namespace+".svc.cluster.local")
+	}
+	return out
 }
 
 // Ensure makes or rotates the certificate in the Secret as needed (one
@@ -292,7 +299,7 @@ func newCA(now time.Time, validity time.Duration) (*x509.Certificate, *ecdsa.Pri
 }
 
 func newServing(now time.Time, validity time.Duration, names []string, ca *x509.Certificate, caKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey, error) {
-	tmpl := &x509.Certificate{Subject: pkix.Name{CommonName: names[len(names)-2]}, DNSNames: names,
+	tmpl := &x509.Certificate{Subject: pkix.Name{CommonName: names[min(2, len(names)-1)]}, DNSNames: names, // the webhook's <name>.<ns>.svc
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(validity),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
 	return sign(tmpl, ca, caKey)

@@ -172,3 +172,33 @@ func TestNewRefusesAnIncompleteConfig(t *testing.T) {
 	_, err := New(Config{Client: fake.NewClientset()})
 	assert.Error(t, err)
 }
+
+// An upgrade that names the metrics Service too: the next Ensure issues a
+// certificate (same CA) that a scraper verifies with the Secret's ca.crt
+// for the metrics Service's name, and the webhook's name still verifies.
+func TestEnsureNamesTheExtraServices(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	require.NoError(t, f.m.Ensure(ctx))
+	before := f.secret(t)
+	m, err := New(Config{Client: f.kc, Secret: types.NamespacedName{Namespace: "onepool-system", Name: "webhook-tls"},
+		Service:       types.NamespacedName{Namespace: "onepool-system", Name: "onepool-webhook"},
+		ExtraServices: []types.NamespacedName{{Namespace: "onepool-system", Name: "onepool-metrics"}}, CertDir: f.dir,
+		Webhooks: []Webhook{{Name: "gpus"}, {Validating: true, Name: "tenancy"}}, Now: func() time.Time { return f.now }, Log: logr.Discard()})
+	require.NoError(t, err)
+	require.NoError(t, m.Ensure(ctx))
+	after := f.secret(t)
+	assert.Equal(t, before[KeyCA], after[KeyCA], "the CA stays")
+	assert.NotEqual(t, before[KeyCert], after[KeyCert], "a certificate with the new names")
+	f.apiServerTrusts(t, f.now)
+
+	pair, err := tls.LoadX509KeyPair(filepath.Join(f.dir, "tls.crt"), filepath.Join(f.dir, "tls.key"))
+	require.NoError(t, err)
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(after[KeyCA]))
+	_, err = leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: "onepool-metrics.onepool-system.svc", CurrentTime: f.now})
+	assert.NoError(t, err)
+	assert.Equal(t, "onepool-webhook.onepool-system.svc", leaf.Subject.CommonName)
+}

@@ -24,9 +24,9 @@ const schedPreemptions = 16
 // owned jobs must not add any).
 func benchIdleRequests(t *testing.T) {
 	url := fmt.Sprintf("https://127.0.0.1:%d/metrics", lab.SchedulerPort)
-	before := scrapeSum(t, url, "onepool_slurmrest_requests_total")
+	before := scrapeSum(t, lab.Shared(t), url, "onepool_slurmrest_requests_total")
 	time.Sleep(time.Minute)
-	report("scheduler_idle_requests_per_min", scrapeSum(t, url, "onepool_slurmrest_requests_total")-before, "requests")
+	report("scheduler_idle_requests_per_min", scrapeSum(t, lab.Shared(t), url, "onepool_slurmrest_requests_total")-before, "requests")
 }
 
 // benchPreemption fills every node with one 8-GPU onepool pod (QOS

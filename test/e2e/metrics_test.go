@@ -2,8 +2,8 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net/http"
 	"os/exec"
@@ -17,26 +17,23 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/test/lab"
 )
 
-// scrape reads url's Prometheus text: each series line ("name{labels}",
-// labels as the client library prints them, sorted) to its value.
-func scrape(t *testing.T, url string) (map[string]float64, error) {
+// scrape reads url's Prometheus text as the lab's scraper identity (the
+// chart's metrics-reader role): each series line ("name{labels}", labels
+// as the client library prints them, sorted) to its value.
+func scrape(t *testing.T, l *lab.Lab, url string) (map[string]float64, error) {
 	t.Helper()
-	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the lab's self-signed serving certs
-	resp, err := c.Get(url)
+	b, err := l.ScrapeMetrics(context.Background(), url)
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: %s", url, resp.Status)
-	}
 	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
@@ -52,10 +49,10 @@ func scrape(t *testing.T, url string) (map[string]float64, error) {
 }
 
 // waitSeries waits until url serves series with value want.
-func waitSeries(t *testing.T, url, series string, want float64) {
+func waitSeries(t *testing.T, l *lab.Lab, url, series string, want float64) {
 	t.Helper()
 	eventually(t, 30*time.Second, fmt.Sprintf("%s = %v at %s", series, want, url), func() (bool, string) {
-		m, err := scrape(t, url)
+		m, err := scrape(t, l, url)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -102,11 +99,26 @@ func TestMetricsOnTheLab(t *testing.T) {
 	e := newGPUClaimsEnv(t)
 	cm := e.l.ControllerManagerMetricsURL()
 	sched := fmt.Sprintf("https://127.0.0.1:%d/metrics", lab.SchedulerPort)
+
+	// The controller manager's /metrics is the chart's: HTTPS, to callers
+	// the API server authenticates and allows to get /metrics.
+	ctx := context.Background()
+	if code, _, err := lab.GetMetrics(ctx, cm, ""); err != nil || code != http.StatusUnauthorized {
+		t.Errorf("%s without a token: HTTP %d, %v; want 401", cm, code, err)
+	}
+	// Any other identity, e.g. the scheduler's own ServiceAccount.
+	other := tokenOf(t, e.l, lab.SchedulerSA)
+	if code, body, err := lab.GetMetrics(ctx, cm, other); err != nil || code != http.StatusForbidden || strings.Contains(string(body), "onepool_") {
+		t.Errorf("%s as %s (not a metrics reader): HTTP %d, %v; want 403 and no series", cm, lab.SchedulerSA, code, err)
+	}
+	if _, err := e.l.ScrapeMetrics(ctx, cm); err != nil {
+		t.Errorf("as the chart's metrics reader: %v", err)
+	}
 	for _, c := range []struct{ url, component, bin string }{
 		{cm, "controller-manager", "onepool-controller-manager"},
 		{sched, "scheduler", "onepool-scheduler"},
 	} {
-		m, err := scrape(t, c.url)
+		m, err := scrape(t, e.l, c.url)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +139,7 @@ func TestMetricsOnTheLab(t *testing.T) {
 	}
 
 	denied := `onepool_webhook_admissions_total{outcome="denied",webhook="gpu"}`
-	m, err := scrape(t, cm)
+	m, err := scrape(t, e.l, cm)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +159,7 @@ func TestMetricsOnTheLab(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "init container") {
 		t.Fatalf("a pod whose init container asks a GPU: %v; want refused by the GPU webhook", err)
 	}
-	waitSeries(t, cm, denied, before+1)
+	waitSeries(t, e.l, cm, denied, before+1)
 
 	// A pod placed through Slurm: the scheduler says which GPUs its job
 	// holds, index by index, as a pod's.
@@ -157,7 +169,7 @@ func TestMetricsOnTheLab(t *testing.T) {
 	p.withJobID("held")
 	job := p.onlyJob("held")
 	eventually(t, 30*time.Second, "the scheduler counts the placed pod", func() (bool, string) {
-		m, err := scrape(t, sched)
+		m, err := scrape(t, e.l, sched)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -171,7 +183,24 @@ func TestMetricsOnTheLab(t *testing.T) {
 			t.Fatalf("job %d on %s: GPU indexes %v, %v", job.ID, node, idx, err)
 		}
 		for _, i := range idx {
-			waitSeries(t, sched, fmt.Sprintf(`onepool_gpu_held{gres_index="%d",holder="pod",slurm_node="%s"}`, i, node), 1)
+			waitSeries(t, e.l, sched, fmt.Sprintf(`onepool_gpu_held{gres_index="%d",holder="pod",slurm_node="%s"}`, i, node), 1)
 		}
 	}
+}
+
+// tokenOf is the token in the lab's kubeconfig of one of the chart's
+// ServiceAccounts.
+func tokenOf(t *testing.T, l *lab.Lab, sa string) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(l.SAKubeconfig(sa))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range cfg.AuthInfos {
+		if a.Token != "" {
+			return a.Token
+		}
+	}
+	t.Fatalf("no token in %s", l.SAKubeconfig(sa))
+	return ""
 }

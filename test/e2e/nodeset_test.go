@@ -98,9 +98,9 @@ func TestNodeSetSlurmdOnSelectedNodes(t *testing.T) {
 	if !lab.ChartMode() {
 		// The same, as Prometheus sees it.
 		url, sel := e.l.ControllerManagerMetricsURL(), fmt.Sprintf(`namespace="%s",nodeset="%s"`, nodeSetNS, e.name)
-		waitSeries(t, url, `onepool_nodeset_members{`+sel+`,state="ready"}`, 4)
-		waitSeries(t, url, `onepool_nodeset_slurm_nodes{`+sel+`,slurm_state="idle"}`, 4)
-		waitSeries(t, url, `onepool_nodeset_slurm_known{`+sel+`}`, 1)
+		waitSeries(t, e.l, url, `onepool_nodeset_members{`+sel+`,state="ready"}`, 4)
+		waitSeries(t, e.l, url, `onepool_nodeset_slurm_nodes{`+sel+`,slurm_state="idle"}`, 4)
+		waitSeries(t, e.l, url, `onepool_nodeset_slurm_known{`+sel+`}`, 1)
 	}
 
 	// A fifth matching Node becomes a fifth Slurm node.

@@ -50,6 +50,8 @@ var componentRights = map[string]struct{ anywhere, own []string }{
 			// NodeSet controller: a PodDisruptionBudget per NodeSet.
 			"get policy/poddisruptionbudgets", "list policy/poddisruptionbudgets", "watch policy/poddisruptionbudgets",
 			"create policy/poddisruptionbudgets", "delete policy/poddisruptionbudgets",
+			// Who may read its /metrics (HTTPS, authenticated and authorized).
+			"create authentication.k8s.io/tokenreviews", "create authorization.k8s.io/subjectaccessreviews",
 			// webhookcert: the caBundle of its two webhook configurations.
 			"get admissionregistration.k8s.io/mutatingwebhookconfigurations:onepool-gpu-webhook",
 			"update admissionregistration.k8s.io/mutatingwebhookconfigurations:onepool-gpu-webhook",

@@ -181,7 +181,8 @@ func (l *Lab) KillControllerManager() error {
 	return l.KillDaemon(l.controllerManager().Name)
 }
 
-// ControllerManagerMetricsURL is where its Prometheus metrics are.
+// ControllerManagerMetricsURL is where its Prometheus metrics are: HTTPS,
+// to callers allowed to get /metrics (ScrapeMetrics).
 func (l *Lab) ControllerManagerMetricsURL() string {
-	return fmt.Sprintf("http://127.0.0.1:%d/metrics", ManagerMetricsPort)
+	return fmt.Sprintf("https://127.0.0.1:%d/metrics", ManagerMetricsPort)
 }
