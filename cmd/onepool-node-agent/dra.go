@@ -206,6 +206,9 @@ func cmdDRA(args []string, logger *log.Logger, stderr io.Writer) (int, error) {
 	f.String(&slurmNode, "node-name", keys.EnvSlurmNodeName, "", "Slurm node name (required): the claims' jobs are checked against their GPUs there")
 	var df draFlags
 	addDRAFlags(f, &df)
+	var metricsAddr, stateDir string
+	f.String(&metricsAddr, "metrics-bind-address", envMetricsAddr, "", "serve /metrics (plain HTTP: the build, the node's GPU count and health checks) on this address, e.g. :8082; empty: off")
+	f.String(&stateDir, "state-dir", agent.EnvStateDir, agent.DefaultStateDir, "where run records XIDs (read by the health metrics when this container shares it)")
 	if err := f.parse(args); err != nil {
 		return 2, err
 	}
@@ -222,6 +225,13 @@ func cmdDRA(args []string, logger *log.Logger, stderr io.Writer) (int, error) {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	mh, err := metricsHandler(slurmNode, df.library(nf.inventory), agent.HealthConfig{NodeName: slurmNode, ExpectedGPUs: nc.ExpectedGPUs, StateDir: stateDir})
+	if err != nil {
+		return 1, err
+	}
+	if err := serveMetrics(ctx, metricsAddr, mh, logger); err != nil {
+		return 1, fmt.Errorf("--metrics-bind-address: %w", err)
+	}
 	gpus, err := agent.Discover(ctx, df.library(nf.inventory))
 	if err != nil {
 		return 1, err
