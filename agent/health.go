@@ -7,6 +7,7 @@ import (
 	"io"
 	"log"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -47,10 +48,8 @@ const (
 	checkTemperature  = "temperature"
 )
 
-var checkRank = map[string]int{
-	checkNVML: 0, checkCount: 1, checkXID: 2, checkECC: 3,
-	checkRetiredPages: 4, checkRowRemap: 5, checkTemperature: 6,
-}
+// healthChecks are all checks, in that order.
+var healthChecks = []string{checkNVML, checkCount, checkXID, checkECC, checkRetiredPages, checkRowRemap, checkTemperature}
 
 // Failure is one failed check.
 type Failure struct {
@@ -205,7 +204,7 @@ func CheckHealth(ctx context.Context, lib Library, cfg HealthConfig) (v Verdict)
 	}
 
 	sort.SliceStable(v.Failures, func(i, j int) bool {
-		return checkRank[v.Failures[i].Check] < checkRank[v.Failures[j].Check]
+		return slices.Index(healthChecks, v.Failures[i].Check) < slices.Index(healthChecks, v.Failures[j].Check)
 	})
 	return v
 }

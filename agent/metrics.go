@@ -19,7 +19,7 @@ var (
 		"1 when the node's GPUs pass every health check (the checks Slurm's HealthCheckProgram runs: NVML, count, XIDs, ECC, retired pages, row remapping, temperature), 0 when one fails.",
 		[]string{"slurm_node"}, nil)
 	descFailure = prometheus.NewDesc("onepool_agent_health_check_failed",
-		"1 for each health check the node's GPUs fail now, by check: nvml, count, xid, ecc, retired_pages, row_remap, temperature.",
+		"1 for each health check the node's GPUs fail now, 0 for each they pass, by check: nvml, count, xid, ecc, retired_pages, row_remap, temperature.",
 		[]string{"slurm_node", "check"}, nil)
 )
 
@@ -59,13 +59,18 @@ func (c *HealthCollector) Collect(ch chan<- prometheus.Metric) {
 		healthy = 1
 	}
 	ch <- prometheus.MustNewConstMetric(descHealthy, prometheus.GaugeValue, healthy, c.SlurmNode)
-	seen := map[string]bool{}
+	// Every check's series, 0 while it passes: the alert and a rate see
+	// the first failure, one series per check however many GPUs fail it.
+	failed := map[string]bool{}
 	for _, f := range v.Failures {
-		check := strings.ReplaceAll(f.Check, " ", "_")
-		if !seen[check] { // one series per check, however many GPUs fail it
-			seen[check] = true
-			ch <- prometheus.MustNewConstMetric(descFailure, prometheus.GaugeValue, 1, c.SlurmNode, check)
+		failed[f.Check] = true
+	}
+	for _, check := range healthChecks {
+		value := 0.0
+		if failed[check] {
+			value = 1
 		}
+		ch <- prometheus.MustNewConstMetric(descFailure, prometheus.GaugeValue, value, c.SlurmNode, strings.ReplaceAll(check, " ", "_"))
 	}
 }
 

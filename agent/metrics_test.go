@@ -2,8 +2,10 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,21 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
+
+// checkSeries is the exposition of onepool_agent_health_check_failed for
+// node: every check, 1 for those failing.
+func checkSeries(node string, failing ...string) string {
+	out := "# HELP onepool_agent_health_check_failed 1 for each health check the node's GPUs fail now, 0 for each they pass, by check: nvml, count, xid, ecc, retired_pages, row_remap, temperature.\n" +
+		"# TYPE onepool_agent_health_check_failed gauge\n"
+	for _, c := range []string{"count", "ecc", "nvml", "retired_pages", "row_remap", "temperature", "xid"} {
+		v := 0
+		if slices.Contains(failing, c) {
+			v = 1
+		}
+		out += fmt.Sprintf("onepool_agent_health_check_failed{check=%q,slurm_node=%q} %d\n", c, node, v)
+	}
+	return out
+}
 
 func TestHealthCollector(t *testing.T) {
 	now := time.Date(2026, 11, 29, 4, 0, 0, 0, time.UTC)
@@ -33,7 +50,7 @@ onepool_agent_gpus{slurm_node="gpu-0"} 8
 # HELP onepool_agent_gpus_healthy 1 when the node's GPUs pass every health check (the checks Slurm's HealthCheckProgram runs: NVML, count, XIDs, ECC, retired pages, row remapping, temperature), 0 when one fails.
 # TYPE onepool_agent_gpus_healthy gauge
 onepool_agent_gpus_healthy{slurm_node="gpu-0"} 1
-`), names...))
+`+checkSeries("gpu-0")), names...))
 	_, err := reg.Gather()
 	require.NoError(t, err)
 	assert.Equal(t, 1, checks, "a scrape within MinInterval reuses the last verdict")
@@ -45,11 +62,7 @@ onepool_agent_gpus{slurm_node="gpu-0"} 7
 # HELP onepool_agent_gpus_healthy 1 when the node's GPUs pass every health check (the checks Slurm's HealthCheckProgram runs: NVML, count, XIDs, ECC, retired pages, row remapping, temperature), 0 when one fails.
 # TYPE onepool_agent_gpus_healthy gauge
 onepool_agent_gpus_healthy{slurm_node="gpu-0"} 0
-# HELP onepool_agent_health_check_failed 1 for each health check the node's GPUs fail now, by check: nvml, count, xid, ecc, retired_pages, row_remap, temperature.
-# TYPE onepool_agent_health_check_failed gauge
-onepool_agent_health_check_failed{check="count",slurm_node="gpu-0"} 1
-onepool_agent_health_check_failed{check="retired_pages",slurm_node="gpu-0"} 1
-`), names...))
+`+checkSeries("gpu-0", "count", "retired_pages")), names...))
 	assert.Equal(t, 2, checks)
 }
 
@@ -70,8 +83,5 @@ func TestHealthCollectorOnTheInventory(t *testing.T) {
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`# HELP onepool_agent_gpus GPUs the node agent finds on its node (NVML's count at the last health check).
 # TYPE onepool_agent_gpus gauge
 onepool_agent_gpus{slurm_node="gpu-1"} 2
-# HELP onepool_agent_health_check_failed 1 for each health check the node's GPUs fail now, by check: nvml, count, xid, ecc, retired_pages, row_remap, temperature.
-# TYPE onepool_agent_health_check_failed gauge
-onepool_agent_health_check_failed{check="retired_pages",slurm_node="gpu-1"} 1
-`), "onepool_agent_gpus", "onepool_agent_health_check_failed"))
+`+checkSeries("gpu-1", "retired_pages")), "onepool_agent_gpus", "onepool_agent_health_check_failed"))
 }

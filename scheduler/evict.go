@@ -29,13 +29,13 @@ type eviction struct {
 func evictionCause(id uint32, job *slurmrest.Job, missing bool) eviction {
 	switch {
 	case missing || job == nil:
-		return eviction{reason: keys.EventJobMissing, label: "job_missing",
+		return eviction{reason: keys.EventJobMissing, label: causeJobMissing,
 			note: fmt.Sprintf("Slurm no longer knows placeholder job %d; evicting the pod", id)}
 	case job.State.Finished():
-		return eviction{reason: keys.EventJobEnded, label: "job_ended",
+		return eviction{reason: keys.EventJobEnded, label: causeJobEnded,
 			note: fmt.Sprintf("Slurm job %d ended (%s); evicting the pod", id, stateReason(job))}
 	}
-	e := eviction{reason: keys.EventJobPreempted, label: "preempted"}
+	e := eviction{reason: keys.EventJobPreempted, label: causePreempted}
 	qos := ""
 	if job.QOS != "" {
 		qos = " (QOS " + job.QOS + ")"

@@ -16,6 +16,18 @@ type metrics struct {
 	release       *prometheus.CounterVec
 }
 
+// Label values of the plugin's counters.
+const (
+	submitAllocated = "allocated"
+	submitSubmitted = "submitted"
+	submitRejected  = "rejected"
+	submitFailed    = "failed"
+
+	causeJobMissing = "job_missing"
+	causeJobEnded   = "job_ended"
+	causePreempted  = "preempted"
+)
+
 // latencyBuckets run from 10 ms to about 3 hours.
 var latencyBuckets = prometheus.ExponentialBuckets(0.01, 2.5, 14)
 
@@ -43,6 +55,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "onepool_scheduler_release_answers_total",
 			Help: "Answers to placeholder scripts and release epilogs asking whether their pod is gone: gone, present, unknown, standby, syncing, error.",
 		}, []string{"answer"}),
+	}
+	// Each outcome's and cause's series exists from the start, at 0: a
+	// rate, and the dashboard's panels, see the first one.
+	for _, o := range []string{submitAllocated, submitSubmitted, submitRejected, submitFailed} {
+		m.submissions.WithLabelValues(o)
+	}
+	for _, c := range []string{causeJobMissing, causeJobEnded, causePreempted} {
+		m.evictions.WithLabelValues(c)
 	}
 	if reg == nil {
 		return m, nil

@@ -78,9 +78,9 @@ func (c *Core) submit(ctx context.Context, key string) error {
 		}
 		switch {
 		case rejected:
-			c.metrics.submissions.WithLabelValues("rejected").Inc()
+			c.metrics.submissions.WithLabelValues(submitRejected).Inc()
 		case err != nil:
-			c.metrics.submissions.WithLabelValues("failed").Inc()
+			c.metrics.submissions.WithLabelValues(submitFailed).Inc()
 		}
 		retry := waiting == "" && err != nil && !rejected
 		p.reserved = 0
@@ -219,7 +219,7 @@ func (c *Core) submit(ctx context.Context, key string) error {
 	c.mu.Unlock()
 	msg := "Slurm job %d holds this pod's place in Slurm's queue"
 	if now {
-		c.metrics.submissions.WithLabelValues("allocated").Inc()
+		c.metrics.submissions.WithLabelValues(submitAllocated).Inc()
 		msg = "Slurm granted job %d at once (an allocation; no wait in the queue)"
 		// It runs already: read where, so the pods bind now.
 		if j, err := c.slurm.GetJob(ctx, id); err == nil {
@@ -230,7 +230,7 @@ func (c *Core) submit(ctx context.Context, key string) error {
 			c.mu.Unlock()
 		}
 	} else {
-		c.metrics.submissions.WithLabelValues("submitted").Inc()
+		c.metrics.submissions.WithLabelValues(submitSubmitted).Inc()
 		// Gated while the ask was in flight: a cycle now says it waits
 		// in Slurm's queue.
 		defer c.activate(members)

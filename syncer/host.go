@@ -90,12 +90,12 @@ func (r *PodReconciler) reconcileHost(ctx context.Context, req ctrl.Request) (ct
 	st, err := r.slurm.Node(slurmName)
 	switch {
 	case errors.Is(err, slurmrest.ErrNotFound):
-		r.metrics.actions.WithLabelValues(dirToSlurm, "none", outcomeUnknown).Inc()
+		r.metrics.actions.WithLabelValues(dirToSlurm, actionNone, outcomeUnknown).Inc()
 		r.recorder.Eventf(node, nil, corev1.EventTypeWarning, keys.EventSlurmUnavailable, keys.ActionSync,
 			"Slurm has no node %q for this host-slurmd Node; nothing is changed", slurmName)
 		return ctrl.Result{RequeueAfter: r.opts.Resync}, nil
 	case err != nil:
-		r.metrics.actions.WithLabelValues(dirToSlurm, "none", outcomeUnknown).Inc()
+		r.metrics.actions.WithLabelValues(dirToSlurm, actionNone, outcomeUnknown).Inc()
 		r.log.V(1).Info("Slurm state unknown; changing nothing", "node", node.Name, "slurmNode", slurmName, "error", err.Error())
 		return ctrl.Result{RequeueAfter: r.opts.UnknownRetry}, nil
 	}

@@ -12,6 +12,13 @@ const (
 	outcomeSuccess = "success"
 	outcomeError   = "error"
 	outcomeUnknown = "skipped_unknown"
+
+	actionDrain     = "drain"
+	actionRedrain   = "redrain"
+	actionResume    = "resume"
+	actionAnnotate  = "annotate"
+	actionCondition = "condition"
+	actionNone      = "none"
 )
 
 type metrics struct {
@@ -31,6 +38,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
 		}, []string{"direction"}),
 	}
+	// Every action's series exists from the start, at 0: a rate, and the
+	// chart's SyncerActionsFailing alert, see the first error.
+	for _, a := range []struct{ dir, action string }{
+		{dirToSlurm, actionDrain}, {dirToSlurm, actionRedrain}, {dirToSlurm, actionResume},
+		{dirToKube, actionAnnotate}, {dirToKube, actionCondition},
+	} {
+		m.actions.WithLabelValues(a.dir, a.action, outcomeSuccess)
+		m.actions.WithLabelValues(a.dir, a.action, outcomeError)
+	}
+	m.actions.WithLabelValues(dirToSlurm, actionNone, outcomeUnknown)
+	m.lag.WithLabelValues(dirToSlurm)
+	m.lag.WithLabelValues(dirToKube)
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.actions, m.lag} {
 			if err := reg.Register(c); err != nil {

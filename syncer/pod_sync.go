@@ -72,7 +72,7 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		// A fresh cache without this node: nothing in Slurm to drain or
 		// mirror. A deleted pod may go; anything else waits. A new pod's
 		// slurmd has not registered yet: a warning only once it had time to.
-		r.metrics.actions.WithLabelValues(dirToSlurm, "none", outcomeUnknown).Inc()
+		r.metrics.actions.WithLabelValues(dirToSlurm, actionNone, outcomeUnknown).Inc()
 		if deleting {
 			if wait, err := r.confirmReleasable(ctx, slurmName); wait > 0 || err != nil {
 				return ctrl.Result{RequeueAfter: wait}, err
@@ -88,7 +88,7 @@ func (r *PodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{RequeueAfter: r.opts.Resync}, nil
 	case err != nil:
 		// Unknown: fail closed, look again soon.
-		r.metrics.actions.WithLabelValues(dirToSlurm, "none", outcomeUnknown).Inc()
+		r.metrics.actions.WithLabelValues(dirToSlurm, actionNone, outcomeUnknown).Inc()
 		log.V(1).Info("Slurm state unknown; changing nothing", "slurmNode", slurmName, "error", err.Error())
 		return ctrl.Result{RequeueAfter: r.opts.UnknownRetry}, nil
 	}
@@ -259,9 +259,9 @@ func (r *PodReconciler) applySlurm(ctx context.Context, pod *corev1.Pod, node *c
 	}
 	switch d.action {
 	case actDrain:
-		action := "drain"
+		action := actionDrain
 		if d.redrain {
-			action = "redrain"
+			action = actionRedrain
 		}
 		if err := r.slurm.Drain(ctx, slurmName, d.reason); err != nil {
 			r.metrics.actions.WithLabelValues(dirToSlurm, action, outcomeError).Inc()
@@ -282,12 +282,12 @@ func (r *PodReconciler) applySlurm(ctx context.Context, pod *corev1.Pod, node *c
 	case actResume:
 		err := r.slurm.Resume(ctx, slurmName)
 		if err != nil {
-			r.metrics.actions.WithLabelValues(dirToSlurm, "resume", outcomeError).Inc()
+			r.metrics.actions.WithLabelValues(dirToSlurm, actionResume, outcomeError).Inc()
 			r.recorder.Eventf(target, nil, corev1.EventTypeWarning, keys.EventResumeFailed, keys.ActionResume, "resuming Slurm node %s: %v", slurmName, err)
 			return nil, fmt.Errorf("resume %s: %w", slurmName, err)
 		}
 		r.noteWrite(slurmName)
-		r.metrics.actions.WithLabelValues(dirToSlurm, "resume", outcomeSuccess).Inc()
+		r.metrics.actions.WithLabelValues(dirToSlurm, actionResume, outcomeSuccess).Inc()
 		return func() {
 			r.recorder.Eventf(target, nil, corev1.EventTypeNormal, keys.EventResumed, keys.ActionResume, "Slurm node %s resumed (onepool's drain %q no longer has a cause)", slurmName, st.Reason)
 		}, nil
@@ -316,10 +316,10 @@ func (r *PodReconciler) applyMirror(ctx context.Context, pod *corev1.Pod, node *
 		patch := client.MergeFromWithOptions(obj.DeepCopyObject().(client.Object), client.MergeFromWithOptimisticLock{})
 		obj.SetAnnotations(want)
 		if err := r.client.Patch(ctx, obj, patch); err != nil {
-			r.metrics.actions.WithLabelValues(dirToKube, "annotate", outcomeError).Inc()
+			r.metrics.actions.WithLabelValues(dirToKube, actionAnnotate, outcomeError).Inc()
 			return changed, fmt.Errorf("annotating %s: %w", obj.GetName(), err)
 		}
-		r.metrics.actions.WithLabelValues(dirToKube, "annotate", outcomeSuccess).Inc()
+		r.metrics.actions.WithLabelValues(dirToKube, actionAnnotate, outcomeSuccess).Inc()
 		changed = true
 	}
 	if node == nil {
@@ -341,10 +341,10 @@ func (r *PodReconciler) applyMirror(ctx context.Context, pod *corev1.Pod, node *
 	}
 	setCondition(node, c)
 	if err := r.client.Status().Patch(ctx, node, patch); err != nil {
-		r.metrics.actions.WithLabelValues(dirToKube, "condition", outcomeError).Inc()
+		r.metrics.actions.WithLabelValues(dirToKube, actionCondition, outcomeError).Inc()
 		return changed, fmt.Errorf("setting condition on node %s: %w", node.Name, err)
 	}
-	r.metrics.actions.WithLabelValues(dirToKube, "condition", outcomeSuccess).Inc()
+	r.metrics.actions.WithLabelValues(dirToKube, actionCondition, outcomeSuccess).Inc()
 	if (old == nil || old.Status != c.Status) && d.mirror != nil {
 		r.recorder.Eventf(node, nil, corev1.EventTypeWarning, keys.EventSlurmUnavailable, keys.ActionMirror, "Slurm holds the node out: %s: %s", c.Reason, c.Message)
 	} else if old != nil && old.Status == corev1.ConditionTrue && c.Status == corev1.ConditionFalse {

@@ -2,7 +2,6 @@ package metricsdoc
 
 import (
 	"bufio"
-	"encoding/json"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"sigs.k8s.io/yaml"
 )
 
 const root = "../.."
@@ -172,72 +170,25 @@ func TestEveryMetricIsDocumented(t *testing.T) {
 	assert.Empty(t, gone, "README.md's metrics table names series the code no longer defines")
 }
 
-var seriesName = regexp.MustCompile(`\bonepool_[a-z_]+\b`)
-
-// usedMetrics are the onepool_* names the expressions read, a histogram's
-// _bucket, _count and _sum series under the histogram's name.
-func usedMetrics(defined map[string]string, exprs []string) map[string]bool {
-	out := map[string]bool{}
-	for _, e := range exprs {
-		for _, n := range seriesName.FindAllString(e, -1) {
-			for _, suffix := range []string{"_bucket", "_count", "_sum"} {
-				if base, ok := strings.CutSuffix(n, suffix); ok {
-					if _, hist := defined[base]; hist {
-						n = base
-					}
-				}
-			}
-			out[n] = true
-		}
-	}
-	return out
-}
-
 // The chart's alerts and dashboard read only series the code defines: a
 // renamed metric cannot leave an alert that never fires or an empty panel.
 func TestAlertsAndDashboardReadDefinedMetrics(t *testing.T) {
 	defined := definedMetrics(t)
-	var rules struct {
-		Groups []struct {
-			Rules []struct {
-				Alert string `json:"alert"`
-				Expr  string `json:"expr"`
-			} `json:"rules"`
-		} `json:"groups"`
-	}
-	b, err := os.ReadFile(filepath.Join(root, "charts/onepool/files/onepool-rules.yaml"))
+	queries, err := ChartQueries(root)
 	require.NoError(t, err)
-	require.NoError(t, yaml.Unmarshal(b, &rules))
-	var exprs []string
-	for _, g := range rules.Groups {
-		for _, r := range g.Rules {
-			exprs = append(exprs, r.Expr)
+	isMetric := func(n string) bool { _, ok := defined[n]; return ok }
+	used := map[string]bool{}
+	alerts := 0
+	for _, q := range queries {
+		if strings.HasPrefix(q.Where, "alert ") {
+			alerts++
+		}
+		for _, n := range q.Names(isMetric) {
+			used[n] = true
+			assert.Contains(t, defined, n, "%s reads %s, which no component defines", q.Where, n)
 		}
 	}
-	require.NotEmpty(t, exprs)
-
-	var dash struct {
-		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-	}
-	b, err = os.ReadFile(filepath.Join(root, "charts/onepool/files/onepool-dashboard.json"))
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(b, &dash))
-	for _, p := range dash.Panels {
-		require.NotEmpty(t, p.Targets, "panel %q has no query", p.Title)
-		for _, q := range p.Targets {
-			require.NotEmpty(t, q.Expr, "panel %q", p.Title)
-			exprs = append(exprs, q.Expr)
-		}
-	}
-	used := usedMetrics(defined, exprs)
+	require.NotZero(t, alerts, "no alert read")
 	require.Contains(t, used, "onepool_gpu_held")
 	require.Contains(t, used, "onepool_scheduler_submit_to_bound_seconds", "a histogram's _bucket series is read under its name")
-	for n := range used {
-		assert.Contains(t, defined, n, "an alert or panel reads %s, which no component defines", n)
-	}
 }

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/onepool/onepool/internal/metricsdoc"
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/test/lab"
 )
@@ -186,6 +187,50 @@ func TestMetricsOnTheLab(t *testing.T) {
 			waitSeries(t, e.l, sched, fmt.Sprintf(`onepool_gpu_held{gres_index="%d",holder="pod",slurm_node="%s"}`, i, node), 1)
 		}
 	}
+
+	// Every series an alert or a dashboard panel of the chart reads is
+	// served by the lab's components now: an alert on a series nobody
+	// serves never fires, a panel on one stays empty. The NodeSet series
+	// are per NodeSet: one that selects no node yet.
+	newNodeSetEnv(t, "metrics").start(nil, 1)
+	urls := []string{cm, sched}
+	for _, n := range e.l.NodeNames() {
+		urls = append(urls, e.l.AgentMetricsURL(n))
+	}
+	chartQueriesServed(t, e.l, urls)
+}
+
+// chartQueriesServed checks that every onepool_* series the chart's alerts
+// and dashboard read is served at one of urls.
+func chartQueriesServed(t *testing.T, l *lab.Lab, urls []string) {
+	t.Helper()
+	served := map[string]string{}
+	for _, u := range urls {
+		m, err := scrape(t, l, u)
+		if err != nil {
+			t.Fatalf("%s: %v", u, err)
+		}
+		for s := range m {
+			name, _, _ := strings.Cut(s, "{")
+			served[name] = u
+		}
+	}
+	queries, err := metricsdoc.ChartQueries("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	asWritten := func(string) bool { return false } // a histogram's _bucket is a series of its own here
+	checked, missing := map[string]bool{}, 0
+	for _, q := range queries {
+		for _, n := range q.Names(asWritten) {
+			checked[n] = true
+			if _, ok := served[n]; !ok {
+				missing++
+				t.Errorf("%s reads %s, which none of %v serves", q.Where, n, urls)
+			}
+		}
+	}
+	t.Logf("the chart's %d alert and panel queries read %d series; %d reads of a series nobody serves", len(queries), len(checked), missing)
 }
 
 // tokenOf is the token in the lab's kubeconfig of one of the chart's

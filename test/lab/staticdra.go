@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,15 +24,32 @@ import (
 // with the lab's fake GPUs and the admin's kubeconfig, no kubelet
 // registration (kwok Nodes have no kubelet to prepare claims).
 
+// AgentMetricsPort is gpu-0's node agent /metrics (plain HTTP, as the
+// slurm chart's dra.metricsPort); gpu-N's is AgentMetricsPort+N.
+const AgentMetricsPort = 26100
+
+// AgentMetricsURL is the /metrics of static node node's agent ("" for a
+// node that is not one of NodeNames).
+func (l *Lab) AgentMetricsURL(node string) string {
+	for i, n := range l.NodeNames() {
+		if n == node {
+			return fmt.Sprintf("http://127.0.0.1:%d/metrics", AgentMetricsPort+i)
+		}
+	}
+	return ""
+}
+
 // staticDRADaemon is gpu-N's DRA driver.
 func (l *Lab) staticDRADaemon(node string) daemon {
+	metrics := strings.TrimSuffix(strings.TrimPrefix(l.AgentMetricsURL(node), "http://"), "/metrics")
 	return daemon{
 		Name: "dra-" + node,
 		Argv: []string{filepath.Join(l.BinDir(), "onepool-node-agent"), "dra",
 			"--node-name", node, "--gpu-inventory", l.path("run", "fake-gpus-host.json"),
 			"--kubeconfig", l.Kubeconfig(),
 			"--dra-plugin-dir", l.path("run", "dra", node), "--dra-registrar-dir", "",
-			"--cdi-dir", l.path("run", "cdi", node), "--driver-root", filepath.Join(l.RootFS(), FakeDriverRoot)},
+			"--cdi-dir", l.path("run", "cdi", node), "--driver-root", filepath.Join(l.RootFS(), FakeDriverRoot),
+			"--metrics-bind-address", metrics},
 		Env: []string{"PATH=/usr/bin:/bin", "HOME=" + l.path("run")},
 	}
 }
