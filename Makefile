@@ -280,7 +280,7 @@ e2e: tools ## e2e tests on the real lab (brings it up or reuses it; E2E_RUN / E2
 # scheduler and NodeSet suites against the chart's pods (ONEPOOL_LAB_COMPONENTS=chart),
 # then the lab back to its processes.
 NODE_E2E := TestSlurmChartKeysSurviveGitOpsRenders|TestChartInstall|TestChartUnreachable|TestController.*ImageRunsOnRealNode|TestSlurmChartOnTheRealNode|TestSlurmChartWithOnepool|TestSlurmChartFailingProlog
-CHART_E2E := TestSyncer|TestScheduler|TestNodeSet|TestComponentsRun
+CHART_E2E := TestSyncer|TestScheduler|TestNodeSet|TestComponentsRun|TestMetricsOnTheChart
 e2e-node: tools node-tools images ## e2e of the chart installed with helm on the lab's real kubelet node, and the suites against it
 	ONEPOOL_LAB_REAL_KUBELET=1 $(BIN)/lab up
 	ONEPOOL_LAB_REAL_KUBELET=1 ONEPOOL_E2E=1 go test -count=1 -timeout 20m -p 1 -run '$(NODE_E2E)' -v ./test/e2e/ ./test/e2e/realnode/ 2>&1 | tee $(LAB_DIR)/e2e-node.log | grep -E '^(=== RUN|--- |\s+--- |PASS|FAIL|ok|panic)|_test.go' ; exit $${PIPESTATUS[0]}

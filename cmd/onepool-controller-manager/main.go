@@ -237,6 +237,7 @@ func run(ctx context.Context, c config) error {
 			return err
 		}
 		cfg.ExtraServices = c.metrics.extraService()
+		cfg.Leaves = c.metrics.leaves()
 		if keepCert, err = startWebhookCert(ctx, rc, cfg); err != nil {
 			return err
 		}

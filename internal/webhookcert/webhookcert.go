@@ -20,6 +20,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -44,6 +45,19 @@ const (
 	KeyPreviousCA = "ca-previous.crt"
 )
 
+// Leaf is one more serving certificate the CA signs, for another
+// component's Service (the scheduler's metrics): the Secret holds it under
+// <Key>.crt and <Key>.key, and that component's pod mounts those two keys
+// only (not the CA's key, nor the webhook's).
+type Leaf struct {
+	Key      string
+	Services []types.NamespacedName
+}
+
+// CertKey and KeyKey are the Secret's keys of l's pair.
+func (l Leaf) CertKey() string { return l.Key + ".crt" }
+func (l Leaf) KeyKey() string  { return l.Key + ".key" }
+
 // Webhook names a webhook configuration whose every webhook's caBundle is
 // kept to the CA.
 type Webhook struct {
@@ -59,8 +73,11 @@ type Config struct {
 	// ExtraServices are other Services of the same pods the certificate
 	// also names (the metrics Service, so scrapers can verify it).
 	ExtraServices []types.NamespacedName
-	CertDir       string // tls.crt and tls.key for the webhook server
-	Webhooks      []Webhook
+	// Leaves are serving certificates of other components, signed by the
+	// same CA, so a scraper verifies them with the Secret's ca.crt.
+	Leaves   []Leaf
+	CertDir  string // tls.crt and tls.key for the webhook server
+	Webhooks []Webhook
 	// Validity of a serving certificate (default a year) and of a CA
 	// (default ten years); each is made again when less than a third of
 	// its validity is left.
@@ -69,6 +86,8 @@ type Config struct {
 	Log                  logr.Logger
 }
 
+var leafKey = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
 // Manager keeps the certificate; see Ensure and Run.
 type Manager struct{ c Config }
 
@@ -76,6 +95,11 @@ type Manager struct{ c Config }
 func New(cfg Config) (*Manager, error) {
 	if cfg.Client == nil || cfg.Secret.Name == "" || cfg.Secret.Namespace == "" || cfg.Service.Name == "" || cfg.Service.Namespace == "" || cfg.CertDir == "" {
 		return nil, errors.New("webhookcert: client, secret, service and cert dir are required")
+	}
+	for _, l := range cfg.Leaves {
+		if !leafKey.MatchString(l.Key) || l.Key == "tls" || l.Key == "ca" || len(l.Services) == 0 {
+			return nil, fmt.Errorf("webhookcert: leaf %q: a key of [a-z0-9-] other than tls and ca, and a Service, are required", l.Key)
+		}
 	}
 	if cfg.Validity <= 0 {
 		cfg.Validity = 365 * 24 * time.Hour
@@ -92,8 +116,13 @@ func New(cfg Config) (*Manager, error) {
 // DNSNames are the names the API server may dial the Service by, then
 // those of the extra Services.
 func (m *Manager) DNSNames() []string {
+	return dnsNames(append([]types.NamespacedName{m.c.Service}, m.c.ExtraServices...))
+}
+
+// dnsNames are the names a pod reaches services by.
+func dnsNames(services []types.NamespacedName) []string {
 	var out []string
-	for _, s := range append([]types.NamespacedName{m.c.Service}, m.c.ExtraServices...) {
+	for _, s := range services {
 		out = append(out, s.Name, s.Name+"."+s.Namespace, s.Name+"."+s.Namespace+".svc", s.Name+"."+s.Namespace+".svc.cluster.local")
 	}
 	return out
@@ -178,15 +207,17 @@ func (m *Manager) next(have map[string][]byte) (map[string][]byte, string, error
 	now := m.c.Now()
 	ca, caKey, caErr := parsePair(have[KeyCA], have[KeyCAKey])
 	out := map[string][]byte{}
-	why := ""
+	caWhy := ""
 	switch {
 	case caErr != nil:
-		why = "no usable CA (" + caErr.Error() + ")"
+		caWhy = "no usable CA (" + caErr.Error() + ")"
 	case nearEnd(ca, now, m.c.CAValidity):
-		why = "the CA expires " + ca.NotAfter.UTC().Format(time.RFC3339)
+		caWhy = "the CA expires " + ca.NotAfter.UTC().Format(time.RFC3339)
 		out[KeyPreviousCA] = have[KeyCA]
 	}
-	if why != "" {
+	var whys []string
+	if caWhy != "" {
+		whys = append(whys, caWhy)
 		var err error
 		if ca, caKey, err = newCA(now, m.c.CAValidity); err != nil {
 			return nil, "", err
@@ -197,26 +228,49 @@ func (m *Manager) next(have map[string][]byte) (map[string][]byte, string, error
 		if prev, err := parseCert(have[KeyPreviousCA]); err == nil && now.Before(prev.NotAfter) {
 			out[KeyPreviousCA] = have[KeyPreviousCA]
 		}
-		cert, _, err := parsePair(have[KeyCert], have[KeyKey])
-		switch {
-		case err != nil:
-			why = "no usable serving certificate (" + err.Error() + ")"
-		case cert.CheckSignatureFrom(ca) != nil:
-			why = "the serving certificate is not the CA's"
-		case nearEnd(cert, now, m.c.Validity):
-			why = "the serving certificate expires " + cert.NotAfter.UTC().Format(time.RFC3339)
-		case !slices.Equal(cert.DNSNames, m.DNSNames()):
-			why = "the Service's names changed"
-		default:
-			return have, "", nil
+	}
+	// The webhook's pair, then each leaf's: kept while good, else made.
+	pairs := append([]Leaf{{}}, m.c.Leaves...)
+	for _, l := range pairs {
+		certKey, keyKey, names, what := KeyCert, KeyKey, m.DNSNames(), "the serving certificate"
+		if l.Key != "" {
+			certKey, keyKey, names, what = l.CertKey(), l.KeyKey(), dnsNames(l.Services), "the "+l.Key+" certificate"
 		}
+		if caWhy == "" {
+			why := m.stale(have[certKey], have[keyKey], ca, now, names, what)
+			if why == "" {
+				out[certKey], out[keyKey] = have[certKey], have[keyKey]
+				continue
+			}
+			whys = append(whys, why)
+		}
+		cert, key, err := newServing(now, m.c.Validity, names, ca, caKey)
+		if err != nil {
+			return nil, "", err
+		}
+		out[certKey], out[keyKey] = encodeCert(cert), encodeKey(key)
 	}
-	cert, key, err := newServing(now, m.c.Validity, m.DNSNames(), ca, caKey)
-	if err != nil {
-		return nil, "", err
+	if len(whys) == 0 {
+		return have, "", nil
 	}
-	out[KeyCert], out[KeyKey] = encodeCert(cert), encodeKey(key)
-	return out, why, nil
+	return out, strings.Join(whys, "; "), nil
+}
+
+// stale says why a serving pair must be made again ("" it is good): what
+// names it in the reason.
+func (m *Manager) stale(certPEM, keyPEM []byte, ca *x509.Certificate, now time.Time, names []string, what string) string {
+	cert, _, err := parsePair(certPEM, keyPEM)
+	switch {
+	case err != nil:
+		return "no usable " + strings.TrimPrefix(what, "the ") + " (" + err.Error() + ")"
+	case cert.CheckSignatureFrom(ca) != nil:
+		return what + " is not the CA's"
+	case nearEnd(cert, now, m.c.Validity):
+		return what + " expires " + cert.NotAfter.UTC().Format(time.RFC3339)
+	case !slices.Equal(cert.DNSNames, names):
+		return "the Service's names changed"
+	}
+	return ""
 }
 
 // nearEnd: less than a third of validity left (or not valid yet).

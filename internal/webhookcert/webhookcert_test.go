@@ -202,3 +202,66 @@ func TestEnsureNamesTheExtraServices(t *testing.T) {
 	assert.NoError(t, err)
 	assert.Equal(t, "onepool-webhook.onepool-system.svc", leaf.Subject.CommonName)
 }
+
+// A leaf for the scheduler's metrics Service: an upgrade that asks for it
+// keeps the CA and the webhook's pair, adds the leaf (verified with ca.crt
+// for the scheduler's name only), keeps it while good, and makes it again
+// when it nears its end and when the CA is replaced.
+func TestEnsureKeepsALeafForAnotherComponent(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	require.NoError(t, f.m.Ensure(ctx))
+	before := f.secret(t)
+	leafCfg := Leaf{Key: "scheduler-metrics", Services: []types.NamespacedName{{Namespace: "onepool-system", Name: "onepool-scheduler-metrics"}}}
+	m, err := New(Config{Client: f.kc, Secret: types.NamespacedName{Namespace: "onepool-system", Name: "webhook-tls"},
+		Service: types.NamespacedName{Namespace: "onepool-system", Name: "onepool-webhook"}, Leaves: []Leaf{leafCfg}, CertDir: f.dir,
+		Webhooks: []Webhook{{Name: "gpus"}, {Validating: true, Name: "tenancy"}}, Now: func() time.Time { return f.now }, Log: logr.Discard()})
+	require.NoError(t, err)
+	verify := func(data map[string][]byte, name string, at time.Time) error {
+		pair, err := tls.X509KeyPair(data[leafCfg.CertKey()], data[leafCfg.KeyKey()])
+		require.NoError(t, err, "the leaf's key is its certificate's")
+		leaf, err := x509.ParseCertificate(pair.Certificate[0])
+		require.NoError(t, err)
+		pool := x509.NewCertPool()
+		require.True(t, pool.AppendCertsFromPEM(data[KeyCA]))
+		_, err = leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: name, CurrentTime: at})
+		return err
+	}
+
+	require.NoError(t, m.Ensure(ctx))
+	added := f.secret(t)
+	assert.Equal(t, before[KeyCA], added[KeyCA], "the CA stays")
+	assert.Equal(t, before[KeyCert], added[KeyCert], "the webhook's pair stays")
+	assert.NoError(t, verify(added, "onepool-scheduler-metrics.onepool-system.svc", f.now))
+	assert.Error(t, verify(added, "onepool-webhook.onepool-system.svc", f.now), "the leaf is not the webhook's")
+	f.apiServerTrusts(t, f.now)
+
+	require.NoError(t, m.Ensure(ctx))
+	assert.Equal(t, added, f.secret(t), "a good leaf is kept")
+
+	f.now = f.now.Add(300 * 24 * time.Hour)
+	require.NoError(t, m.Ensure(ctx))
+	renewed := f.secret(t)
+	assert.Equal(t, added[KeyCA], renewed[KeyCA])
+	assert.NotEqual(t, added[leafCfg.CertKey()], renewed[leafCfg.CertKey()], "a leaf near its end is made again")
+	assert.NoError(t, verify(renewed, "onepool-scheduler-metrics.onepool-system.svc", f.now))
+
+	f.now = f.now.Add(9 * 365 * 24 * time.Hour)
+	require.NoError(t, m.Ensure(ctx))
+	rotated := f.secret(t)
+	assert.NotEqual(t, renewed[KeyCA], rotated[KeyCA], "the CA near its end is replaced")
+	assert.NoError(t, verify(rotated, "onepool-scheduler-metrics.onepool-system.svc", f.now), "the leaf is the new CA's")
+}
+
+func TestNewRefusesABadLeaf(t *testing.T) {
+	for _, l := range []Leaf{
+		{Key: "", Services: []types.NamespacedName{{Namespace: "a", Name: "b"}}},
+		{Key: "tls", Services: []types.NamespacedName{{Namespace: "a", Name: "b"}}},
+		{Key: "Sched/uler", Services: []types.NamespacedName{{Namespace: "a", Name: "b"}}},
+		{Key: "scheduler"},
+	} {
+		_, err := New(Config{Client: fake.NewClientset(), Secret: types.NamespacedName{Namespace: "a", Name: "s"},
+			Service: types.NamespacedName{Namespace: "a", Name: "w"}, CertDir: "/tmp/x", Leaves: []Leaf{l}})
+		assert.Error(t, err, "leaf %+v", l)
+	}
+}

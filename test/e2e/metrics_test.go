@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"net/http"
 	"os/exec"
@@ -22,6 +25,7 @@ import (
 	"github.com/onepool/onepool/internal/metricsdoc"
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/test/lab"
+	"github.com/onepool/onepool/test/lab/charts"
 )
 
 // scrape reads url's Prometheus text as the lab's scraper identity (the
@@ -248,4 +252,59 @@ func tokenOf(t *testing.T, l *lab.Lab, sa string) string {
 	}
 	t.Fatalf("no token in %s", l.SAKubeconfig(sa))
 	return ""
+}
+
+// The chart's components serve /metrics as its ServiceMonitors scrape
+// them: through each metrics Service, over TLS verified with the CA in
+// the webhook certificate Secret for the Service's name (the scheduler's
+// pair too is signed by that CA), to the chart's metrics-reader identity.
+func TestMetricsOnTheChartVerifiedWithItsCA(t *testing.T) {
+	if !lab.ChartMode() {
+		t.Skip("the lab runs its components as processes (ONEPOOL_LAB_COMPONENTS=chart runs the chart's pods)")
+	}
+	l := lab.Shared(t)
+	kc, err := l.KubeClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sec, err := kc.CoreV1().Secrets(lab.SystemNamespace).Get(ctx, charts.Release+"-gpu-webhook-cert", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(sec.Data["ca.crt"]) {
+		t.Fatalf("secret %s has no ca.crt", sec.Name)
+	}
+	token, err := l.MetricsToken(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ service, component string }{
+		{charts.Release + "-controller-manager-metrics", "controller-manager"},
+		{charts.Release + "-scheduler-metrics", "scheduler"},
+	} {
+		svc, err := kc.CoreV1().Services(lab.SystemNamespace).Get(ctx, c.service, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		url := fmt.Sprintf("https://%s:%d/metrics", svc.Spec.ClusterIP, svc.Spec.Ports[0].Port)
+		name := c.service + "." + lab.SystemNamespace + ".svc"
+		var body []byte
+		eventually(t, time.Minute, c.service+" answers over TLS verified for "+name, func() (bool, string) {
+			code, b, err := lab.GetMetricsTLS(ctx, url, token, &tls.Config{RootCAs: pool, ServerName: name, MinVersion: tls.VersionTLS12})
+			body = b
+			return err == nil && code == http.StatusOK, fmt.Sprintf("HTTP %d, %v", code, err)
+		})
+		if want := `onepool_build_info{component="` + c.component + `"`; !strings.Contains(string(body), want) {
+			t.Errorf("%s: no %s... series", url, want)
+		}
+		// Another name than the Service's is refused: the certificate
+		// names that Service, not anything the CA signed.
+		_, _, err = lab.GetMetricsTLS(ctx, url, token, &tls.Config{RootCAs: pool, ServerName: "kubernetes.default.svc", MinVersion: tls.VersionTLS12})
+		var host x509.HostnameError
+		if !errors.As(err, &host) {
+			t.Errorf("%s verified as kubernetes.default.svc: %v; want a certificate for %s only", url, err, name)
+		}
+	}
 }

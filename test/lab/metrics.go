@@ -54,6 +54,12 @@ func (l *Lab) MetricsToken(ctx context.Context) (string, error) {
 // the lab's self-signed serving certificates, and returns the status code
 // and body.
 func GetMetrics(ctx context.Context, url, token string) (int, []byte, error) {
+	return GetMetricsTLS(ctx, url, token, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // the lab's self-signed serving certificates
+}
+
+// GetMetricsTLS is GetMetrics with the TLS settings given (a CA and the
+// server name to verify, as a ServiceMonitor's tlsConfig).
+func GetMetricsTLS(ctx context.Context, url, token string, tc *tls.Config) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -63,7 +69,7 @@ func GetMetrics(ctx context.Context, url, token string) (int, []byte, error) {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the lab's self-signed serving certificates
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}
 	resp, err := c.Do(req)
 	if err != nil {
 		return 0, nil, err

@@ -82,6 +82,20 @@ manager (made, rotated), or by cert-manager. Not the release's: a render
 never makes a key. */}}
 {{- define "onepool.gpuWebhook.certSecret" -}}{{ include "onepool.gpuWebhook.name" . }}-cert{{- end -}}
 {{- define "onepool.scheduler.name" -}}{{ include "onepool.fullname" . }}-scheduler{{- end -}}
+{{/* The Secret with the scheduler's metrics serving pair, signed by the
+webhook's CA (its ca.crt verifies it): the Secret the controller manager
+keeps (keys scheduler-metrics.crt/.key), or cert-manager's for the
+scheduler; empty without the GPU webhook (kube-scheduler's self-signed
+certificate then). */}}
+{{- define "onepool.scheduler.metricsCertSecret" -}}
+{{- if and .Values.gpuWebhook.enabled .Values.controllerManager.enabled .Values.scheduler.enabled -}}
+{{- if .Values.gpuWebhook.certManager.enabled -}}
+{{ include "onepool.scheduler.name" . }}-metrics-cert
+{{- else -}}
+{{ include "onepool.gpuWebhook.certSecret" . }}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- define "onepool.controllerManager.serviceAccountName" -}}
 {{- include "onepool.serviceAccountName" (dict "ctx" . "key" "controllerManager" "default" (include "onepool.controllerManager.name" .)) -}}
 {{- end -}}
