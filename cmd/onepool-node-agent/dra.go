@@ -14,12 +14,14 @@ import (
 	"syscall"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/onepool/onepool/agent"
 	"github.com/onepool/onepool/agent/dra"
 	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/slurmnode"
 	"github.com/onepool/onepool/slurmrest/model"
 )
 
@@ -135,13 +137,8 @@ func (d draFlags) driverFiles() ([]agent.DriverFile, error) {
 	return files, nil
 }
 
-// serve builds the DRA driver's run function; its errors come before slurmd
-// starts (a bad kubeconfig), the rest are logged while slurmd runs.
-func (d draFlags) serve(slurmNode string, logger *log.Logger) (func(context.Context, []agent.GPU) error, error) {
-	node := d.kubeNode
-	if node == "" {
-		node = slurmNode
-	}
+// client is the DRA driver's Kubernetes client (--kubeconfig, else in-cluster).
+func (d draFlags) client() (kubernetes.Interface, error) {
 	rc, err := clientcmd.BuildConfigFromFlags("", d.kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("DRA driver: Kubernetes config: %w", err)
@@ -151,6 +148,38 @@ func (d draFlags) serve(slurmNode string, logger *log.Logger) (func(context.Cont
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("DRA driver: %w", err)
+	}
+	return client, nil
+}
+
+// slurmNodeOf is the Slurm node behind Kubernetes Node kubeNode, by the
+// rule the syncer drains it by (slurmnode.Of: the Node's
+// onepool.dev/slurm-node-name label, else its name): a DaemonSet on the
+// hosts of an existing Slurm cluster needs no per-node flag.
+func slurmNodeOf(ctx context.Context, client kubernetes.Interface, kubeNode string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, kubeTimeout)
+	defer cancel()
+	n, err := client.CoreV1().Nodes().Get(ctx, kubeNode, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("the Slurm node of Node %s: %w", kubeNode, err)
+	}
+	return slurmnode.Of(n), nil
+}
+
+// serve builds the DRA driver's run function; its errors come before slurmd
+// starts (a bad kubeconfig), the rest are logged while slurmd runs.
+func (d draFlags) serve(slurmNode string, logger *log.Logger) (func(context.Context, []agent.GPU) error, error) {
+	client, err := d.client()
+	if err != nil {
+		return nil, err
+	}
+	return d.serveWith(client, slurmNode, logger)
+}
+
+func (d draFlags) serveWith(client kubernetes.Interface, slurmNode string, logger *log.Logger) (func(context.Context, []agent.GPU) error, error) {
+	node := d.kubeNode
+	if node == "" {
+		node = slurmNode
 	}
 	driver, err := d.driverFiles()
 	if err != nil {
@@ -203,7 +232,7 @@ func cmdDRA(args []string, logger *log.Logger, stderr io.Writer) (int, error) {
 	var nf nodeFlags
 	var slurmNode string
 	addNodeFlags(f, &nf)
-	f.String(&slurmNode, "node-name", keys.EnvSlurmNodeName, "", "Slurm node name (required): the claims' jobs are checked against their GPUs there")
+	f.String(&slurmNode, "node-name", keys.EnvSlurmNodeName, "", "Slurm node name: the claims' jobs are checked against their GPUs there (default: the Slurm node of --kube-node-name's Node, its onepool.dev/slurm-node-name label or its name)")
 	var df draFlags
 	addDRAFlags(f, &df)
 	var metricsAddr, stateDir string
@@ -212,19 +241,32 @@ func cmdDRA(args []string, logger *log.Logger, stderr io.Writer) (int, error) {
 	if err := f.parse(args); err != nil {
 		return 2, err
 	}
-	if err := agent.ValidateNodeName(slurmNode); err != nil {
-		return 2, err
-	}
 	nc, err := nf.config()
 	if err != nil {
 		return 2, err
 	}
-	serve, err := df.serve(slurmNode, logger)
-	if err != nil {
-		return 2, err
+	if slurmNode == "" && df.kubeNode == "" {
+		return 2, errors.New("the Slurm node is required: --node-name (ONEPOOL_SLURM_NODE_NAME), or --kube-node-name (ONEPOOL_KUBE_NODE_NAME) to take it from that Node")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	client, err := df.client()
+	if err != nil {
+		return 2, err
+	}
+	if slurmNode == "" {
+		if slurmNode, err = slurmNodeOf(ctx, client, df.kubeNode); err != nil {
+			return 1, err
+		}
+		logger.Printf("Node %s is Slurm node %s", df.kubeNode, slurmNode)
+	}
+	if err := agent.ValidateNodeName(slurmNode); err != nil {
+		return 2, err
+	}
+	serve, err := df.serveWith(client, slurmNode, logger)
+	if err != nil {
+		return 2, err
+	}
 	mh, err := metricsHandler(slurmNode, df.library(nf.inventory), agent.HealthConfig{NodeName: slurmNode, ExpectedGPUs: nc.ExpectedGPUs, StateDir: stateDir})
 	if err != nil {
 		return 1, err

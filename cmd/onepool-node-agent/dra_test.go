@@ -9,8 +9,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/onepool/onepool/agent"
+	"github.com/onepool/onepool/keys"
 )
 
 // --host-gres-conf: the DRA driver's GRES indices are the host's
@@ -39,4 +43,22 @@ func TestDRAInventoryFromHostGresConf(t *testing.T) {
 	assert.ErrorContains(t, err, "gres.conf does not list for this node", "a node gres.conf has no line for")
 	_, err = draFlags{hostGresConf: filepath.Join(dir, "missing")}.inventory(ctx, "node-1", gpus)
 	assert.ErrorContains(t, err, "--host-gres-conf")
+}
+
+// Without --node-name, a host's DRA driver (the onepool chart's hostAgent
+// DaemonSet) is the Slurm node of its own Node, by the syncer's rule: the
+// label's name, else the Node's; a Node it cannot read stops it.
+func TestDRASlurmNodeFromItsNode(t *testing.T) {
+	client := fake.NewClientset(
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-7"}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "ip-10-0-0-8", Labels: map[string]string{keys.LabelSlurmNodeName: "gpu-8"}}},
+	)
+	ctx := context.Background()
+	for node, want := range map[string]string{"node-7": "node-7", "ip-10-0-0-8": "gpu-8"} {
+		got, err := slurmNodeOf(ctx, client, node)
+		require.NoError(t, err)
+		assert.Equal(t, want, got, "Node %s", node)
+	}
+	_, err := slurmNodeOf(ctx, client, "node-9")
+	assert.ErrorContains(t, err, "the Slurm node of Node node-9")
 }

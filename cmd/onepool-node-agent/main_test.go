@@ -118,7 +118,8 @@ current-context: c
 		code int
 		says string
 	}{
-		{"no Slurm node name", []string{"dra", "--kubeconfig", kubeconfig}, 2, "node name"},
+		{"no Slurm node name", []string{"dra", "--kubeconfig", kubeconfig}, 2, "the Slurm node is required: --node-name"},
+		{"its Node unreadable", []string{"dra", "--kube-node-name", "node-7", "--kubeconfig", kubeconfig}, 1, "the Slurm node of Node node-7"},
 		{"no Kubernetes config", []string{"dra", "--node-name", "gpu-0", "--kubeconfig", filepath.Join(t.TempDir(), "none")}, 2, "DRA driver: Kubernetes config"},
 		{"a GPU missing", []string{"dra", "--node-name", "gpu-0", "--kubeconfig", kubeconfig, "--gpu-inventory", inventory(t, 7), "--expected-gpus", "8"}, 1, "found 7 GPUs, expected 8"},
 	} {
