@@ -96,6 +96,10 @@ certificate then). */}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- define "onepool.hostAgent.name" -}}{{ include "onepool.fullname" . }}-host-agent{{- end -}}
+{{- define "onepool.hostAgent.serviceAccountName" -}}
+{{- include "onepool.serviceAccountName" (dict "ctx" . "key" "hostAgent" "default" (include "onepool.hostAgent.name" .)) -}}
+{{- end -}}
 {{- define "onepool.controllerManager.serviceAccountName" -}}
 {{- include "onepool.serviceAccountName" (dict "ctx" . "key" "controllerManager" "default" (include "onepool.controllerManager.name" .)) -}}
 {{- end -}}
