@@ -279,7 +279,7 @@ e2e: tools ## e2e tests on the real lab (brings it up or reuses it; E2E_RUN / E2
 # tests (they install, upgrade and uninstall it themselves), then the syncer,
 # scheduler and NodeSet suites against the chart's pods (ONEPOOL_LAB_COMPONENTS=chart),
 # then the lab back to its processes.
-NODE_E2E := TestSlurmChartKeysSurviveGitOpsRenders|TestChartInstall|TestChartUnreachable|TestController.*ImageRunsOnRealNode|TestSlurmChartOnTheRealNode|TestSlurmChartWithOnepool|TestSlurmChartFailingProlog
+NODE_E2E := TestHostAgentOnTheRealNode|TestSlurmChartKeysSurviveGitOpsRenders|TestChartInstall|TestChartUnreachable|TestController.*ImageRunsOnRealNode|TestSlurmChartOnTheRealNode|TestSlurmChartWithOnepool|TestSlurmChartFailingProlog
 CHART_E2E := TestSyncer|TestScheduler|TestNodeSet|TestComponentsRun|TestMetricsOnTheChart
 e2e-node: tools node-tools images ## e2e of the chart installed with helm on the lab's real kubelet node, and the suites against it
 	ONEPOOL_LAB_REAL_KUBELET=1 $(BIN)/lab up

@@ -66,15 +66,7 @@ func TestHostGresOrderIsSlurmds(t *testing.T) {
 
 	out, err := l.Slurm(ctx, "/bin/sh", "-c", fmt.Sprintf("/usr/sbin/slurmd -G -f %s/slurm.conf -N %s 2>&1", inChroot, node))
 	require.NoError(t, err, "%s", out)
-	var slurmds []string
-	line := regexp.MustCompile(`Gres Name=gpu Type=(\S+) .*File=(\S+)`)
-	for _, m := range line.FindAllStringSubmatch(string(out), -1) {
-		files, err := model.ExpandHostlist(m[2])
-		require.NoError(t, err)
-		for _, f := range files {
-			slurmds = append(slurmds, m[1]+":"+f)
-		}
-	}
+	slurmds := slurmdGresFiles(t, out)
 	require.Len(t, slurmds, 5, "slurmd -G printed:\n%s", out)
 
 	var gpus []agent.GPU
@@ -91,4 +83,20 @@ func TestHostGresOrderIsSlurmds(t *testing.T) {
 	}
 	assert.Equal(t, slurmds, agents, "GRES index i: slurmd's (slurmd -G, Slurm %s) against the node agent's", l.Release().Name)
 	t.Logf("Slurm %s numbers the host's GPUs %v; so does the agent", l.Release().Name, slurmds)
+}
+
+// slurmdGresFiles is what `slurmd -G` printed: each GPU's type:file, in
+// the order slurmd numbers them (GRES index 0 first).
+func slurmdGresFiles(t *testing.T, out []byte) []string {
+	t.Helper()
+	var gres []string
+	line := regexp.MustCompile(`Gres Name=gpu Type=(\S+) .*File=(\S+)`)
+	for _, m := range line.FindAllStringSubmatch(string(out), -1) {
+		files, err := model.ExpandHostlist(m[2])
+		require.NoError(t, err)
+		for _, f := range files {
+			gres = append(gres, m[1]+":"+f)
+		}
+	}
+	return gres
 }

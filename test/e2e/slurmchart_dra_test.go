@@ -27,10 +27,19 @@ func draOnlyOwnNodeSlices(t *testing.T, s *slurmChart) {
 	defer cancel()
 	tok, err := s.l.SlurmChartExecIn(ctx, "slurmd", "dra", "cat", "/var/run/secrets/kubernetes.io/serviceaccount/token")
 	require.NoError(t, err)
-	adminCfg, err := s.l.RESTConfig()
+	onlyOwnNodeSlices(t, s.l, string(tok))
+}
+
+// onlyOwnNodeSlices attacks with a DRA driver's token (of a pod on the
+// real node): it may write only the gpu.onepool.dev ResourceSlices of
+// that node, and its own slice is there.
+func onlyOwnNodeSlices(t *testing.T, l *lab.Lab, tok string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	adminCfg, err := l.RESTConfig()
 	require.NoError(t, err)
 	cfg := rest.AnonymousClientConfig(adminCfg)
-	cfg.BearerToken = strings.TrimSpace(string(tok))
+	cfg.BearerToken = strings.TrimSpace(tok)
 	agent, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
 	admin, err := kubernetes.NewForConfig(adminCfg)

@@ -66,6 +66,10 @@ func (l *Lab) ContainerdSocket() string { return l.realNode().ContainerdSocket()
 // chart's dra.cdiDir: the node agents write them there).
 func (l *Lab) NodeCDIDir() string { return l.realNode().CDIDir() }
 
+// NodeKubeletDir is the real node's kubelet root (its plugins and
+// plugins_registry: the slurm chart's dra.kubeletDir).
+func (l *Lab) NodeKubeletDir() string { return l.realNode().KubeletDir() }
+
 // NodeIP is the real node's InternalIP (ONEPOOL_LAB_NODE_IP, else found).
 func (l *Lab) NodeIP() (string, error) { return l.realNode().IP() }
 

@@ -46,7 +46,7 @@ func (l *Lab) InstallSlurmChart(ctx context.Context, extra ...string) ([]byte, e
 		return nil, err
 	}
 	return l.Helm(ctx, charts.SlurmUpgradeArgs(dir, charts.SlurmNode{
-		JailHostPath: filepath.Join(l.RootFS(), JailRoot), KubeletDir: l.realNode().KubeletDir(), CDIDir: l.NodeCDIDir()}, extra...)...)
+		JailHostPath: filepath.Join(l.RootFS(), JailRoot), KubeletDir: l.NodeKubeletDir(), CDIDir: l.NodeCDIDir()}, extra...)...)
 }
 
 // UninstallSlurmChart removes the release and then its namespace, with what

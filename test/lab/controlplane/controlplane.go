@@ -45,9 +45,10 @@ const (
 // disruption (PodDisruptionBudget status, which evictions read) and job
 // (batch Jobs make pods; kwok completes them), and the aggregation of the
 // built-in roles (admin, edit, view: the tenants of the trust tests hold
-// "edit" in their namespaces, as on any cluster).
+// "edit" in their namespaces, as on any cluster), and daemonset (the
+// onepool chart's host agent on the real node).
 // Not yet: the node lifecycle (kwok Nodes).
-const Controllers = "namespace,serviceaccount,root-ca-cert-publisher,deployment,replicaset,statefulset,endpointslice,garbagecollector,persistentvolume-binder,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller,resourceclaim-controller,disruption,job,clusterrole-aggregation-controller"
+const Controllers = "namespace,serviceaccount,root-ca-cert-publisher,deployment,replicaset,statefulset,endpointslice,garbagecollector,persistentvolume-binder,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller,resourceclaim-controller,disruption,job,clusterrole-aggregation-controller,daemonset"
 
 // ControlPlane says where the control plane's binaries, state and
 // credentials are.
