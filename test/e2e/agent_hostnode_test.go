@@ -30,8 +30,10 @@ import (
 // the order the host's slurmd numbers them from the host's gres.conf (two
 // types, lines out of minor order), and a pod placed by onepool's
 // scheduler through Slurm sees exactly the device files of the GRES
-// indices Slurm gave its job. With the agent pod's own token, nobody can
-// write another node's slices.
+// indices Slurm gave its job, and the NVIDIA driver's libraries (the lab's
+// fake driver root, a shared mount as the GPU Operator's) where CUDA looks
+// for them. With the agent pod's own token, nobody can write another
+// node's slices.
 func TestHostAgentOnTheRealNode(t *testing.T) {
 	if !lab.RealKubeletEnabled() {
 		t.Skipf("the host agent runs on the lab's real node: %s=1 (make e2e-node)", lab.EnvRealKubelet)
@@ -78,7 +80,7 @@ func TestHostAgentOnTheRealNode(t *testing.T) {
 		"--set", "hostAgent.enabled=true",
 		"--set", "hostAgent.slurmConfDir="+h.HostConfDir, "--set", "hostAgent.mungeSocketDir="+h.MungeDir,
 		"--set", "hostAgent.kubeletDir="+l.NodeKubeletDir(), "--set", "hostAgent.cdiDir="+l.NodeCDIDir(),
-		"--set", "hostAgent.driverRoot=", "--set", "hostAgent.metricsPort=0",
+		"--set", "hostAgent.driverRoot="+l.NodeDriverRoot(), "--set", "hostAgent.metricsPort=0",
 		"--set-file", "hostAgent.gpuInventory="+inv,
 		// The fake devices at the host's path: the CDI specs name them.
 		"--set-json", `hostAgent.extraVolumes=[{"name":"fakegpu","hostPath":{"path":"`+lab.NodeFakeGPUDir+`","type":"Directory"}}]`,
@@ -134,7 +136,11 @@ func TestHostAgentOnTheRealNode(t *testing.T) {
 	p.Spec.NodeSelector = map[string]string{corev1.LabelHostname: node}
 	p.Spec.Containers[0].Image = "localhost/onepool/login:lab"
 	p.Spec.Containers[0].ImagePullPolicy = corev1.PullNever
-	p.Spec.Containers[0].Command = []string{"sh", "-c", "echo devices: $(ls " + lab.NodeFakeGPUDir + "); exec sleep 3600"}
+	// It lists its GPU devices and the driver's files its CDI spec gave it
+	// where CUDA images look (the lab's fake driver: no driver inside).
+	p.Spec.Containers[0].Command = []string{"sh", "-c", "echo devices: $(ls " + lab.NodeFakeGPUDir + "); " +
+		"echo libs: $(ls /usr/local/nvidia/lib64); echo libcuda: $(cat /usr/local/nvidia/lib64/libcuda.so.1); " +
+		"echo smi: $(/usr/local/nvidia/bin/nvidia-smi); exec sleep 3600"}
 	p = e.create(p)
 	require.Equal(t, node, e.waitBound(p.Name, 2*time.Minute))
 	id := e.withJobID(p.Name).Annotations[keys.AnnotationJobID]
@@ -164,6 +170,9 @@ func TestHostAgentOnTheRealNode(t *testing.T) {
 	})
 	t.Logf("job %s has GRES %v on %s; slurmd numbers them %v; the container says: %s", id, idx, node, slurmds, strings.TrimSpace(logs))
 	assert.Contains(t, logs, "devices: "+strings.Join(want, " ")+"\n", "the container sees exactly the device files slurmd gave GRES %v", idx)
+	assert.Contains(t, logs, "libs: libcuda.so.1 libnvidia-ml.so.1\n", "the driver root's libraries, by soname, where CUDA looks")
+	assert.Contains(t, logs, "libcuda: onepool lab: a fake libcuda.so", "the host's file, mounted")
+	assert.Contains(t, logs, "smi: onepool lab: fake nvidia-smi", "the driver's nvidia-smi runs")
 
 	// The pod goes: its job ends, and the claim (made for it) with it.
 	claimName := podClaimName(e.withJobID(p.Name))

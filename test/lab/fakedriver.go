@@ -1,9 +1,14 @@
 package lab
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
+
+	"github.com/onepool/onepool/test/lab/mount"
 )
 
 // FakeDriverRoot is the lab's NVIDIA driver root (in the Slurm chroot): the
@@ -43,4 +48,30 @@ func writeFakeDriver(root string) error {
 		}
 	}
 	return os.WriteFile(filepath.Join(bin, "nvidia-smi"), []byte("#!/bin/sh\necho 'onepool lab: fake nvidia-smi, no driver'\n"), 0o755)
+}
+
+// NodeDriverRoot is the fake driver root as the real node (this machine)
+// sees it: a driverRoot value for the charts' agents there.
+func (l *Lab) NodeDriverRoot() string { return filepath.Join(l.RootFS(), FakeDriverRoot) }
+
+// shareNodeDriverRoot makes NodeDriverRoot a shared mount of its own, as
+// the GPU Operator's /run/nvidia/driver is: the runtime refuses a
+// HostToContainer mount (the agents' driver-root volume) of a path under a
+// private mount, and this machine's / is private. lab down unmounts it
+// with the rootfs. Without a Slurm rootfs there is no fake driver.
+func (l *Lab) shareNodeDriverRoot(context.Context) error {
+	if _, err := os.Stat(filepath.Join(l.RootFS(), "etc/slurm")); err != nil {
+		return nil
+	}
+	if err := writeFakeDriver(l.RootFS()); err != nil {
+		return err
+	}
+	dir := l.NodeDriverRoot()
+	if err := mount.Once(dir, dir, "", syscall.MS_BIND); err != nil {
+		return err
+	}
+	if err := syscall.Mount("", dir, "", syscall.MS_SHARED, ""); err != nil {
+		return fmt.Errorf("make %s a shared mount: %w", dir, err)
+	}
+	return nil
 }

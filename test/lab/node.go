@@ -88,6 +88,7 @@ func (l *Lab) nodeSteps() []step {
 		{"node tools", n.CheckTools},
 		{"containerd", n.StartContainerd},
 		{"fake GPUs", realnode.EnsureFakeGPUs},
+		{"fake driver root", l.shareNodeDriverRoot},
 		{"node images", n.ImportImages},
 		{"kubelet", n.StartKubelet},
 		{"node ready", n.AwaitReady},
