@@ -47,6 +47,23 @@ type cdiEdits struct {
 	Env         []string        `json:"env,omitempty"`
 	DeviceNodes []cdiDeviceNode `json:"deviceNodes,omitempty"`
 	Mounts      []cdiMount      `json:"mounts,omitempty"`
+	Hooks       []cdiHook       `json:"hooks,omitempty"`
+}
+
+// cdiHook is an OCI hook the runtime runs (path on the node).
+type cdiHook struct {
+	HookName string   `json:"hookName"`
+	Path     string   `json:"path"`
+	Args     []string `json:"args,omitempty"`
+}
+
+// ldcacheHook is what NVIDIA's CDI generator adds beside the driver's
+// libraries: nvidia-cdi-hook (the NVIDIA Container Toolkit's, at hook on
+// the node) updates the container's ld.so.cache with their folder at
+// container creation, so an image that does not put it on LD_LIBRARY_PATH
+// finds them too.
+func ldcacheHook(hook string) cdiHook {
+	return cdiHook{HookName: "createContainer", Path: hook, Args: []string{filepath.Base(hook), "update-ldcache", "--folder", agent.ContainerLibDir}}
 }
 
 // cdiMount is a bind mount of a file of the node's into the container.
@@ -80,8 +97,9 @@ func cdiSpecPath(dir string, claim types.UID) string {
 // alike: an admin claim sees the devices too). controlDevices (nvidiactl,
 // nvidia-uvm, ...) go with every GPU, and the driver's libraries and tools
 // with the container, where CUDA images look for them (no runtime hook
-// needed). gpus are in GRES order.
-func buildCDISpec(claim types.UID, gpus []agent.GPU, gresIdx []int, controlDevices []string, driver []agent.DriverFile) cdiSpec {
+// needed; with hook, NVIDIA's nvidia-cdi-hook also puts them in the
+// container's ld.so.cache). gpus are in GRES order.
+func buildCDISpec(claim types.UID, gpus []agent.GPU, gresIdx []int, controlDevices []string, driver []agent.DriverFile, hook string) cdiSpec {
 	spec := cdiSpec{CDIVersion: cdiVersion, Kind: cdiKind}
 	var uuids, names, idx []string
 	for i, g := range gpus {
@@ -102,6 +120,9 @@ func buildCDISpec(claim types.UID, gpus []agent.GPU, gresIdx []int, controlDevic
 	}
 	for _, f := range driver {
 		spec.ContainerEdits.Mounts = append(spec.ContainerEdits.Mounts, cdiMount{HostPath: f.HostPath, ContainerPath: f.ContainerPath, Options: driverMountOptions})
+	}
+	if hook != "" && len(driver) > 0 {
+		spec.ContainerEdits.Hooks = []cdiHook{ldcacheHook(hook)}
 	}
 	return spec
 }

@@ -241,3 +241,34 @@ func TestDriverSpecCarriesTheDriversFiles(t *testing.T) {
 		{HostPath: files[1].HostPath, ContainerPath: files[1].ContainerPath, Options: []string{"ro", "nosuid", "nodev", "bind"}},
 	}, spec.ContainerEdits.Mounts)
 }
+
+// With nvidia-cdi-hook, the spec also runs its update-ldcache on the
+// libraries' folder, as NVIDIA's CDI generator does; without the driver's
+// files there is nothing to cache, and no hook.
+func TestDriverSpecRunsTheLdcacheHook(t *testing.T) {
+	ctx := context.Background()
+	inv, err := NewInventory(fakeGPUs(4, 5))
+	require.NoError(t, err)
+	files := []agent.DriverFile{{HostPath: "/run/nvidia/driver/usr/lib64/libcuda.so.550.54.15", ContainerPath: "/usr/local/nvidia/lib64/libcuda.so.1"}}
+	for _, tc := range []struct {
+		name  string
+		files []agent.DriverFile
+		hook  string
+		want  []cdiHook
+	}{
+		{"driver and hook", files, "/usr/local/nvidia/toolkit/nvidia-cdi-hook", []cdiHook{{HookName: "createContainer", Path: "/usr/local/nvidia/toolkit/nvidia-cdi-hook",
+			Args: []string{"nvidia-cdi-hook", "update-ldcache", "--folder", "/usr/local/nvidia/lib64"}}}},
+		{"no hook", files, "", nil},
+		{"no driver", nil, "/usr/bin/nvidia-cdi-hook", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			d, err := New(Config{NodeName: "n1", PluginDir: dir, CDIDir: filepath.Join(dir, "cdi"), DriverFiles: tc.files, CDIHook: tc.hook}, inv)
+			require.NoError(t, err)
+			res, err := d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{claim("uid-a", "a", gpu("n1", "gpu-5"))})
+			require.NoError(t, err)
+			require.NoError(t, res["uid-a"].Err)
+			assert.Equal(t, tc.want, readSpec(t, d, "uid-a").ContainerEdits.Hooks)
+		})
+	}
+}

@@ -47,6 +47,10 @@ type Config struct {
 	// container with GPUs gets (agent.DriverRoot.Files); none in a lab
 	// without a driver.
 	DriverFiles []agent.DriverFile
+	// CDIHook is the node's path of NVIDIA's nvidia-cdi-hook: with
+	// DriverFiles, each spec has it update the container's ld.so.cache
+	// with their folder. "": no hook.
+	CDIHook string
 	// JobGPUs asks Slurm for a job's GPUs on this node: a claim is
 	// prepared only if its devices are exactly those. nil: not checked.
 	JobGPUs JobGPUs
@@ -157,7 +161,7 @@ func (d *Driver) writeSpec(uid types.UID, pc PreparedClaim) error {
 			control = append(control, c)
 		}
 	}
-	return writeCDISpec(d.cfg.CDIDir, uid, buildCDISpec(uid, gpus, idx, control, d.cfg.DriverFiles))
+	return writeCDISpec(d.cfg.CDIDir, uid, buildCDISpec(uid, gpus, idx, control, d.cfg.DriverFiles, d.cfg.CDIHook))
 }
 
 // UnprepareResourceClaims implements kubeletplugin.DRAPlugin. A claim this

@@ -35,6 +35,7 @@ const (
 	envDriverRoot      = "ONEPOOL_DRIVER_ROOT"
 	envDriverRootDir   = "ONEPOOL_DRIVER_ROOT_DIR"
 	envHostGresConf    = "ONEPOOL_HOST_GRES_CONF"
+	envCDIHook         = "ONEPOOL_CDI_HOOK"
 )
 
 // kubeTimeout bounds every call the driver makes to the apiserver.
@@ -43,7 +44,7 @@ const kubeTimeout = 30 * time.Second
 type draFlags struct {
 	enabled                                            bool
 	kubeNode, kubeconfig, pluginDir, registrar, cdiDir string
-	driverRoot, driverRootDir                          string
+	driverRoot, driverRootDir, cdiHook                 string
 	hostGresConf                                       string
 }
 
@@ -56,6 +57,7 @@ func addDRAFlags(f *envFlags, d *draFlags) {
 	f.String(&d.cdiDir, "cdi-dir", envCDIDir, dra.DefaultCDIDir, "where CDI specs for prepared claims are written")
 	f.String(&d.driverRoot, "driver-root", envDriverRoot, "", "the NVIDIA driver's root on the node (/ for a driver installed on the host, /run/nvidia/driver for the GPU Operator's): its libraries and nvidia-smi go into every GPU container (CDI mounts at /usr/local/nvidia/{lib64,bin}); empty: none (a lab without a driver)")
 	f.String(&d.driverRootDir, "driver-root-dir", envDriverRootDir, "", "where this container sees --driver-root (its mount of it; default: --driver-root itself)")
+	f.String(&d.cdiHook, "cdi-hook", envCDIHook, "", "the node's path of NVIDIA's nvidia-cdi-hook (the NVIDIA Container Toolkit's: /usr/bin/nvidia-cdi-hook, /usr/local/nvidia/toolkit/nvidia-cdi-hook with the GPU Operator): with --driver-root, each claim's CDI spec has it update the container's ld.so.cache with the driver's libraries, as NVIDIA's CDI generator does; empty: no hook")
 	f.String(&d.hostGresConf, "host-gres-conf", envHostGresConf, "", "a node whose slurmd runs on the host: the host's gres.conf (as this container sees it); the GPUs are numbered as that slurmd numbers them from it (types in the order of the node's Gres=, read with scontrol when gres.conf has more than one). Empty: onepool's own order (the gres.conf `run` writes)")
 }
 
@@ -194,7 +196,7 @@ func (d draFlags) serveWith(client kubernetes.Interface, slurmNode string, logge
 			return fmt.Errorf("DRA driver: %w", err)
 		}
 		drv, err := dra.New(dra.Config{NodeName: node, Client: client, PluginDir: d.pluginDir, RegistrarDir: d.registrar,
-			CDIDir: d.cdiDir, ControlDevices: dra.ControlDevices, DriverFiles: driver, Log: logger, JobGPUs: scontrolJobGPUs(slurmNode)}, inv)
+			CDIDir: d.cdiDir, ControlDevices: dra.ControlDevices, DriverFiles: driver, CDIHook: d.cdiHook, Log: logger, JobGPUs: scontrolJobGPUs(slurmNode)}, inv)
 		if err != nil {
 			return err
 		}

@@ -32,7 +32,7 @@ import (
 // scheduler through Slurm sees exactly the device files of the GRES
 // indices Slurm gave its job, and the NVIDIA driver's libraries (the lab's
 // fake driver root, a shared mount as the GPU Operator's) where CUDA looks
-// for them. With the agent pod's own token, nobody can write another
+// for them, and the runtime ran the spec's nvidia-cdi-hook. With the agent pod's own token, nobody can write another
 // node's slices.
 func TestHostAgentOnTheRealNode(t *testing.T) {
 	if !lab.RealKubeletEnabled() {
@@ -76,11 +76,15 @@ func TestHostAgentOnTheRealNode(t *testing.T) {
 	dir := t.TempDir()
 	inv := filepath.Join(dir, "gpus.json")
 	require.NoError(t, os.WriteFile(inv, nodeGPUInventory(t), 0o644))
+	// A stand-in for the NVIDIA Container Toolkit's nvidia-cdi-hook: the
+	// runtime runs it as the CDI spec says; it notes how.
+	hook, hookLog := filepath.Join(dir, "nvidia-cdi-hook"), filepath.Join(dir, "hook.log")
+	require.NoError(t, os.WriteFile(hook, []byte("#!/bin/sh\necho \"$*\" >> "+hookLog+"\ncat > /dev/null\n"), 0o755))
 	rendered, err := l.HelmTemplate(ctx, "--show-only", "templates/host-agent.yaml",
 		"--set", "hostAgent.enabled=true",
 		"--set", "hostAgent.slurmConfDir="+h.HostConfDir, "--set", "hostAgent.mungeSocketDir="+h.MungeDir,
 		"--set", "hostAgent.kubeletDir="+l.NodeKubeletDir(), "--set", "hostAgent.cdiDir="+l.NodeCDIDir(),
-		"--set", "hostAgent.driverRoot="+l.NodeDriverRoot(), "--set", "hostAgent.metricsPort=0",
+		"--set", "hostAgent.driverRoot="+l.NodeDriverRoot(), "--set", "hostAgent.cdiHook="+hook, "--set", "hostAgent.metricsPort=0",
 		"--set-file", "hostAgent.gpuInventory="+inv,
 		// The fake devices at the host's path: the CDI specs name them.
 		"--set-json", `hostAgent.extraVolumes=[{"name":"fakegpu","hostPath":{"path":"`+lab.NodeFakeGPUDir+`","type":"Directory"}}]`,
@@ -173,6 +177,9 @@ func TestHostAgentOnTheRealNode(t *testing.T) {
 	assert.Contains(t, logs, "libs: libcuda.so.1 libnvidia-ml.so.1\n", "the driver root's libraries, by soname, where CUDA looks")
 	assert.Contains(t, logs, "libcuda: onepool lab: a fake libcuda.so", "the host's file, mounted")
 	assert.Contains(t, logs, "smi: onepool lab: fake nvidia-smi", "the driver's nvidia-smi runs")
+	ran, err := os.ReadFile(hookLog)
+	require.NoError(t, err, "the runtime ran no nvidia-cdi-hook")
+	assert.Contains(t, string(ran), "update-ldcache --folder /usr/local/nvidia/lib64\n", "the runtime ran the spec's ldcache hook, as NVIDIA's specs have it")
 
 	// The pod goes: its job ends, and the claim (made for it) with it.
 	claimName := podClaimName(e.withJobID(p.Name))
