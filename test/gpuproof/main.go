@@ -36,8 +36,8 @@ import (
 const nvidiaMajor = 195
 
 type options struct {
-	inventory, cdiDir, nodeName, driverRoot string
-	count                                   int
+	inventory, cdiDir, nodeName, driverRoot, cdiHook string
+	count                                            int
 }
 
 func main() {
@@ -47,6 +47,7 @@ func main() {
 	flag.StringVar(&o.nodeName, "node-name", "proof", "the node, and so the DRA pool, the claim is allocated from")
 	flag.IntVar(&o.count, "count", 2, "GPUs to claim (at most the node's)")
 	flag.StringVar(&o.driverRoot, "driver-root", "/", "the NVIDIA driver's root: its libraries go into the CDI spec (empty: none)")
+	flag.StringVar(&o.cdiHook, "cdi-hook", "", "NVIDIA's nvidia-cdi-hook for the spec's update-ldcache hook (default: /usr/bin/nvidia-cdi-hook where the NVIDIA Container Toolkit put it; empty and none there: no hook)")
 	flag.Parse()
 	os.Exit(run(context.Background(), o, os.Stdout))
 }
@@ -126,8 +127,17 @@ func (p *proof) run(ctx context.Context, o options) {
 			p.printf("%s <- %s\n", f.ContainerPath, f.HostPath)
 		}
 	}
+	hook := o.cdiHook
+	if hook == "" {
+		if _, err := os.Stat("/usr/bin/nvidia-cdi-hook"); err == nil {
+			hook = "/usr/bin/nvidia-cdi-hook"
+		}
+	}
+	if len(driver) > 0 {
+		p.printf("nvidia-cdi-hook: %q (empty: the spec has no ldcache hook)\n", hook)
+	}
 	drv, err := dra.New(dra.Config{NodeName: o.nodeName, PluginDir: filepath.Join(tmp, "plugin"), CDIDir: o.cdiDir,
-		ControlDevices: dra.ControlDevices, DriverFiles: driver, Log: log.New(p.out, "  driver log: ", 0)}, inv)
+		ControlDevices: dra.ControlDevices, DriverFiles: driver, CDIHook: hook, Log: log.New(p.out, "  driver log: ", 0)}, inv)
 	if err != nil {
 		p.fail("DRA driver: %v", err)
 		return
