@@ -196,7 +196,7 @@ func discover(ctx context.Context, lib Library) (gpus []GPU, devs []Device, err 
 	}
 	defer func() {
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			lib.Shutdown()
+			_ = lib.Shutdown() // the error above is the one to report
 		}
 	}()
 	var n int
@@ -375,7 +375,7 @@ func Discover(ctx context.Context, lib Library) ([]GPU, error) {
 	if err != nil {
 		return nil, fmt.Errorf("GPU discovery: %w", err)
 	}
-	lib.Shutdown()
+	_ = lib.Shutdown() // the GPUs are found: a failed shutdown changes nothing
 	return gpus, nil
 }
 

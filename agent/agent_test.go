@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // fakeSlurmd writes a script that records its argv (one per line) and
@@ -35,10 +37,10 @@ func runEnv(t *testing.T, slurmdBody string) (RunConfig, string) {
 	t.Helper()
 	dir := t.TempDir()
 	shared := filepath.Join(dir, "etc-slurm")
-	os.MkdirAll(filepath.Join(shared, "plugstack.conf.d"), 0o755)
-	os.WriteFile(filepath.Join(shared, "slurm.conf"), []byte("ClusterName=lab\n"), 0o644)
-	os.WriteFile(filepath.Join(shared, "cgroup.conf"), []byte("CgroupPlugin=disabled\n"), 0o644)
-	os.WriteFile(filepath.Join(shared, "gres.conf"), []byte("NodeName=gpu-[0-3] Name=gpu Type=h100 File=/x[0-7]\n"), 0o644)
+	require.NoError(t, os.MkdirAll(filepath.Join(shared, "plugstack.conf.d"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(shared, "slurm.conf"), []byte("ClusterName=lab\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(shared, "cgroup.conf"), []byte("CgroupPlugin=disabled\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(shared, "gres.conf"), []byte("NodeName=gpu-[0-3] Name=gpu Type=h100 File=/x[0-7]\n"), 0o644))
 	return RunConfig{
 		NodeConfig:   NodeConfig{CPUs: 4, RealMemoryMB: 16000, Features: []string{"lab", "h100"}, SlurmdPort: 17010, ExpectedGPUs: 8},
 		NodeName:     "gpu-0",
@@ -191,8 +193,8 @@ while :; do sleep 0.05; done`
 
 func TestRunForwardsSignals(t *testing.T) {
 	cfg, dir := runEnv(t, waitForTerm)
-	os.MkdirAll(cfg.StateDir, 0o755)
-	AppendXID(cfg.StateDir, XIDRecord{Time: time.Now(), GPU: 0, XID: 79}) // from before this start
+	require.NoError(t, os.MkdirAll(cfg.StateDir, 0o755))
+	require.NoError(t, AppendXID(cfg.StateDir, XIDRecord{Time: time.Now(), GPU: 0, XID: 79})) // from before this start
 	sigs := make(chan os.Signal, 1)
 	cfg.Signals = sigs
 	lib := &fakeLib{devs: h100s(8), events: make(chan XIDEvent, 1)}
@@ -297,11 +299,11 @@ func TestDetect(t *testing.T) {
 
 func TestMemTotalMB(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "meminfo")
-	os.WriteFile(p, []byte("MemTotal:       2113253376 kB\nMemFree:  1 kB\n"), 0o644)
+	require.NoError(t, os.WriteFile(p, []byte("MemTotal:       2113253376 kB\nMemFree:  1 kB\n"), 0o644))
 	if mb, err := memTotalMB(p); err != nil || mb != 2063724 {
 		t.Errorf("memTotalMB = %d, %v", mb, err)
 	}
-	os.WriteFile(p, []byte("MemFree:  1 kB\n"), 0o644)
+	require.NoError(t, os.WriteFile(p, []byte("MemFree:  1 kB\n"), 0o644))
 	if _, err := memTotalMB(p); err == nil {
 		t.Error("no MemTotal accepted")
 	}

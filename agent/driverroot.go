@@ -59,7 +59,7 @@ type DriverFile struct {
 	ContainerPath string
 }
 
-// ErrNoDriverLibs: the driver root holds no libnvidia-ml.so.1.
+// ErrNoDriverLibs means the driver root holds no libnvidia-ml.so.1.
 var ErrNoDriverLibs = errors.New("no libnvidia-ml.so.1 under the driver root")
 
 // NVMLPath is NVML's library as this process sees it ("" when absent).

@@ -15,7 +15,7 @@ import (
 	"github.com/onepool/onepool/drain"
 )
 
-var notSupported = fmt.Errorf("nvml query: %w", ErrNotSupported)
+var errNotSupportedQuery = fmt.Errorf("nvml query: %w", ErrNotSupported)
 
 func TestCheckHealth(t *testing.T) {
 	for _, tc := range []struct {
@@ -64,13 +64,13 @@ func TestCheckHealth(t *testing.T) {
 			cfg: HealthConfig{MaxTempC: 85}, want: "onepool: gpu temperature: 86C on GPU 4 (limit 85C)", failures: 1},
 		{name: "max temp without slowdown threshold", lib: func() *fakeLib {
 			l := &fakeLib{devs: h100s(2)}
-			l.devs[1].temp, l.devs[1].slowdown, l.devs[1].slowdownErr = 99, 0, notSupported
+			l.devs[1].temp, l.devs[1].slowdown, l.devs[1].slowdownErr = 99, 0, errNotSupportedQuery
 			return l
 		}, cfg: HealthConfig{MaxTempC: 95}, want: "onepool: gpu temperature: 99C on GPU 1 (limit 95C)", failures: 1},
 		{name: "not supported is skipped", lib: func() *fakeLib {
 			l := &fakeLib{devs: h100s(8)}
 			for _, d := range l.devs {
-				d.eccErr, d.retiredErr, d.remapErr, d.tempErr, d.slowdownErr = notSupported, notSupported, notSupported, notSupported, notSupported
+				d.eccErr, d.retiredErr, d.remapErr, d.tempErr, d.slowdownErr = errNotSupportedQuery, errNotSupportedQuery, errNotSupportedQuery, errNotSupportedQuery, errNotSupportedQuery
 				d.ecc, d.retired, d.remapFail, d.temp = 9, true, true, 120 // values behind NOT_SUPPORTED are never read
 			}
 			return l
@@ -213,7 +213,7 @@ func TestHealthNeedsNodeName(t *testing.T) {
 
 func TestNotSupportedIsReported(t *testing.T) {
 	l := &fakeLib{devs: h100s(3)} // retired pages: not supported on all, as on Hopper
-	l.devs[1].eccErr = notSupported
+	l.devs[1].eccErr = errNotSupportedQuery
 	v := CheckHealth(context.Background(), l, HealthConfig{StateDir: t.TempDir()})
 	if !v.Healthy() {
 		t.Fatalf("unhealthy: %+v", v.Failures)

@@ -22,7 +22,7 @@ import (
 // (File=/dev/nvidia[4-5] is 4 then 5). GRES index i is the i-th file of
 // that list.
 
-// ErrGresConf: the host's gres.conf cannot be read the way slurmd reads
+// ErrGresConf means the host's gres.conf cannot be read the way slurmd reads
 // it, or does not match the GPUs found; nothing is published.
 var ErrGresConf = errors.New("host gres.conf")
 

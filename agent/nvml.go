@@ -181,7 +181,7 @@ func (r *realNVML) NewXIDEventSet(devs []Device, skipped func(Device, error)) (E
 		registered++
 	}
 	if registered == 0 {
-		set.Free()
+		_ = set.Free() // no GPU registered: the set holds nothing
 		return nil, fmt.Errorf("no GPU reports XID events: %w", ErrNotSupported)
 	}
 	return realEventSet{set}, nil

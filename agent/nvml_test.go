@@ -18,7 +18,7 @@ func TestRealNVMLWithoutDriver(t *testing.T) {
 	}
 	err := lib.Init()
 	if err == nil {
-		lib.Shutdown()
+		_ = lib.Shutdown()
 		t.Skip("this machine has an NVIDIA driver")
 	}
 	if !errors.Is(err, ErrNVMLMissing) {

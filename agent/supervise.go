@@ -77,7 +77,7 @@ func supervise(ctx context.Context, argv, env []string, signals <-chan os.Signal
 			if e.err != nil {
 				return 0, e.err
 			}
-			cmd.Process.Release()
+			_ = cmd.Process.Release() // reaped above: nothing is held
 			code := exitCode(e.status)
 			logger.Printf("%s exited: %s (exit code %d)", argv[0], describeStatus(e.status), code)
 			return code, nil

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestXIDStateFile(t *testing.T) {
@@ -48,7 +50,7 @@ func TestXIDStateFile(t *testing.T) {
 		t.Errorf("xid file mode: %v %v", fi.Mode(), err)
 	}
 
-	os.WriteFile(filepath.Join(dir, "xid"), []byte("2026-11-20T10:04:05Z gpu=3 uuid=x xid=79\ngarbage\n"), 0o644)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "xid"), []byte("2026-11-20T10:04:05Z gpu=3 uuid=x xid=79\ngarbage\n"), 0o644))
 	got, err = ReadXIDs(dir)
 	if err == nil || !strings.Contains(err.Error(), "line 2") || len(got) != 1 {
 		t.Errorf("bad line: %+v, %v", got, err)

@@ -19,7 +19,7 @@ import (
 // ResourceGPU is the extended resource pods ask GPUs with.
 const ResourceGPU corev1.ResourceName = "nvidia.com/gpu"
 
-// ErrRefused: the pod cannot be placed through Slurm as it asks; the
+// ErrRefused means the pod cannot be placed through Slurm as it asks; the
 // message says why and is shown to whoever created the pod.
 var ErrRefused = errors.New("onepool cannot place this pod")
 

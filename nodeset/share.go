@@ -63,7 +63,7 @@ func parseShare(v string) (share, error) {
 // node agent counts the machine as before.
 var errNoAllocatable = errors.New("the Node reports no allocatable CPU or memory")
 
-// NoRoomError: the Node's other pods leave Slurm less than one CPU or one
+// NoRoomError says the Node's other pods leave Slurm less than one CPU or one
 // MiB.
 type NoRoomError struct {
 	Node                         string

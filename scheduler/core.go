@@ -269,7 +269,7 @@ func (c *Core) Gate(pod *corev1.Pod) (string, bool) {
 	return d.Message, p != nil && p.jobID == 0 && p.submitting && p.err == nil && p.waiting == ""
 }
 
-// NodeEventHandler: a Node added, or whose labels, taints or cordon
+// NodeEventHandler wakes pods: a Node added, or whose labels, taints or cordon
 // changed, and a ResourceSlice added or changed, may let a pod that no Slurm
 // node fitted, or whose constrained job Slurm refused, run now: they are
 // placed again.

@@ -178,10 +178,9 @@ func (c *Core) reconcile(ctx context.Context, key string) (time.Duration, error)
 // pod running on GPUs Slurm gave away.
 func (c *Core) evictOrDelete(ctx context.Context, pod *corev1.Pod, cause eviction, grace *int64) error {
 	c.mu.Lock()
-	first, seen := c.evicting[pod.UID]
+	_, seen := c.evicting[pod.UID]
 	if !seen {
-		first = time.Now()
-		c.evicting[pod.UID] = first
+		c.evicting[pod.UID] = time.Now()
 	}
 	c.mu.Unlock()
 	if !seen {

@@ -187,7 +187,7 @@ func (pl *Plugin) PreFilter(_ context.Context, _ fwk.CycleState, pod *corev1.Pod
 
 func (pl *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
-// PreBindPreFlight: only pods with an onepool GPU claim need PreBind.
+// PreBindPreFlight skips PreBind but for pods with an onepool GPU claim: only pods with an onepool GPU claim need PreBind.
 func (pl *Plugin) PreBindPreFlight(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) *fwk.Status {
 	if _, ok, _ := gpuClaimName(pod); !ok {
 		return fwk.NewStatus(fwk.Skip)
@@ -207,7 +207,7 @@ func (pl *Plugin) PreBind(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod
 	return nil
 }
 
-// EventsToRegister: pods this plugin rejected come back through
+// EventsToRegister names what requeues pods: pods this plugin rejected come back through
 // Handle.Activate when their Slurm job changes. Among cluster events only
 // these can help: the pod itself asks something else now, a gang gains a
 // member, or a Node appears (for a Slurm node that had none). Node and

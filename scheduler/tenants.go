@@ -164,7 +164,7 @@ func (c *Core) gpusHeldLocked(policy, skip string) int64 {
 	return n
 }
 
-// PolicyEventHandler: a TenantPolicy made, changed or deleted may let a
+// PolicyEventHandler wakes pods: a TenantPolicy made, changed or deleted may let a
 // waiting pod go, or refuse it; every onepool pod not yet bound is
 // placed again.
 func (c *Core) PolicyEventHandler() cache.ResourceEventHandler {
@@ -176,7 +176,7 @@ func (c *Core) PolicyEventHandler() cache.ResourceEventHandler {
 	}
 }
 
-// NamespaceEventHandler: a namespace that reaches the cache, or whose
+// NamespaceEventHandler wakes pods: a namespace that reaches the cache, or whose
 // labels change, may be covered by another policy; its onepool pods not
 // yet bound are placed again.
 func (c *Core) NamespaceEventHandler() cache.ResourceEventHandler {

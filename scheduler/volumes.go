@@ -9,7 +9,7 @@ import (
 	"k8s.io/component-helpers/storage/ephemeral"
 )
 
-// VolumeEventHandler: a PersistentVolumeClaim added or changed (bound by
+// VolumeEventHandler wakes pods: a PersistentVolumeClaim added or changed (bound by
 // the PV controller, say), and a PersistentVolume, StorageClass or
 // CSIStorageCapacity added or changed, may change the Nodes a pod's
 // volumes allow (NodeFit's VolumeBinding and VolumeZone): the pods they

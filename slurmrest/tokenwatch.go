@@ -25,7 +25,7 @@ type TokenProblem struct {
 	Expires time.Time // zero when the token says none
 }
 
-// TokenWarnBefore: a token that expires sooner than this is a problem
+// TokenWarnBefore says when a token is a problem: a token that expires sooner than this is a problem
 // (renewed by hand, someone must act within the day).
 const TokenWarnBefore = 24 * time.Hour
 

@@ -18,7 +18,7 @@ import (
 // JobGPUs answers which GPU GRES indices Slurm gave job on this node.
 type JobGPUs func(ctx context.Context, job uint32) ([]int, error)
 
-// ErrNotSlurmsGPUs: a claim's devices are not exactly the GPUs Slurm gave
+// ErrNotSlurmsGPUs means a claim's devices are not exactly the GPUs Slurm gave
 // its job on this node (or it names no job). The node agent prepares only
 // what Slurm allocated: onepool's scheduler writes the claim from its
 // job's GRES indices and records the job on it.

@@ -40,12 +40,12 @@ type PreparedClaim struct {
 // State is every prepared claim, by claim UID.
 type State map[types.UID]PreparedClaim
 
-// ErrDeviceBusy: a device the claim is allocated is prepared for another
+// ErrDeviceBusy means a device the claim is allocated is prepared for another
 // claim that does not have admin access. The driver is the last line of
 // defence against one GPU given to two workloads.
 var ErrDeviceBusy = errors.New("device already prepared for another claim")
 
-// ErrUnknownDevice: the claim names a device this node does not have (a GPU
+// ErrUnknownDevice means the claim names a device this node does not have (a GPU
 // gone since the allocation, or a stale ResourceSlice).
 var ErrUnknownDevice = errors.New("device not on this node")
 

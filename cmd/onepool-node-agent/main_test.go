@@ -21,11 +21,11 @@ func inventory(t *testing.T, n int) string {
 	var gs []string
 	for i := 0; i < n; i++ {
 		dev := filepath.Join(dir, fmt.Sprintf("nvidia%d", i))
-		os.WriteFile(dev, nil, 0o666)
+		require.NoError(t, os.WriteFile(dev, nil, 0o666))
 		gs = append(gs, fmt.Sprintf(`{"index":%d,"name":"NVIDIA H100 80GB HBM3","uuid":"GPU-%d","minor":%d,"memoryMiB":81559,"device":%q}`, i, i, i, dev))
 	}
 	p := filepath.Join(dir, "inventory.json")
-	os.WriteFile(p, []byte(`{"gpus":[`+strings.Join(gs, ",")+`]}`), 0o644)
+	require.NoError(t, os.WriteFile(p, []byte(`{"gpus":[`+strings.Join(gs, ",")+`]}`), 0o644))
 	return p
 }
 

@@ -28,7 +28,7 @@ type Slurm struct {
 	statusFuncs  []func(stale bool)
 }
 
-// AddNodeHandler: as the Slurm cache, it hears of every node change (as
+// AddNodeHandler registers a handler: as the Slurm cache, it hears of every node change (as
 // an Update; a deletion as Delete).
 func (f *Slurm) AddNodeHandler(h slurmrest.NodeHandler) {
 	f.mu.Lock()
@@ -36,7 +36,7 @@ func (f *Slurm) AddNodeHandler(h slurmrest.NodeHandler) {
 	f.nodeHandlers = append(f.nodeHandlers, h)
 }
 
-// AddStatusHandler: as the Slurm cache, it hears when the table turns
+// AddStatusHandler registers a handler: as the Slurm cache, it hears when the table turns
 // stale and fresh again.
 func (f *Slurm) AddStatusHandler(fn func(stale bool)) {
 	f.mu.Lock()
@@ -155,7 +155,7 @@ func compare(a, b string) int {
 	return 0
 }
 
-// SyncedAt: the table is always current.
+// SyncedAt is now: the table is always current.
 func (f *Slurm) SyncedAt() time.Time { return time.Now() }
 
 func (f *Slurm) LiveNode(_ context.Context, name string) (slurmrest.Node, error) {

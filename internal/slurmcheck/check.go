@@ -38,7 +38,7 @@ type Report struct {
 	Unchecked []Finding
 }
 
-// ErrUnreadable: slurmrestd did not answer the nodes' listing; nothing
+// ErrUnreadable means slurmrestd did not answer the nodes' listing; nothing
 // could be checked.
 var ErrUnreadable = errors.New("slurm check: slurmrestd's nodes could not be read")
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// ErrNoGPUIndexes: Slurm's answer names no GPU indices for the job on that
+// ErrNoGPUIndexes means Slurm's answer names no GPU indices for the job on that
 // node (no GPUs there, or an answer without GRES detail).
 var ErrNoGPUIndexes = errors.New("Slurm gave no GPU indices")
 

@@ -215,7 +215,7 @@ func (s *soak) teardown() {
 	}
 	_ = s.px.Close()
 	for _, n := range s.l.NodeNames() {
-		s.setCordon(ctx, n, false, "")
+		_ = s.setCordon(ctx, n, false, "") // best effort, as the rest of the clean-up
 	}
 	zero := int64(0)
 	_ = s.kc.CoreV1().Pods(s.claimsNS()).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
@@ -291,7 +291,7 @@ func (s *soak) clearLeftovers(ctx context.Context) {
 		_ = s.kc.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
 	}
 	for _, n := range s.l.NodeNames() {
-		s.setCordon(ctx, n, false, "")
+		_ = s.setCordon(ctx, n, false, "") // best effort, as the rest of the clean-up
 	}
 	s.awaitNoPods(ctx, "the earlier soak's pods gone", left...)
 	for _, n := range s.l.NodeNames() {

@@ -54,7 +54,7 @@ const (
 	KueueProbePort   = 26088
 )
 
-// ErrKueueNotBuilt: `make kueue` has not run in this lab.
+// ErrKueueNotBuilt means `make kueue` has not run in this lab.
 var ErrKueueNotBuilt = errors.New("Kueue is not built: run `make kueue`")
 
 func (l *Lab) kueueDir() string { return l.path("run", "kueue-etc") }

@@ -168,7 +168,7 @@ func (l *Lab) path(elem ...string) string {
 	return filepath.Join(append([]string{l.cfg.Dir}, elem...)...)
 }
 
-// Paths other code and tests use.
+// RootFS and the paths below are the ones other code and tests use.
 func (l *Lab) RootFS() string     { return l.path(l.cfg.Slurm.Folder()) }
 func (l *Lab) BinDir() string     { return l.path("bin") }
 func (l *Lab) LogDir() string     { return l.path("logs") }

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// loadCA reads the lab CA that ensure made.
+// LoadCA reads the lab CA that ensure made.
 func (p PKI) LoadCA() (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	cb, err := os.ReadFile(p.Path("ca.crt"))
 	if err != nil {
@@ -39,7 +39,7 @@ func (p PKI) LoadCA() (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	return ca, key, nil
 }
 
-// ensureClient issues NAME.crt/NAME.key, a client certificate for user cn in
+// EnsureClient issues NAME.crt/NAME.key, a client certificate for user cn in
 // groups orgs, signed by the lab CA, unless it exists.
 func (p PKI) EnsureClient(name, cn string, orgs []string) error {
 	if _, err := os.Stat(p.Path(name + ".crt")); err == nil {
@@ -70,7 +70,7 @@ func (p PKI) EnsureClient(name, cn string, orgs []string) error {
 	return p.WritePair(name, der, key)
 }
 
-// clientKubeconfig is a kubeconfig for server with the client pair NAME.
+// ClientKubeconfig is a kubeconfig for server with the client pair NAME.
 func (p PKI) ClientKubeconfig(server, name string) (string, error) {
 	read := func(n string) (string, error) {
 		b, err := os.ReadFile(p.Path(n))

@@ -106,7 +106,7 @@ func (p PKI) WritePair(name string, der []byte, key *ecdsa.PrivateKey) error {
 
 func (p PKI) Kubeconfig(server string) (string, error) { return p.ClientKubeconfig(server, "admin") }
 
-// kubeconfigFor is a kubeconfig for the lab's apiserver whose user
+// KubeconfigFor is a kubeconfig for the lab's apiserver whose user
 // authenticates with creds (client-certificate-data and client-key-data,
 // or token); namespace may be empty.
 func KubeconfigFor(server string, caPEM []byte, user, namespace string, creds ...[2]string) string {
@@ -124,7 +124,7 @@ func KubeconfigFor(server string, caPEM []byte, user, namespace string, creds ..
 	return b.String()
 }
 
-// ensureServing issues name.crt/name.key, a serving certificate for ips
+// EnsureServing issues name.crt/name.key, a serving certificate for ips
 // signed by the lab CA, unless it exists.
 func (p PKI) EnsureServing(name string, ips ...net.IP) error {
 	if _, err := os.Stat(p.Path(name + ".crt")); err == nil {

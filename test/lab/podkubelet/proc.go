@@ -131,14 +131,14 @@ func (pp *podProc) stopGroup(pgid int, exited <-chan error) {
 	reaped := false
 	for {
 		select {
-		case <-exited:
+		case <-exited: //nolint:errcheck // the exit status is in the pod's log
 			reaped, exited = true, nil
 		case <-grace.C:
 			pp.logf("still running %s after SIGTERM: SIGKILL", podStopGrace)
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 			if !reaped {
 				select {
-				case <-exited:
+				case <-exited: //nolint:errcheck // the exit status is in the pod's log
 				case <-time.After(10 * time.Second):
 					pp.logf("ERROR: pid %d not reaped 10 s after SIGKILL", pgid)
 					return

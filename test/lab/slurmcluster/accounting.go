@@ -50,7 +50,7 @@ func (c *Cluster) slurmdbd() proc.Daemon {
 	return proc.Daemon{Name: "slurmdbd", Argv: []string{"/usr/sbin/slurmdbd", "-D"}, Chroot: c.Root, Port: slurmconf.SlurmdbdPort, Env: rootfs.Env()}
 }
 
-// configureAccounting writes MariaDB's and slurmdbd's config and makes the
+// ConfigureAccounting writes MariaDB's and slurmdbd's config and makes the
 // database folder once. It says whether a config changed (the daemons must
 // then restart).
 func (c *Cluster) ConfigureAccounting(ctx context.Context, cfg slurmconf.Config) (bool, error) {

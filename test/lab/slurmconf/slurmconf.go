@@ -67,7 +67,7 @@ type Config struct {
 	DynNodes    []string // only counted: they are not listed, they register themselves
 }
 
-// hostlist folds names like gpu-0 ... gpu-3 into a Slurm hostlist "gpu-[0-3]".
+// Hostlist folds names like gpu-0 ... gpu-3 into a Slurm hostlist "gpu-[0-3]".
 // Names must share the prefix and have numeric suffixes of equal width.
 func Hostlist(prefix string, count, width int) string {
 	if count == 1 {
