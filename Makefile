@@ -29,7 +29,7 @@ SCHEDULER_PLUGINS_VERSION := v0.35.4-devel
 FUZZTIME ?= 100000x
 UNIT_PKGS := ./charts/... ./drain/... ./internal/... ./slurmnode/... ./agent/... ./slurmrest/... ./gpuwebhook/... ./test/lab/... ./keys/... ./syncer/... ./scheduler/... ./nodeset/... ./topology/... ./cmd/... ./examples/... ./test/gpuproof/...
 
-.PHONY: rules kueue lab-spank lab-26.05-beside help up down lab-status lab-manifest ci-fresh images images-dockerfile gpu-proof tools node-tools generate openapi-spec vet unit fuzz e2e e2e-node e2e-26.05 test bench bench-install bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-slurm-chart bench-gpu bench-placeholders bench-workloads spank soak soak-short
+.PHONY: lint rules kueue lab-spank lab-26.05-beside help up down lab-status lab-manifest ci-fresh images images-dockerfile gpu-proof tools node-tools generate openapi-spec vet unit fuzz e2e e2e-node e2e-26.05 test bench bench-install bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-slurm-chart bench-gpu bench-placeholders bench-workloads spank soak soak-short
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -220,6 +220,14 @@ vet: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
 
+# golangci-lint from its own tool module (its dependencies stay out of
+# go.mod); the linters are .golangci.yml's.
+$(BIN)/golangci-lint: test/tools/golangci-lint/go.mod test/tools/golangci-lint/go.sum
+	cd test/tools/golangci-lint && go build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+
+lint: $(BIN)/golangci-lint ## golangci-lint with .golangci.yml's linters (errcheck, govet, ineffassign, staticcheck, unused, misspell)
+	$(BIN)/golangci-lint run ./...
+
 # envtest suites (the GPU webhook behind a real kube-apiserver) use the lab's
 # kube-apiserver, etcd and helm: built, not started.
 unit: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/helm $(BIN)/promtool ## unit tests (replayed slurmrestd responses, envtest with the lab's apiserver, no lab; the SPANK plugin's argument parser; the chart's alerts)
@@ -349,7 +357,7 @@ lab-26.05-beside: tools ## prepare the second lab make test runs the 26.05 suite
 # (`tools`), and the rest overlaps what only waits:
 #   lane 1 (first lab):  e2e, images, e2e-node; the real node's binaries
 #                        (node-tools) compile meanwhile, while e2e waits
-#   lane 2 (second lab): vet, unit, fuzz, kueue (Kueue's controller, for
+#   lane 2 (second lab): vet, lint, unit, fuzz, kueue (Kueue's controller, for
 #                        TestKueue*; its modules are downloaded before the
 #                        lanes: the lab's namespace has no network), then
 #                        e2e-26.05, soak-short-26.05, soak-short (24.11) and
@@ -370,7 +378,8 @@ test: ## everything CI runs: vet, unit, fuzz, the suites and a 3-minute fault so
 	log=$(LAB_DIR)/lane-2.log; ntlog=$(LAB_DIR)/node-tools.log; \
 	in2() { nsenter --net=/var/run/netns/$(LAB_2605_NETNS) env GOPROXY=off $(MAKE) --no-print-directory "$$@" LAB_DIR=$(LAB_2605_DIR); }; \
 	sdir=$(LAB_DIR); \
-	( sdir=$(LAB_2605_DIR); stage vet $(MAKE) --no-print-directory vet && stage unit $(MAKE) --no-print-directory unit && \
+	( sdir=$(LAB_2605_DIR); stage vet $(MAKE) --no-print-directory vet && stage lint $(MAKE) --no-print-directory lint && \
+	  stage unit $(MAKE) --no-print-directory unit && \
 	  stage fuzz $(MAKE) --no-print-directory fuzz && \
 	  stage lab-26.05-beside $(MAKE) --no-print-directory lab-26.05-beside && stage kueue in2 kueue && \
 	  stage e2e-26.05 in2 e2e-26.05 SLURM=26.05 && stage soak-short-26.05 in2 soak-short SLURM=26.05 && \
