@@ -2,12 +2,10 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -75,7 +73,7 @@ func TestHostAgentOnTheRealNode(t *testing.T) {
 	t.Cleanup(func() { quietKubectl(l, "label", "node", node, keys.LabelSlurmdOnHost+"-") })
 	dir := t.TempDir()
 	inv := filepath.Join(dir, "gpus.json")
-	require.NoError(t, os.WriteFile(inv, nodeGPUInventory(t), 0o644))
+	require.NoError(t, os.WriteFile(inv, []byte(lab.NodeGPUInventory()), 0o644))
 	// A stand-in for the NVIDIA Container Toolkit's nvidia-cdi-hook: the
 	// runtime runs it as the CDI spec says; it notes how.
 	hook, hookLog := filepath.Join(dir, "nvidia-cdi-hook"), filepath.Join(dir, "hook.log")
@@ -190,28 +188,4 @@ func TestHostAgentOnTheRealNode(t *testing.T) {
 		_, getErr := e.kc.ResourceV1().ResourceClaims(e.ns).Get(ctx, claimName, metav1.GetOptions{})
 		return strings.TrimSpace(string(out)) == "" && apierrors.IsNotFound(getErr), fmt.Sprintf("job: %q; claim: %v", out, getErr)
 	})
-}
-
-// nodeGPUInventory is the real node's fake GPUs as the agent's inventory
-// (its stand-in for NVML): minor N at NodeFakeGPUDir/nvidiaN.
-func nodeGPUInventory(t *testing.T) []byte {
-	t.Helper()
-	type gpu struct {
-		Index     int    `json:"index"`
-		Name      string `json:"name"`
-		UUID      string `json:"uuid"`
-		Minor     int    `json:"minor"`
-		MemoryMiB int    `json:"memoryMiB"`
-		Device    string `json:"device"`
-	}
-	var inv struct {
-		GPUs []gpu `json:"gpus"`
-	}
-	for i := range lab.NodeFakeGPUs {
-		inv.GPUs = append(inv.GPUs, gpu{Index: i, Name: lab.FakeGPUName, UUID: "GPU-host-" + strconv.Itoa(i), Minor: i,
-			MemoryMiB: 81559, Device: fmt.Sprintf("%s/nvidia%d", lab.NodeFakeGPUDir, i)})
-	}
-	b, err := json.Marshal(inv)
-	require.NoError(t, err)
-	return b
 }

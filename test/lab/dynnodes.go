@@ -80,6 +80,20 @@ func fakeGPUInventory() string {
 	return string(b) + "\n"
 }
 
+// NodeGPUInventory is the real node's fake GPUs (NodeFakeGPUs of them) as
+// the node agent's inventory: minor N at NodeFakeGPUDir/nvidiaN.
+func NodeGPUInventory() string {
+	var inv struct {
+		GPUs []fakeGPU `json:"gpus"`
+	}
+	for i := range NodeFakeGPUs {
+		inv.GPUs = append(inv.GPUs, fakeGPU{Index: i, Name: FakeGPUName, UUID: fmt.Sprintf("GPU-node-%d", i), Minor: i,
+			MemoryMiB: fakeGPUMemoryMiB, Device: fmt.Sprintf("%s/nvidia%d", NodeFakeGPUDir, i)})
+	}
+	b, _ := json.Marshal(inv) // plain structs: cannot fail
+	return string(b) + "\n"
+}
+
 // prepareDynNodes readies the chroot for slurmd pods: the fake GPU list, the
 // node agent, and no Slurm records left from an earlier run.
 func (l *Lab) prepareDynNodes(ctx context.Context) error {
