@@ -93,6 +93,7 @@ type decision struct {
 	recheckIn   time.Duration // come back then (not-ready grace running out)
 	releasePod  bool          // the finalizer may go: Slurm will not place jobs there
 	unavailable bool
+	owner       drain.Writer // who owns the drain Slurm shows (None: no drain)
 }
 
 // cause returns onepool's drain reason while a Kubernetes-side cause holds,
@@ -126,6 +127,7 @@ func plan(o observed) decision {
 	// (an admin resumes them). Any other drain is an admin's.
 	owner, current := drain.Records{Syncer: o.record.all(), NodeSet: o.nodeSetRec}.Owner(drained, o.slurm.Reason, o.slurm.ReasonChanged)
 	ours := owner == drain.Syncer
+	d.owner = owner
 	fresh := drain.Record{Reason: want, At: o.now}
 
 	switch {

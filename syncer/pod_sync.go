@@ -121,6 +121,7 @@ func (r *PodReconciler) act(ctx context.Context, key types.NamespacedName, pod *
 		o.nodeSetRec = drain.Read(node.Annotations, keys.AnnotationNodeSetDrain, keys.AnnotationNodeSetDrainAt)
 	}
 	d := plan(o)
+	logDecision(log, slurmName, o, d)
 	if d.cordonNote != "" && d.action == actDrain && node != nil {
 		// Once, with the drain that carries the changed words.
 		r.recorder.Eventf(node, nil, corev1.EventTypeWarning, keys.EventBadAnnotation, keys.ActionDrain,

@@ -83,6 +83,9 @@ func (l *Lab) controllerManager() daemon {
 			"--slurm-stale-after", StaleAfter.String(),
 			"--webhook-port", fmt.Sprint(ManagerWebhookPort), "--webhook-host", "127.0.0.1", "--webhook-cert-dir", l.webhookCertDir(),
 			"--default-tenant-policy", DefaultTenantPolicy,
+			// Debug level 1: the syncer's decisions that change something
+			// or leave a drain alone are in the log a failed run keeps.
+			"--zap-log-level=1",
 		},
 		Port: ManagerMetricsPort,
 		Env:  []string{"PATH=/usr/bin:/bin", "HOME=" + l.path("run")},
