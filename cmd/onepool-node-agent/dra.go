@@ -16,6 +16,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/onepool/onepool/agent"
@@ -139,19 +140,16 @@ func (d draFlags) driverFiles() ([]agent.DriverFile, error) {
 	return files, nil
 }
 
-// client is the DRA driver's Kubernetes client (--kubeconfig, else in-cluster).
-func (d draFlags) client() (kubernetes.Interface, error) {
+// config is the DRA driver's Kubernetes config (--kubeconfig, else
+// in-cluster): its client's, and the metrics reviews'.
+func (d draFlags) config() (*rest.Config, error) {
 	rc, err := clientcmd.BuildConfigFromFlags("", d.kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("DRA driver: Kubernetes config: %w", err)
 	}
 	rc.Timeout = kubeTimeout
 	rc.UserAgent = "onepool-node-agent"
-	client, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("DRA driver: %w", err)
-	}
-	return client, nil
+	return rc, nil
 }
 
 // slurmNodeOf is the Slurm node behind Kubernetes Node kubeNode, by the
@@ -176,6 +174,23 @@ func (d draFlags) serve(slurmNode string, logger *log.Logger) (func(context.Cont
 		return nil, err
 	}
 	return d.serveWith(client, slurmNode, logger)
+}
+
+// client is the DRA driver's Kubernetes client.
+func (d draFlags) client() (kubernetes.Interface, error) {
+	rc, err := d.config()
+	if err != nil {
+		return nil, err
+	}
+	return newClient(rc)
+}
+
+func newClient(rc *rest.Config) (kubernetes.Interface, error) {
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("DRA driver: %w", err)
+	}
+	return client, nil
 }
 
 func (d draFlags) serveWith(client kubernetes.Interface, slurmNode string, logger *log.Logger) (func(context.Context, []agent.GPU) error, error) {
@@ -237,8 +252,9 @@ func cmdDRA(args []string, logger *log.Logger, stderr io.Writer) (int, error) {
 	f.String(&slurmNode, "node-name", keys.EnvSlurmNodeName, "", "Slurm node name: the claims' jobs are checked against their GPUs there (default: the Slurm node of --kube-node-name's Node, its onepool.dev/slurm-node-name label or its name)")
 	var df draFlags
 	addDRAFlags(f, &df)
-	var metricsAddr, stateDir string
-	f.String(&metricsAddr, "metrics-bind-address", envMetricsAddr, "", "serve /metrics (plain HTTP: the build, the node's GPU count and health checks) on this address, e.g. :8082; empty: off")
+	var ms metricsServing
+	addMetricsFlags(f, &ms)
+	var stateDir string
 	f.String(&stateDir, "state-dir", agent.EnvStateDir, agent.DefaultStateDir, "where run records XIDs (read by the health metrics when this container shares it)")
 	if err := f.parse(args); err != nil {
 		return 2, err
@@ -252,7 +268,11 @@ func cmdDRA(args []string, logger *log.Logger, stderr io.Writer) (int, error) {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	client, err := df.client()
+	rc, err := df.config()
+	if err != nil {
+		return 2, err
+	}
+	client, err := newClient(rc)
 	if err != nil {
 		return 2, err
 	}
@@ -273,8 +293,9 @@ func cmdDRA(args []string, logger *log.Logger, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	if err := serveMetrics(ctx, metricsAddr, mh, logger); err != nil {
-		return 1, fmt.Errorf("--metrics-bind-address: %w", err)
+	ms.kube = rc
+	if err := ms.serve(ctx, mh, logger); err != nil {
+		return 1, fmt.Errorf("metrics: %w", err)
 	}
 	gpus, err := agent.Discover(ctx, df.library(nf.inventory))
 	if err != nil {

@@ -105,19 +105,22 @@ func TestMetricsOnTheLab(t *testing.T) {
 	cm := e.l.ControllerManagerMetricsURL()
 	sched := fmt.Sprintf("https://127.0.0.1:%d/metrics", lab.SchedulerPort)
 
-	// The controller manager's /metrics is the chart's: HTTPS, to callers
-	// the API server authenticates and allows to get /metrics.
+	// The controller manager's /metrics is the chart's, and so is a node
+	// agent's: HTTPS, to callers the API server authenticates and allows
+	// to get /metrics.
 	ctx := context.Background()
-	if code, _, err := lab.GetMetrics(ctx, cm, ""); err != nil || code != http.StatusUnauthorized {
-		t.Errorf("%s without a token: HTTP %d, %v; want 401", cm, code, err)
-	}
 	// Any other identity, e.g. the scheduler's own ServiceAccount.
 	other := tokenOf(t, e.l, lab.SchedulerSA)
-	if code, body, err := lab.GetMetrics(ctx, cm, other); err != nil || code != http.StatusForbidden || strings.Contains(string(body), "onepool_") {
-		t.Errorf("%s as %s (not a metrics reader): HTTP %d, %v; want 403 and no series", cm, lab.SchedulerSA, code, err)
-	}
-	if _, err := e.l.ScrapeMetrics(ctx, cm); err != nil {
-		t.Errorf("as the chart's metrics reader: %v", err)
+	for _, u := range []string{cm, e.l.AgentMetricsURL(e.l.NodeNames()[0])} {
+		if code, _, err := lab.GetMetrics(ctx, u, ""); err != nil || code != http.StatusUnauthorized {
+			t.Errorf("%s without a token: HTTP %d, %v; want 401", u, code, err)
+		}
+		if code, body, err := lab.GetMetrics(ctx, u, other); err != nil || code != http.StatusForbidden || strings.Contains(string(body), "onepool_") {
+			t.Errorf("%s as %s (not a metrics reader): HTTP %d, %v; want 403 and no series", u, lab.SchedulerSA, code, err)
+		}
+		if _, err := e.l.ScrapeMetrics(ctx, u); err != nil {
+			t.Errorf("as the chart's metrics reader: %v", err)
+		}
 	}
 	for _, c := range []struct{ url, component, bin string }{
 		{cm, "controller-manager", "onepool-controller-manager"},

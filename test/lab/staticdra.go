@@ -24,8 +24,9 @@ import (
 // with the lab's fake GPUs and the admin's kubeconfig, no kubelet
 // registration (kwok Nodes have no kubelet to prepare claims).
 
-// AgentMetricsPort is gpu-0's node agent /metrics (plain HTTP, as the
-// slurm chart's dra.metricsPort); gpu-N's is AgentMetricsPort+N.
+// AgentMetricsPort is gpu-0's node agent /metrics (HTTPS to the callers
+// the API server allows to get /metrics, as the slurm chart's
+// dra.metricsPort); gpu-N's is AgentMetricsPort+N.
 const AgentMetricsPort = 26100
 
 // AgentMetricsURL is the /metrics of static node node's agent ("" for a
@@ -33,7 +34,7 @@ const AgentMetricsPort = 26100
 func (l *Lab) AgentMetricsURL(node string) string {
 	for i, n := range l.NodeNames() {
 		if n == node {
-			return fmt.Sprintf("http://127.0.0.1:%d/metrics", AgentMetricsPort+i)
+			return fmt.Sprintf("https://127.0.0.1:%d/metrics", AgentMetricsPort+i)
 		}
 	}
 	return ""
@@ -41,7 +42,7 @@ func (l *Lab) AgentMetricsURL(node string) string {
 
 // staticDRADaemon is gpu-N's DRA driver.
 func (l *Lab) staticDRADaemon(node string) daemon {
-	metrics := strings.TrimSuffix(strings.TrimPrefix(l.AgentMetricsURL(node), "http://"), "/metrics")
+	metrics := strings.TrimSuffix(strings.TrimPrefix(l.AgentMetricsURL(node), "https://"), "/metrics")
 	return daemon{
 		Name: "dra-" + node,
 		Argv: []string{filepath.Join(l.BinDir(), "onepool-node-agent"), "dra",
