@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -125,6 +127,23 @@ func TestSlurmChartOnTheRealNode(t *testing.T) {
 			return states[lab.SlurmChartNode] == "idle"
 		}, 3*time.Minute, 2*time.Second, "sinfo: %v", states)
 		assert.Equal(t, "UP", lastField(s.sh("login", "scontrol ping | grep -o 'is [A-Z]*'")))
+	})
+
+	t.Run("the node agent's /metrics: HTTPS, to a metrics reader only", func(t *testing.T) {
+		pods, err := kc.CoreV1().Pods(lab.SlurmNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=slurmd"})
+		require.NoError(t, err)
+		require.Len(t, pods.Items, 1)
+		url := fmt.Sprintf("https://%s/metrics", net.JoinHostPort(pods.Items[0].Status.PodIP, "8082"))
+		code, _, err := lab.GetMetrics(ctx, url, "")
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusUnauthorized, code, "without a token")
+		var body []byte
+		require.Eventually(t, func() bool {
+			body, err = l.ScrapeMetrics(ctx, url)
+			return err == nil
+		}, time.Minute, 2*time.Second, "as the metrics reader: %v", err)
+		assert.Contains(t, string(body), `onepool_build_info{component="node-agent"`)
+		assert.Contains(t, string(body), fmt.Sprintf(`onepool_agent_gpus{slurm_node=%q}`, lab.SlurmChartNode))
 	})
 
 	t.Run("an ordinary user's sbatch runs in the jail and sacct shows it", func(t *testing.T) {
