@@ -17,6 +17,10 @@ import (
 func placeholderScript(o owner, host, port string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "#!/bin/bash\n")
+	// The trap first: Slurm may end the job in its first milliseconds. It
+	// also ends the sleep in progress, which a signal sent before that sleep
+	// began never reached.
+	b.WriteString("term=0\nchild=\ntrap 'term=1; [ -n \"$child\" ] && kill \"$child\" 2>/dev/null' TERM\n")
 	fmt.Fprintf(&b, "# onepool placeholder for %s: holds this allocation until the pod is gone.\n", o)
 	fmt.Fprintf(&b, "release_host=%s\nrelease_port=%s\n", host, port)
 	fmt.Fprintf(&b, "path=\"%s${SLURM_JOB_ID}\"\n", keys.ReleasePath)
@@ -28,8 +32,6 @@ func placeholderScript(o owner, host, port string) string {
 	exec 3<&- 3>&-
 	[ "$code" = 200 ]
 }
-term=0
-trap 'term=1' TERM
 echo "onepool: holding job ${SLURM_JOB_ID} on ${SLURM_JOB_NODELIST} for the pod"
 while :; do
 	if [ "$term" = 1 ]; then
@@ -38,10 +40,15 @@ while :; do
 			exit 0
 		fi
 		sleep 0.5 &
+		child=$!
 	else
 		sleep 3600 &
+		child=$!
+		# A SIGTERM that came before this sleep began missed it: end it now.
+		if [ "$term" = 1 ]; then kill "$child" 2>/dev/null; fi
 	fi
-	wait $! 2>/dev/null
+	wait "$child" 2>/dev/null
+	child=
 done
 `)
 	return b.String()

@@ -76,6 +76,11 @@ func TestPlaceholderScriptHoldsUntilPodGone(t *testing.T) {
 	if asked.Load() == 0 {
 		t.Fatal("after SIGTERM the script never asked whether its pod is gone")
 	}
+	// Every half second, not in a loop: one script per placeholder job
+	// asks the scheduler's endpoint while its pod goes.
+	if n := asked.Load(); n > 8 {
+		t.Fatalf("asked %d times in 1.5 s after SIGTERM; want about 3 (every 0.5 s)", n)
+	}
 	select {
 	case err := <-sc.done:
 		t.Fatalf("the script ended while its pod still exists (%v)", err)
@@ -98,5 +103,29 @@ func TestPlaceholderScriptIgnoresAnswersBeforeSIGTERM(t *testing.T) {
 	}
 	if asked.Load() != 0 {
 		t.Errorf("asked %d times before any SIGTERM", asked.Load())
+	}
+}
+
+// Slurm may end a placeholder job milliseconds after it started (the pod
+// deleted while its job was asked: the e2e saw a job cancelled 0.3 s after
+// its submission stay COMPLETING for KillWait). A SIGTERM at any moment of
+// the script's start must not leave it in a long sleep the signal missed:
+// with the pod gone, it ends within seconds, wherever the signal landed.
+func TestPlaceholderScriptTERMAtAnyMomentOfItsStart(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	for us := 0; us <= 30000; us += 500 {
+		var gone atomic.Bool
+		var asked atomic.Int32
+		gone.Store(true)
+		sc := runScript(t, &gone, &asked)
+		time.Sleep(time.Duration(us) * time.Microsecond)
+		if err := syscall.Kill(-sc.cmd.Process.Pid, syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if ok, _ := exited(sc, 5*time.Second); !ok {
+			t.Fatalf("SIGTERM %d µs after the start: the script still runs 5 s later with its pod gone", us)
+		}
 	}
 }
