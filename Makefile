@@ -13,6 +13,11 @@ export ONEPOOL_LAB_EXTRA_NODES := $(LAB_EXTRA_NODES)
 SLURM ?= 24.11
 export ONEPOOL_LAB_SLURM := $(SLURM)
 # The release's rootfs (test/lab/release.go names them).
+# The Kubernetes release of the lab's API server: 1.35 (the one onepool is
+# built from; every other Kubernetes binary of the lab is 1.35) or 1.36 (its
+# own tool module, test/tools/kube-1.36). make test's second lane runs 1.36.
+KUBE ?= 1.35
+export ONEPOOL_LAB_KUBE := $(KUBE)
 ROOTFS := $(LAB_DIR)/$(if $(filter 26.05,$(SLURM)),rootfs-26.05,rootfs)
 # Lab tests bring the lab up when make runs them; a bare `go test ./...`
 # skips them unless a lab already runs.
@@ -21,6 +26,8 @@ export ONEPOOL_E2E := 1
 BIN := $(LAB_DIR)/bin
 K8S_VERSION := v1.35.4
 K8S_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=35
+K8S_NEXT_VERSION := v1.36.3
+K8S_NEXT_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(K8S_NEXT_VERSION) -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=36
 KWOK_VERSION := v0.8.0
 SCHEDULER_PLUGINS_VERSION := v0.35.4-devel
 # A count, not a duration: with a duration, go1.26's fuzz coordinator can fail a run
@@ -73,7 +80,7 @@ gpu-proof: ## the real-GPU proof (test/gpuproof): build its binaries into .gpupr
 images-dockerfile: ## the Dockerfile's targets built with buildah (slow: packages installed per image); OCI archives in .lab/images
 	build/images-dockerfile.sh
 
-tools: $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kubectl $(BIN)/etcd $(BIN)/kwok $(LAB_DIR)/kwok-stages.yaml $(BIN)/lab $(BIN)/onepool-controller-manager $(BIN)/onepool-scheduler $(BIN)/onepool-node-agent $(BIN)/kubectl-onepool $(BIN)/helm $(LAB_DIR)/podgroup-crd.yaml $(BIN)/lws-controller $(LAB_DIR)/lws-crd.yaml $(BIN)/jobset-controller $(LAB_DIR)/jobset-crd.yaml $(BIN)/promtool ## build the lab's binaries (cached in .lab/bin) and onepool's
+tools: $(BIN)/kube-apiserver $(if $(filter 1.36,$(KUBE)),$(BIN)/kube-apiserver-1.36) $(BIN)/kube-controller-manager $(BIN)/kubectl $(BIN)/etcd $(BIN)/kwok $(LAB_DIR)/kwok-stages.yaml $(BIN)/lab $(BIN)/onepool-controller-manager $(BIN)/onepool-scheduler $(BIN)/onepool-node-agent $(BIN)/kubectl-onepool $(BIN)/helm $(LAB_DIR)/podgroup-crd.yaml $(BIN)/lws-controller $(LAB_DIR)/lws-crd.yaml $(BIN)/jobset-controller $(LAB_DIR)/jobset-crd.yaml $(BIN)/promtool ## build the lab's binaries (cached in .lab/bin) and onepool's
 
 # onepool's own binaries, rebuilt when any Go file changes; the lab restarts them then.
 $(BIN)/onepool-controller-manager: $(shell git ls-files '*.go' 2>/dev/null | grep -v '^test/') go.mod go.sum
@@ -93,6 +100,10 @@ $(BIN)/onepool-node-agent: $(shell git ls-files '*.go' 2>/dev/null | grep -v '^t
 
 $(BIN)/kube-apiserver: go.mod go.sum
 	go build -ldflags "$(K8S_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-apiserver
+
+# The next Kubernetes release's API server (KUBE=1.36), from its own module.
+$(BIN)/kube-apiserver-1.36: test/tools/kube-1.36/go.mod test/tools/kube-1.36/go.sum
+	cd test/tools/kube-1.36 && go build -ldflags "$(K8S_NEXT_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-apiserver
 
 $(BIN)/kubectl: go.mod go.sum
 	go build -ldflags "$(K8S_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubectl
@@ -340,7 +351,7 @@ soak-short: ## the short soak make test runs (3 minutes, seed 1 unless SOAK_SEED
 # onepool's words taken for onepool's).
 LAB_2605_DIR ?= $(LAB_DIR)-26.05
 LAB_2605_NETNS ?= onepool-lab-26.05
-lab-26.05-beside: tools ## prepare the second lab make test runs the 26.05 suites (and the 24.11 short soak) in, beside the first (LAB_2605_DIR, LAB_2605_NETNS)
+lab-26.05-beside: tools $(BIN)/kube-apiserver-1.36 ## prepare the second lab make test runs the 26.05 suites (and the 24.11 short soak) in, beside the first (LAB_2605_DIR, LAB_2605_NETNS)
 	mkdir -p $(LAB_2605_DIR)/bin
 	for f in $(BIN)/*; do ln -f "$$f" $(LAB_2605_DIR)/bin/; done
 	cp -p $(LAB_DIR)/kwok-stages.yaml $(LAB_DIR)/podgroup-crd.yaml $(LAB_DIR)/lws-crd.yaml $(LAB_DIR)/jobset-crd.yaml $(LAB_2605_DIR)/
@@ -357,7 +368,8 @@ lab-26.05-beside: tools ## prepare the second lab make test runs the 26.05 suite
 # (`tools`), and the rest overlaps what only waits:
 #   lane 1 (first lab):  e2e, images, e2e-node; the real node's binaries
 #                        (node-tools) compile meanwhile, while e2e waits
-#   lane 2 (second lab): vet, lint, unit, fuzz, kueue (Kueue's controller, for
+#   lane 2 (second lab, its API server Kubernetes 1.36: KUBE=1.36):
+#                        vet, lint, unit, fuzz, kueue (Kueue's controller, for
 #                        TestKueue*; its modules are downloaded before the
 #                        lanes: the lab's namespace has no network), then
 #                        e2e-26.05, soak-short-26.05, soak-short (24.11) and
@@ -374,9 +386,9 @@ test: ## everything CI runs: vet, unit, fuzz, the suites and a 3-minute fault so
 	  if "$$@"; then flaky=$$(said flaky); echo "STAGE $$s $$(( $$(date +%s) - start )) s$${flaky:+ ($$flaky)}"; return 0; fi; \
 	  failed=$$(said failed); echo "STAGE $$s FAILED after $$(( $$(date +%s) - start )) s$${failed:+: $$failed}"; return 1; }; \
 	stage tools $(MAKE) --no-print-directory tools || exit 1; \
-	go mod download; (cd test/tools/kueue && go mod download); \
+	go mod download; (cd test/tools/kueue && go mod download); (cd test/tools/kube-1.36 && go mod download); \
 	log=$(LAB_DIR)/lane-2.log; ntlog=$(LAB_DIR)/node-tools.log; \
-	in2() { nsenter --net=/var/run/netns/$(LAB_2605_NETNS) env GOPROXY=off $(MAKE) --no-print-directory "$$@" LAB_DIR=$(LAB_2605_DIR); }; \
+	in2() { nsenter --net=/var/run/netns/$(LAB_2605_NETNS) env GOPROXY=off $(MAKE) --no-print-directory "$$@" LAB_DIR=$(LAB_2605_DIR) KUBE=1.36; }; \
 	sdir=$(LAB_DIR); \
 	( sdir=$(LAB_2605_DIR); stage vet $(MAKE) --no-print-directory vet && stage lint $(MAKE) --no-print-directory lint && \
 	  stage unit $(MAKE) --no-print-directory unit && \

@@ -96,6 +96,7 @@ go mod download
 (cd test/tools/lws && go mod download)
 (cd test/tools/jobset && go mod download)
 (cd test/tools/kueue && go mod download)
+(cd test/tools/kube-1.36 && go mod download)
 (cd test/tools/golangci-lint && go mod download)
 # kwok is a `go install pkg@version` outside these modules: -n resolves and
 # downloads what it needs without building it (a fresh machine's module

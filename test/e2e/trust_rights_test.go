@@ -89,6 +89,8 @@ var componentRights = map[string]struct{ anywhere, own []string }{
 			"patch resource.k8s.io/resourceclaims", "update resource.k8s.io/resourceclaims",
 			"get resource.k8s.io/resourceclaims/status", "list resource.k8s.io/resourceclaims/status", "watch resource.k8s.io/resourceclaims/status",
 			"patch resource.k8s.io/resourceclaims/status", "update resource.k8s.io/resourceclaims/status",
+			// Kubernetes 1.36 asks it of a claim's allocation and reservedFor.
+			"patch resource.k8s.io/resourceclaims/binding", "update resource.k8s.io/resourceclaims/binding",
 			// Delegated authentication and authorization of its secure port.
 			"create authentication.k8s.io/tokenreviews", "create authorization.k8s.io/subjectaccessreviews",
 			"get scheduling.x-k8s.io/podgroups", "list scheduling.x-k8s.io/podgroups", "watch scheduling.x-k8s.io/podgroups",

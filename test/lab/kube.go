@@ -25,7 +25,7 @@ func (l *Lab) kubeSteps() []step {
 // controlPlane is the lab's Kubernetes control plane (package controlplane).
 func (l *Lab) controlPlane() controlplane.ControlPlane {
 	return controlplane.ControlPlane{BinDir: l.BinDir(), RunDir: l.path("run"), Kubeconfig: l.Kubeconfig(),
-		KwokStages: l.path("kwok-stages.yaml"), PKI: l.pki(), Procs: l.procs}
+		KwokStages: l.path("kwok-stages.yaml"), PKI: l.pki(), Procs: l.procs, Kube: l.cfg.Kube}
 }
 
 func (l *Lab) pki() pki.PKI { return pki.PKI{Dir: l.path("run", "pki")} }

@@ -66,12 +66,16 @@ type Config struct {
 	DynNodes int
 	// Slurm is the Slurm release (ONEPOOL_LAB_SLURM; default 24.11).
 	Slurm SlurmVersion
+	// Kube is the Kubernetes release of the API server (ONEPOOL_LAB_KUBE;
+	// default 1.35, the one onepool is built from).
+	Kube controlplane.KubeRelease
 	// Log receives one line per step.
 	Log io.Writer
 }
 
 // ConfigFromEnv reads ONEPOOL_LAB_DIR, ONEPOOL_LAB_NODES,
-// ONEPOOL_LAB_EXTRA_NODES and ONEPOOL_LAB_DYN_NODES. Without ONEPOOL_LAB_DIR it uses .lab at the top of
+// ONEPOOL_LAB_EXTRA_NODES, ONEPOOL_LAB_DYN_NODES, ONEPOOL_LAB_SLURM and
+// ONEPOOL_LAB_KUBE. Without ONEPOOL_LAB_DIR it uses .lab at the top of
 // the repository that holds the working directory.
 func ConfigFromEnv() (Config, error) {
 	c := Config{Dir: os.Getenv("ONEPOOL_LAB_DIR"), Nodes: defaultNodes, DynNodes: defaultDynNodes, Log: os.Stderr}
@@ -108,6 +112,9 @@ func ConfigFromEnv() (Config, error) {
 		return c, err
 	}
 	c.Slurm = rel
+	if c.Kube, err = controlplane.KubeNamed(os.Getenv(controlplane.EnvKube)); err != nil {
+		return c, err
+	}
 	if c.Nodes < 1 {
 		return c, errors.New("ONEPOOL_LAB_NODES: the lab needs at least one GPU node")
 	}

@@ -65,6 +65,18 @@ type ControlPlane struct {
 	KwokStages string
 	PKI        pki.PKI
 	Procs      proc.Supervisor
+	// Kube is the release of kube-apiserver the lab runs ("" the first of
+	// KubeReleases).
+	Kube KubeRelease
+}
+
+// apiServerBinary is Kube's kube-apiserver.
+func (c ControlPlane) apiServerBinary() string {
+	name := c.Kube.APIServer
+	if name == "" {
+		name = KubeReleases()[0].APIServer
+	}
+	return filepath.Join(c.BinDir, name)
 }
 
 // APIServerURL is the lab's kube-apiserver.
@@ -72,9 +84,9 @@ func APIServerURL() string { return fmt.Sprintf("https://127.0.0.1:%d", APIServe
 
 // CheckTools fails, saying how to build them, when a binary is missing.
 func (c ControlPlane) CheckTools() error {
-	for _, t := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kubectl", "kwok"} {
+	for _, t := range []string{"etcd", filepath.Base(c.apiServerBinary()), "kube-controller-manager", "kubectl", "kwok"} {
 		if _, err := os.Stat(filepath.Join(c.BinDir, t)); err != nil {
-			return fmt.Errorf("%s is not built: run `make tools` (or `make up`)", filepath.Join(c.BinDir, t))
+			return fmt.Errorf("%s is not built: run `make tools` (or `make up`; KUBE=%s for this API server)", filepath.Join(c.BinDir, t), c.Kube.Minor)
 		}
 	}
 	if _, err := os.Stat(c.KwokStages); err != nil {
@@ -120,7 +132,7 @@ func (c ControlPlane) APIServer() proc.Daemon {
 	p := c.PKI
 	return proc.Daemon{
 		Name: "kube-apiserver",
-		Argv: []string{filepath.Join(c.BinDir, "kube-apiserver"),
+		Argv: []string{c.apiServerBinary(),
 			"--etcd-servers", fmt.Sprintf("http://127.0.0.1:%d", EtcdClientPort),
 			"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
 			"--secure-port", fmt.Sprint(APIServerPort),
@@ -144,10 +156,16 @@ func (c ControlPlane) APIServer() proc.Daemon {
 	}
 }
 
-// StartAPIServer starts kube-apiserver unless it runs, and waits for its
-// /readyz.
+// StartAPIServer starts kube-apiserver unless it runs, waits for its
+// /readyz and checks it is the release asked. One of another release
+// (the lab asked another KUBE since) is stopped first: etcd keeps the state.
 func (c ControlPlane) StartAPIServer(ctx context.Context) error {
 	d := c.APIServer()
+	if pid, prog := c.Procs.ReadPid(d.Name); pid != 0 && proc.Alive(pid, prog) && c.Procs.Running(d) == 0 {
+		if err := c.Procs.Stop(d.Name); err != nil {
+			return err
+		}
+	}
 	if _, err := c.Procs.Start(d); err != nil {
 		return err
 	}
@@ -155,9 +173,16 @@ func (c ControlPlane) StartAPIServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.Procs.Await(ctx, d, 90*time.Second, c.Procs.OutFile(d.Name), func(ctx context.Context) error {
+	if err := c.Procs.Await(ctx, d, 90*time.Second, c.Procs.OutFile(d.Name), func(ctx context.Context) error {
 		return HTTPOK(ctx, client, APIServerURL()+"/readyz")
-	})
+	}); err != nil {
+		return err
+	}
+	want := c.Kube
+	if want.Minor == "" {
+		want = KubeReleases()[0]
+	}
+	return checkVersion(ctx, client, APIServerURL(), want)
 }
 
 // AdminHTTPClient talks to kube-apiserver as the lab's admin.
