@@ -9,7 +9,11 @@
 # Base images are arguments, so the same file builds without a registry
 # (`make images` passes images it made from Debian's mirror):
 #   GO_IMAGE    a Debian trixie image with Go 1.26 in /usr/local/go (default golang:1.26-trixie)
-#   BASE_IMAGE  Debian trixie for the runtime images (default debian:trixie-slim)
+#   BASE_IMAGE  Debian for the runtime images; its suite is the Slurm release they carry:
+#               debian:trixie-slim (the default) Slurm 24.11, debian:sid-slim Slurm 26.05.
+#               The jail plugin is compiled on it, against that release's headers (slurmd
+#               loads no plugin built for another release); tag such images
+#               <version>-slurm26.05, as `make images SLURM=26.05` does.
 ARG GO_IMAGE=golang:1.26-trixie
 ARG BASE_IMAGE=debian:trixie-slim
 
@@ -17,8 +21,8 @@ FROM ${GO_IMAGE} AS build
 # GOMODCACHE may be set to where a mounted module cache sits (make images).
 ARG GOMODCACHE=/go/pkg/mod
 ENV PATH=/usr/local/go/bin:$PATH GOMODCACHE=${GOMODCACHE}
-# The SPANK plugin needs <slurm/spank.h>; the node agent links go-nvml with cgo.
-RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev make libslurm-dev \
+# The node agent links go-nvml with cgo.
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -33,8 +37,16 @@ RUN mkdir -p /out \
     && go build -o /out/onepool-scheduler \
        -ldflags "-X k8s.io/component-base/version.gitVersion=${K8S_VERSION} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=35" \
        ./cmd/onepool-scheduler \
-    && go build -o /out/onepool-node-agent ./cmd/onepool-node-agent \
-    && make -C spank SLURM_INCLUDE=/usr/include onepool_jail.so \
+    && go build -o /out/onepool-node-agent ./cmd/onepool-node-agent
+
+# The SPANK jail plugin, against <slurm/spank.h> of the runtime images' own
+# Slurm release (spank.h stamps it into plugin_version).
+FROM ${BASE_IMAGE} AS jail
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev make libslurm-dev \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY spank/ spank/
+RUN make -B -C spank SLURM_INCLUDE=/usr/include onepool_jail.so \
     && plugindir=/out/lib/$(gcc -dumpmachine)/slurm-wlm && mkdir -p "$plugindir" && cp spank/onepool_jail.so "$plugindir/"
 
 FROM ${BASE_IMAGE} AS controller-manager
@@ -61,7 +73,7 @@ COPY build/slurm/onepool-munged build/slurm/onepool-users build/slurm/onepool-lo
 # PluginDir of the build's architecture (/usr/lib/<gcc -dumpmachine>/
 # slurm-wlm: x86_64-linux-gnu, aarch64-linux-gnu): plugstack.conf names it
 # without a path.
-COPY --from=build /out/lib/ /usr/lib/
+COPY --from=jail /out/lib/ /usr/lib/
 
 # The slurmd worker: slurmd from Debian, the node agent as the entrypoint
 # (it finds the GPUs, writes gres.conf and execs slurmd -Z).

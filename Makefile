@@ -68,7 +68,7 @@ ci-fresh: ## what CI does, on a fresh clone of HEAD with no .lab/ (own network n
 # builds the same contents with Docker (TestImagesMatchTheDockerfile);
 # `make images-dockerfile` builds it with buildah, as before.
 IMAGE_VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
-images: $(BIN)/lab $(BIN)/onepool-controller-manager $(BIN)/onepool-scheduler $(BIN)/onepool-node-agent ## onepool's eight images (the Dockerfile's targets) as OCI archives in .lab/images, assembled from the rootfs and .lab/bin in seconds
+images: $(BIN)/lab $(BIN)/onepool-controller-manager $(BIN)/onepool-scheduler $(BIN)/onepool-node-agent ## onepool's eight images (the Dockerfile's targets) as OCI archives in .lab/images, assembled from the rootfs and .lab/bin in seconds (SLURM=26.05: .lab/images-26.05, tagged VERSION-slurm26.05)
 	$(BIN)/lab rootfs
 	$(MAKE) spank
 	$(BIN)/lab images $(CURDIR) $(IMAGE_VERSION)

@@ -21,6 +21,7 @@ import (
 	"github.com/onepool/onepool/test/lab/images"
 	"github.com/onepool/onepool/test/lab/kubenet"
 	"github.com/onepool/onepool/test/lab/realnode"
+	"github.com/onepool/onepool/test/lab/rootfs"
 )
 
 const (
@@ -168,11 +169,19 @@ func ImageNames() []string { return images.Names() }
 // onepool/NAME:version) for each target (package images), from the
 // rootfs, .lab/bin and the source tree src.
 func (l *Lab) BuildImages(ctx context.Context, src, version string, targets []string) error {
-	return images.Builder{RootFS: l.RootFS(), BinDir: l.BinDir(), Dir: l.ImageDir(), Src: src, Log: l.cfg.Log}.Build(ctx, version, targets)
+	return images.Builder{RootFS: l.RootFS(), BinDir: l.BinDir(), Dir: l.ImageDir(), Src: src, Log: l.cfg.Log,
+		Release: l.cfg.Slurm}.Build(ctx, version, targets)
 }
 
-// ImageDir holds the OCI archives `make images` writes.
-func (l *Lab) ImageDir() string { return l.path("images") }
+// ImageDir holds the OCI archives `make images` writes: .lab/images for
+// the default Slurm release, .lab/images-26.05 for another (its images
+// tagged VERSION-slurm26.05).
+func (l *Lab) ImageDir() string {
+	if l.cfg.Slurm.Name == "" || l.cfg.Slurm.Name == rootfs.Default().Name {
+		return l.path("images")
+	}
+	return l.path("images-" + l.cfg.Slurm.Name)
+}
 
 // NodeImages lists the archives in ImageDir and the names their images get.
 func (l *Lab) NodeImages() ([]NodeImage, error) { return l.realNode().Images() }

@@ -87,6 +87,29 @@ type Builder struct {
 	Dir    string    // where the archives go (.lab/images)
 	Src    string    // the source tree: build/slurm's scripts, spank/onepool_jail.so (`make spank`)
 	Log    io.Writer // a line per image
+	// Plugin is the jail plugin ("": Src's spank/onepool_jail.so).
+	Plugin string
+	// Release is the Slurm release the rootfs holds ("" the default). The
+	// jail plugin must have been built for it; images of a release other
+	// than the default are tagged VERSION-slurmRELEASE.
+	Release rootfs.Release
+}
+
+// release is Release's name, the default's for none.
+func (b Builder) release() string {
+	if b.Release.Name == "" {
+		return rootfs.Default().Name
+	}
+	return b.Release.Name
+}
+
+// Tag is the tag the images of version get: version itself for the
+// default Slurm release, version-slurm26.05 for another.
+func (b Builder) Tag(version string) string {
+	if b.release() == rootfs.Default().Name {
+		return version
+	}
+	return version + "-slurm" + b.release()
 }
 
 // Build writes Dir/NAME.tar (OCI archive, image onepool/NAME:version) for
@@ -123,7 +146,7 @@ func (b Builder) Build(ctx context.Context, version string, targets []string) er
 				return fmt.Errorf("image %s needs Debian's %s, which the rootfs %s lacks", name, p, b.RootFS)
 			}
 		}
-		ref := "onepool/" + name + ":" + version
+		ref := "onepool/" + name + ":" + b.Tag(version)
 		archive := filepath.Join(dir, name+".tar")
 		// An archive of this very commit is kept: a clean tree's version
 		// names its source exactly (a dirty one always builds again).
@@ -139,7 +162,14 @@ func (b Builder) Build(ctx context.Context, version string, targets []string) er
 		imgLayers := []oci.Layer{base}
 		if spec.Common {
 			if common == nil {
-				files := []oci.File{{Name: slurmconf.JailPluginPath, Mode: 0o755, Source: filepath.Join(b.Src, "spank/onepool_jail.so")}}
+				plugin := b.Plugin
+				if plugin == "" {
+					plugin = filepath.Join(b.Src, "spank/onepool_jail.so")
+				}
+				if err := checkPlugin(plugin, b.release()); err != nil {
+					return fmt.Errorf("image %s: %w", name, err)
+				}
+				files := []oci.File{{Name: slurmconf.JailPluginPath, Mode: 0o755, Source: plugin}}
 				for _, s := range slurmCommonScripts {
 					files = append(files, oci.File{Name: "usr/local/bin/" + s, Mode: 0o755, Source: filepath.Join(b.Src, "build/slurm", s)})
 				}
@@ -168,6 +198,9 @@ func (b Builder) Build(ctx context.Context, version string, targets []string) er
 		cfg := spec.Config
 		cfg.Env = []string{debianPath}
 		cfg.Labels = map[string]string{"org.opencontainers.image.version": version, "org.opencontainers.image.title": "onepool " + name}
+		if spec.Common {
+			cfg.Labels["dev.onepool.slurm.release"] = b.release()
+		}
 		if err := oci.WriteArchive(archive, ref, cfg, imgLayers); err != nil {
 			return fmt.Errorf("image %s: %w", name, err)
 		}

@@ -70,7 +70,7 @@ func TestImagesMatchTheDockerfile(t *testing.T) {
 	stages := parseDockerfile(t)
 	var targets []string
 	for name := range stages {
-		if name != "build" && name != "slurm-common" {
+		if name != "build" && name != "jail" && name != "slurm-common" {
 			targets = append(targets, name)
 		}
 	}
@@ -78,6 +78,14 @@ func TestImagesMatchTheDockerfile(t *testing.T) {
 	names := Names()
 	slices.Sort(names)
 	require.Equal(t, targets, names, "the Dockerfile's targets")
+	// The jail plugin is compiled on the runtime images' base, against its
+	// Slurm release's headers (a build for another release is refused by
+	// slurmd), and every Slurm image takes it from there.
+	require.Contains(t, stages, "jail")
+	assert.Equal(t, "${BASE_IMAGE}", stages["jail"].parent, "the jail plugin's stage")
+	assert.Contains(t, stages["jail"].packages, "libslurm-dev")
+	assert.NotContains(t, stages["build"].packages, "libslurm-dev", "the Go build stage's Slurm headers are trixie's alone")
+	assert.Contains(t, stages["slurm-common"].copies, "--from=jail")
 
 	for _, spec := range specs {
 		t.Run(spec.Name, func(t *testing.T) {
@@ -107,7 +115,7 @@ func TestImagesMatchTheDockerfile(t *testing.T) {
 					assert.Contains(t, copies, "build/slurm/"+s)
 				}
 				// The plugin goes into PluginDir of the build's
-				// architecture (the build stage makes
+				// architecture (the jail stage makes
 				// /out/lib/<gcc -dumpmachine>/slurm-wlm); the lab's images
 				// put it at slurmconf.JailPluginPath, that dir on x86_64.
 				assert.Contains(t, copies, "/out/lib/")

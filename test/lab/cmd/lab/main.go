@@ -20,6 +20,7 @@ const usage = `usage: lab COMMAND
   rootfs                   only build (or update) the Slurm chroot: the step that needs the network
   images SRC VERSION [T..] onepool's images as OCI archives in .lab/images (make images): the rootfs's
                            base layer, .lab/bin's binaries, SRC's build/slurm and spank/onepool_jail.so
+                           (built for the rootfs's Slurm); on 26.05 in .lab/images-26.05, tagged VERSION-slurm26.05
   status                   which lab daemons run, and the rootfs's packages against the proven manifest
   manifest [--accept]      how the rootfs's packages differ from test/lab/rootfs/rootfs-trixie.manifest;
                            --accept records them there as proven (after a passing make test)
