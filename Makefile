@@ -36,7 +36,7 @@ SCHEDULER_PLUGINS_VERSION := v0.35.4-devel
 FUZZTIME ?= 100000x
 UNIT_PKGS := ./charts/... ./drain/... ./internal/... ./slurmnode/... ./agent/... ./slurmrest/... ./gpuwebhook/... ./test/lab/... ./keys/... ./syncer/... ./scheduler/... ./nodeset/... ./topology/... ./cmd/... ./examples/... ./test/gpuproof/...
 
-.PHONY: lint rules kueue lab-spank lab-26.05-beside help up down lab-status lab-manifest ci-fresh images images-dockerfile gpu-proof tools node-tools generate openapi-spec vet unit fuzz e2e e2e-node e2e-26.05 test bench bench-install bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-slurm-chart bench-gpu bench-placeholders bench-workloads spank soak soak-short
+.PHONY: bench-scale lint rules kueue lab-spank lab-26.05-beside help up down lab-status lab-manifest ci-fresh images images-dockerfile gpu-proof tools node-tools generate openapi-spec vet unit fuzz e2e e2e-node e2e-26.05 test bench bench-install bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-slurm-chart bench-gpu bench-placeholders bench-workloads spank soak soak-short
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -416,6 +416,15 @@ bench-slurmrest: tools ## slurmrest cache at 1,000 Slurm nodes and 200 jobs; sco
 bench-syncer: tools ## syncer over 1,000 kwok Nodes, 1,000 Slurm nodes and 1,000 slurmd pods
 	ONEPOOL_LAB_EXTRA_NODES=1000 $(BIN)/lab up
 	ONEPOOL_BENCH=1 ONEPOOL_LAB_EXTRA_NODES=1000 go test -count=1 -timeout 20m -run '^TestBenchSyncer$$' -v ./test/bench/ | tee $(LAB_DIR)/bench-syncer.log | grep '^BENCH' || (tail -40 $(LAB_DIR)/bench-syncer.log; exit 1)
+
+# Issue 38's scale: SCALE_NODES Slurm nodes (CLOUD, no slurmd; a kwok Node
+# each) and SCALE_JOBS held jobs of another user (MaxJobCount raised to fit).
+SCALE_NODES ?= 10000
+SCALE_JOBS ?= 50000
+SCALE_ENV = ONEPOOL_LAB_EXTRA_NODES=$(SCALE_NODES) ONEPOOL_LAB_MAX_JOBS=$$(( $(SCALE_JOBS) + 10000 ))
+bench-scale: tools ## idle cost at SCALE_NODES (10,000) Slurm and kwok nodes and SCALE_JOBS (50,000) other users' held jobs: slurmrestd bytes/min per component, RSS, one listing of each kind
+	$(SCALE_ENV) $(BIN)/lab up
+	ONEPOOL_BENCH=1 $(SCALE_ENV) ONEPOOL_BENCH_FOREIGN_JOBS=$(SCALE_JOBS) go test -count=1 -timeout 90m -run '^TestBenchScale$$' -v ./test/bench/ | tee $(LAB_DIR)/bench-scale.log | grep '^BENCH' || (tail -40 $(LAB_DIR)/bench-scale.log; exit 1)
 
 bench-scheduler: tools ## onepool's scheduler on 32 real slurmd: pod to bound, burst, scancel to evicted
 	ONEPOOL_LAB_NODES=32 $(BIN)/lab up

@@ -120,5 +120,28 @@ func (l *Lab) DaemonCmdline(name string) ([]string, error) {
 	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"), nil
 }
 
+// DaemonRSS is the resident memory (VmRSS, bytes) of a running lab
+// daemon, by its name.
+func (l *Lab) DaemonRSS(name string) (int64, error) {
+	pid, prog := l.procs.ReadPid(name)
+	if pid == 0 || !proc.Alive(pid, prog) {
+		return 0, fmt.Errorf("%s is not running", name)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			var kb int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kb); err != nil {
+				return 0, fmt.Errorf("%s: VmRSS %q: %w", name, v, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("%s (pid %d): no VmRSS", name, pid)
+}
+
 // SchedulerConfig is the KubeSchedulerConfiguration replica 0 runs with.
 func (l *Lab) SchedulerConfig() ([]byte, error) { return os.ReadFile(l.schedulerConfigPath(0)) }

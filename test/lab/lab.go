@@ -45,6 +45,7 @@ const (
 	defaultNodes     = 4
 	maxLabNodes      = 64
 	maxExtraNodes    = 20000
+	maxJobs          = 1000000
 	defaultDynNodes  = 5
 	maxDynNodes      = 32
 	tokenLifetime    = 24 * time.Hour
@@ -64,6 +65,10 @@ type Config struct {
 	// list: their slurmd runs from a slurmd pod through the lab kubelet and
 	// registers itself (slurmd -Z), as the NodeSet controller's pods do.
 	DynNodes int
+	// MaxJobs is slurmctld's MaxJobCount (ONEPOOL_LAB_MAX_JOBS; 0:
+	// Slurm's default, 10,000): the scale benchmark's queue of other
+	// users' jobs.
+	MaxJobs int
 	// Slurm is the Slurm release (ONEPOOL_LAB_SLURM; default 24.11).
 	Slurm SlurmVersion
 	// Kube is the Kubernetes release of the API server (ONEPOOL_LAB_KUBE;
@@ -74,8 +79,8 @@ type Config struct {
 }
 
 // ConfigFromEnv reads ONEPOOL_LAB_DIR, ONEPOOL_LAB_NODES,
-// ONEPOOL_LAB_EXTRA_NODES, ONEPOOL_LAB_DYN_NODES, ONEPOOL_LAB_SLURM and
-// ONEPOOL_LAB_KUBE. Without ONEPOOL_LAB_DIR it uses .lab at the top of
+// ONEPOOL_LAB_EXTRA_NODES, ONEPOOL_LAB_DYN_NODES, ONEPOOL_LAB_MAX_JOBS,
+// ONEPOOL_LAB_SLURM and ONEPOOL_LAB_KUBE. Without ONEPOOL_LAB_DIR it uses .lab at the top of
 // the repository that holds the working directory.
 func ConfigFromEnv() (Config, error) {
 	c := Config{Dir: os.Getenv("ONEPOOL_LAB_DIR"), Nodes: defaultNodes, DynNodes: defaultDynNodes, Log: os.Stderr}
@@ -96,7 +101,7 @@ func ConfigFromEnv() (Config, error) {
 		dst *int
 		max int
 	}{{"ONEPOOL_LAB_NODES", &c.Nodes, maxLabNodes}, {"ONEPOOL_LAB_EXTRA_NODES", &c.ExtraNodes, maxExtraNodes},
-		{"ONEPOOL_LAB_DYN_NODES", &c.DynNodes, maxDynNodes}} {
+		{"ONEPOOL_LAB_DYN_NODES", &c.DynNodes, maxDynNodes}, {"ONEPOOL_LAB_MAX_JOBS", &c.MaxJobs, maxJobs}} {
 		s := os.Getenv(v.env)
 		if s == "" {
 			continue

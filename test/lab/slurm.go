@@ -38,7 +38,8 @@ func (l *Lab) slurmConfig() (slurmconf.Config, error) {
 		return slurmconf.Config{}, err
 	}
 	host, _, _ = strings.Cut(host, ".")
-	return slurmconf.Config{ControlHost: host, Nodes: l.NodeNames(), ExtraNodes: l.ExtraNodeNames(), DynNodes: l.DynNodeNames()}, nil
+	return slurmconf.Config{ControlHost: host, Nodes: l.NodeNames(), ExtraNodes: l.ExtraNodeNames(), DynNodes: l.DynNodeNames(),
+		MaxJobCount: l.cfg.MaxJobs}, nil
 }
 
 // slurm is the lab's Slurm of the release it runs (package slurmcluster).

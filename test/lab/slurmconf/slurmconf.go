@@ -65,6 +65,9 @@ type Config struct {
 	Nodes       []string
 	ExtraNodes  []string
 	DynNodes    []string // only counted: they are not listed, they register themselves
+	// MaxJobCount is how many jobs slurmctld holds at once (0: Slurm's
+	// default, 10,000); the scale benchmark queues tens of thousands.
+	MaxJobCount int
 }
 
 // Hostlist folds names like gpu-0 ... gpu-3 into a Slurm hostlist "gpu-[0-3]".
@@ -142,6 +145,9 @@ func (c Config) SlurmConf() string {
 	w("Epilog=/etc/slurm/epilog.d/*")
 	// Dynamic nodes (slurmd -Z) count against MaxNodeCount; 16 spare for tests.
 	w("MaxNodeCount=%d", len(c.Nodes)+len(c.ExtraNodes)+len(c.DynNodes)+16)
+	if c.MaxJobCount > 0 {
+		w("MaxJobCount=%d", c.MaxJobCount)
+	}
 	node := fmt.Sprintf("CPUs=%d RealMemory=%d Gres=gpu:%s:%d", NodeCPUs, NodeMemoryMB, GPUType, GPUsPerNode)
 	for i, n := range c.Nodes {
 		w("NodeName=%s NodeAddr=127.0.0.1 NodeHostname=%s Port=%d %s State=UNKNOWN", n, n, SlurmdPortBase+i, node)

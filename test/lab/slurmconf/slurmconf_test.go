@@ -102,3 +102,16 @@ func TestQOSLines(t *testing.T) {
 		t.Errorf("modify args: %s", got)
 	}
 }
+
+// MaxJobCount is written only when the lab asks for it (the scale
+// benchmark's queue), so every other lab keeps Slurm's default.
+func TestSlurmConfMaxJobCount(t *testing.T) {
+	base := Config{ControlHost: "h", Nodes: []string{"gpu-0"}}
+	if strings.Contains(base.SlurmConf(), "MaxJobCount") {
+		t.Errorf("MaxJobCount written without being asked:\n%s", base.SlurmConf())
+	}
+	base.MaxJobCount = 60000
+	if !strings.Contains(base.SlurmConf(), "\nMaxJobCount=60000\n") {
+		t.Errorf("no MaxJobCount=60000 line:\n%s", base.SlurmConf())
+	}
+}
