@@ -45,7 +45,7 @@ func (l *Lab) daemons(w io.Writer) []daemon {
 	}
 	ds = append(ds,
 		daemon{Name: "etcd", Argv: []string{"etcd"}},
-		daemon{Name: "kube-apiserver", Argv: []string{"kube-apiserver"}},
+		l.controlPlane().APIServer(), // its binary is the release asked (kube-apiserver-1.36)
 		l.controlPlane().ControllerManager(),
 		daemon{Name: "kwok", Argv: []string{"kwok"}},
 		l.kubeletDaemon(), l.schedulerService())
