@@ -49,6 +49,8 @@ func TestBenchScale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stopGuard := guardSlurmrestd(t, l)
+	defer stopGuard()
 	start := time.Now()
 	jobs := ensureForeignJobs(t, l, admin, want)
 	t.Logf("%d pending jobs in Slurm (%d asked; %s)", jobs, want, time.Since(start).Round(time.Second))
@@ -239,4 +241,44 @@ func submitHeld(ctx context.Context, c *http.Client, url, tok string, body []byt
 		return fmt.Errorf("no job: %s", b)
 	}
 	return nil
+}
+
+// guardSlurmrestd keeps the machine alive: with tens of thousands of jobs
+// the scheduler's cache asks slurmrestd for listings it cannot finish in
+// the request timeout, and slurmrestd builds each abandoned answer (GiBs
+// each; 19 GiB in five minutes on this 24 GiB machine; one listing of
+// 50k jobs alone peaks at 10 GiB, and slurmrestd keeps what it took).
+// Past ONEPOOL_BENCH_SLURMRESTD_MAX_MIB (14336) the benchmark fails and
+// kills the lab's schedulers and slurmrestd (`lab up` starts them again).
+// The returned func stops the guard.
+func guardSlurmrestd(t *testing.T, l *lab.Lab) func() {
+	limit, err := strconv.ParseInt(envOr("ONEPOOL_BENCH_SLURMRESTD_MAX_MIB", "14336"), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(5 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			rss, err := l.DaemonRSS("slurmrestd")
+			if err != nil || rss>>20 <= limit {
+				continue
+			}
+			fmt.Printf("BENCH scale_slurmrestd_rss_limit_mib %d MiB slurm=%s\n", rss>>20, benchRelease())
+			t.Errorf("slurmrestd holds %d MiB (limit %d): killing the lab's schedulers and slurmrestd before the machine runs out", rss>>20, limit)
+			for _, d := range []string{"onepool-scheduler", "onepool-scheduler-1", "slurmrestd"} {
+				_ = l.KillDaemon(d) // not running: nothing to kill
+			}
+			return
+		}
+	}()
+	return func() { close(done); <-stopped }
 }
