@@ -109,11 +109,12 @@ func (f *fakeJobs) Job(id uint32) (slurmrest.Job, error) {
 	}
 	return slurmrest.Job{}, slurmrest.ErrNotFound
 }
-func (f *fakeJobs) Stale() bool         { return f.stale }
-func (f *fakeJobs) RefreshJobs()        { f.refreshes.Add(1) }
-func (f *fakeJobs) JobCount() int       { return int(f.count.Load()) }
-func (f *fakeJobs) LastSync() time.Time { return time.Unix(0, f.lastSync.Load()) }
-func (f *fakeJobs) synced()             { f.lastSync.Store(time.Now().UnixNano()) }
+func (f *fakeJobs) Stale() bool             { return f.stale }
+func (f *fakeJobs) RefreshJobs()            { f.refreshes.Add(1) }
+func (f *fakeJobs) JobCount() int           { return int(f.count.Load()) }
+func (f *fakeJobs) JobsListedAt() time.Time { return time.Unix(0, f.lastSync.Load()) }
+func (f *fakeJobs) Track(uint32)            {}
+func (f *fakeJobs) synced()                 { f.lastSync.Store(time.Now().UnixNano()) }
 
 type coreFixture struct {
 	core  *Core

@@ -16,7 +16,7 @@ import (
 // descGPUHeld is the per-GPU ownership series: one per GPU in use, so its
 // cardinality is bounded by the pool's GPUs (a free GPU has none).
 var descGPUHeld = prometheus.NewDesc("onepool_gpu_held",
-	"1 for each GPU a live Slurm job holds, by Slurm node, GRES index and holder: pod (the job holds a pod's place) or slurm_job. A free GPU has no series. Served by the leader (the replica whose Slurm cache is current).",
+	"1 for each GPU a live onepool placeholder job holds, by Slurm node, GRES index and holder: pod (the job holds a bound pod's place) or slurm_job (no pod carries the job's id). Other users' jobs are not followed, so not counted. A free GPU has no series. Served by the leader (the replica whose Slurm cache is current).",
 	[]string{"slurm_node", "gres_index", "holder"}, nil)
 
 // gpuCollector reads the job cache and the pod informer at each scrape.

@@ -33,7 +33,7 @@ func TestGPUCollector(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, registerCollector(reg, c))
 	require.NoError(t, registerCollector(reg, c), "a second profile of the plugin")
-	want := `# HELP onepool_gpu_held 1 for each GPU a live Slurm job holds, by Slurm node, GRES index and holder: pod (the job holds a pod's place) or slurm_job. A free GPU has no series. Served by the leader (the replica whose Slurm cache is current).
+	want := `# HELP onepool_gpu_held 1 for each GPU a live onepool placeholder job holds, by Slurm node, GRES index and holder: pod (the job holds a bound pod's place) or slurm_job (no pod carries the job's id). Other users' jobs are not followed, so not counted. A free GPU has no series. Served by the leader (the replica whose Slurm cache is current).
 # TYPE onepool_gpu_held gauge
 onepool_gpu_held{gres_index="0",holder="pod",slurm_node="gpu-0"} 1
 onepool_gpu_held{gres_index="1",holder="slurm_job",slurm_node="gpu-0"} 1

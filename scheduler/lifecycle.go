@@ -102,6 +102,19 @@ func (c *Core) reconcile(ctx context.Context, key string) (time.Duration, error)
 			missing = true
 		case err != nil:
 			return 0, err
+		case !c.jobOf(*j, o):
+			// A recorded id (the pod's own word) naming a job that is not
+			// this owner's placeholder: never adopted, as adoptRecorded
+			// would have refused had the cache held that job.
+			c.mu.Lock()
+			if p.jobID == jobID && p.job == nil {
+				p.jobID = 0
+				if c.byJob[jobID] == key {
+					delete(c.byJob, jobID)
+				}
+			}
+			c.mu.Unlock()
+			return 0, nil
 		default:
 			c.observe(*j)
 			return 0, nil

@@ -66,10 +66,13 @@ func newPlugin(ctx context.Context, obj runtime.Object, h fwk.Handle, leader Lea
 		return nil, fmt.Errorf("onepool: %w", err)
 	}
 	// The scheduler reads Slurm's jobs; nodes it takes from Kubernetes.
+	// It holds onepool's placeholders alone (Core.Run keeps them) and
+	// follows them by id: a queue of other users' jobs costs it one
+	// listing at start, and one after a submission whose answer was lost.
 	jobs := slurmrest.NewCache(client, slurmrest.CacheConfig{
 		PollInterval: args.PollInterval.Duration, StaleAfter: args.StaleAfter.Duration, Watch: slurmrest.WatchJobs,
-		JobListEvery: args.JobListInterval.Duration,
-		Logger:       log.WithName("slurm-cache"),
+		JobListEvery: args.JobListInterval.Duration, FollowJobs: true,
+		Logger: log.WithName("slurm-cache"),
 	})
 	dyn, err := dynamic.NewForConfig(h.KubeConfig())
 	if err != nil {

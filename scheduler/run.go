@@ -19,6 +19,8 @@ const resyncEvery = 30 * time.Second
 
 // JobEvents is the cache's side Run needs: its job events and its sync.
 type JobEvents interface {
+	// KeepJobs says which jobs the cache holds: onepool's placeholders.
+	KeepJobs(keep func(*slurmrest.Job) bool)
 	AddJobHandler(h slurmrest.JobHandler)
 	AddStatusHandler(f func(stale bool))
 	Run(ctx context.Context)
@@ -85,6 +87,10 @@ func (c *Core) Run(ctx context.Context, podsSynced cache.InformerSynced, jobs Jo
 	if !c.waitForKey(ctx) {
 		return
 	}
+	// Only onepool's placeholders are held: another user's job is never
+	// one (observe ignores it), and a queue of 50,000 of them would cost
+	// the scheduler their memory and slurmrestd their listings.
+	jobs.KeepJobs(func(j *slurmrest.Job) bool { _, ok := c.proof.jobOwner(*j); return ok })
 	jobs.AddJobHandler(slurmrest.JobHandler{
 		Add:    func(j *slurmrest.Job) { c.observe(*j) },
 		Update: func(_, j *slurmrest.Job) { c.observe(*j) },

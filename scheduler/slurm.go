@@ -27,11 +27,14 @@ type JobCache interface {
 	// RefreshJobs asks for a listing of changed jobs now, not at the
 	// next poll, without waiting for it.
 	RefreshJobs()
-	// JobCount is how many jobs the last listing held.
+	// JobCount is how many jobs the last listing answered: what one costs.
 	JobCount() int
-	// LastSync is when the last good refresh began: the jobs Slurm had
-	// then have been seen.
-	LastSync() time.Time
+	// JobsListedAt is when the last good listing of Slurm's jobs began:
+	// every job Slurm had then has been seen.
+	JobsListedAt() time.Time
+	// Track has the cache follow a job just submitted, ahead of any
+	// listing.
+	Track(id uint32)
 }
 
 // rejected says whether Slurm refused a submission for what it asks

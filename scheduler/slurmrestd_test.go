@@ -143,7 +143,7 @@ func newFakeSlurmrestd(t *testing.T, version string) *fakeSlurmrestd {
 		require.NoError(t, err)
 		f.recordings[strings.Join(parts[:len(parts)-2], ".")] = recording{status, body}
 	}
-	for _, what := range []string{"jobs", "jobs_unchanged", "jobs_state", "job_1", "job_unknown", "submit", "allocate", "allocate_busy", "cancel", "cancel_unknown", "nodes"} {
+	for _, what := range []string{"jobs", "jobs_unchanged", "jobs_state", "job_1", "job_unknown", "submit", "allocate", "allocate_busy", "cancel", "cancel_unknown", "nodes", "ping"} {
 		require.Contains(t, f.recordings, what, "%s has no recording of %s", f.dir, what)
 	}
 	var listing map[string]any
@@ -278,6 +278,8 @@ func (f *fakeSlurmrestd) serve(w http.ResponseWriter, r *http.Request) {
 			m["jobs"] = f.recordsLocked(nil)
 			m["last_update"] = number(f.changed.Unix())
 		}))
+	case r.Method == http.MethodGet && path == "/ping/":
+		answer(f.recorded("ping"))
 	case r.Method == http.MethodGet && path == "/jobs/state/":
 		var ids []uint32
 		for _, s := range q["job_id"] {

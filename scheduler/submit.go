@@ -118,7 +118,7 @@ func (c *Core) submit(ctx context.Context, key string) error {
 		// A replica whose lease lapsed may race the new leader's adoption.
 		return finish(errors.New("this scheduler replica no longer holds the lease"), false, "", members)
 	}
-	if !doubt.IsZero() && !c.jobs.LastSync().After(doubt) {
+	if !doubt.IsZero() && !c.jobs.JobsListedAt().After(doubt) {
 		// The last submission got no answer Slurm gave: it may have made
 		// the job. Only a listing of Slurm's jobs begun after it says
 		// whether (observe adopts the job by its comment); submitting
@@ -217,6 +217,7 @@ func (c *Core) submit(ctx context.Context, key string) error {
 		c.starting[id] = time.Now()
 	}
 	c.mu.Unlock()
+	c.jobs.Track(id) // held from Slurm's first word on it, no listing needed
 	msg := "Slurm job %d holds this pod's place in Slurm's queue"
 	if now {
 		c.metrics.submissions.WithLabelValues(submitAllocated).Inc()

@@ -74,12 +74,13 @@ func (c *Cache) Jobs() ([]Job, error) {
 	return c.jobs.list(), nil
 }
 
-// JobCount is how many jobs the view holds, fresh or not (0 when the cache
-// does not watch jobs): what a listing of them costs.
+// JobCount is how many jobs the last listing of every job answered, kept
+// or not, fresh or not (0 when the cache does not watch jobs): what a
+// listing of them costs.
 func (c *Cache) JobCount() int {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	return len(c.jobs.items)
+	return c.listed
 }
 
 // GetNode reads one node: from the view when it is fresh and has it, else

@@ -61,16 +61,11 @@ func (v *view[K, T]) merge(list []T, lastUpdate, now time.Time, countMisses bool
 		}
 		v.items[k] = obj
 	}
-	for k, old := range v.items {
+	for k := range v.items {
 		if _, ok := seen[k]; ok || !countMisses {
 			continue
 		}
-		v.misses[k]++
-		if v.misses[k] >= missesBeforeDelete {
-			delete(v.items, k)
-			delete(v.misses, k)
-			evs = append(evs, event[T]{typ: "delete", old: old})
-		}
+		evs = v.miss(k, evs)
 	}
 	v.since = nextSince(lastUpdate, now)
 	if len(v.misses) > 0 {
@@ -107,4 +102,50 @@ func (v *view[K, T]) list() []T {
 		out = append(out, *o)
 	}
 	return out
+}
+
+// follow merges objects read one by one (FollowJobs) into the view: an
+// object keep refuses is not held (and leaves the view if it was); the
+// keys in gone, which Slurm denies knowing, leave it after
+// missesBeforeDelete follows in a row. Nothing else is touched.
+func (v *view[K, T]) follow(objs []T, gone []K, keep func(*T) bool) []event[T] {
+	var evs []event[T]
+	for i := range objs {
+		obj := &objs[i]
+		k := v.key(obj)
+		delete(v.misses, k)
+		old, held := v.items[k]
+		switch {
+		case keep != nil && !keep(obj):
+			if held {
+				delete(v.items, k)
+				evs = append(evs, event[T]{typ: "delete", old: old})
+			}
+			continue
+		case !held:
+			evs = append(evs, event[T]{typ: "add", new: obj})
+		case !v.equal(old, obj):
+			evs = append(evs, event[T]{typ: "update", old: old, new: obj})
+		}
+		v.items[k] = obj
+	}
+	for _, k := range gone {
+		if _, held := v.items[k]; held {
+			evs = v.miss(k, evs)
+		}
+	}
+	return evs
+}
+
+// miss counts one more listing or read that lacked the held object k; the
+// missesBeforeDelete-th deletes it, appended to evs.
+func (v *view[K, T]) miss(k K, evs []event[T]) []event[T] {
+	v.misses[k]++
+	if v.misses[k] < missesBeforeDelete {
+		return evs
+	}
+	old := v.items[k]
+	delete(v.items, k)
+	delete(v.misses, k)
+	return append(evs, event[T]{typ: "delete", old: old})
 }

@@ -65,11 +65,18 @@ func TestCacheListsOnlyWhatItWatches(t *testing.T) {
 // runSynced runs cache until the test ends and waits for its first sync.
 func runSynced(t *testing.T, cache *Cache) {
 	t.Helper()
+	ctx := runAsync(t, cache)
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	require.NoError(t, cache.WaitSynced(wctx))
+}
+
+// runAsync runs cache until the test ends; the context is Run's.
+func runAsync(t *testing.T, cache *Cache) context.Context {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); cache.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
-	defer wcancel()
-	require.NoError(t, cache.WaitSynced(wctx))
+	return ctx
 }

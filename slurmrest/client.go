@@ -145,7 +145,8 @@ type Config struct {
 	// the client speaks the newest slurmrestd serves, asked before its
 	// first request.
 	APIVersion string
-	// Timeout bounds every request (10 s).
+	// Timeout bounds every request (10 s) but the cache's job listings,
+	// which it gives the time their size takes (CacheConfig.JobListPerJob).
 	Timeout time.Duration
 	// JobStatesBatch is how many job ids go in one /jobs/state request (500).
 	JobStatesBatch int
@@ -191,7 +192,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	hc := &http.Client{
 		Transport: &transport{base: base, token: tok, watch: newTokenWatch(m, cfg.OnTokenProblem, source, cfg.JWTKeyFile != ""), user: cfg.User, metrics: m},
-		Timeout:   cfg.Timeout,
+		// No Timeout here: each call's context carries its deadline.
 		// A redirect would carry the token elsewhere.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}

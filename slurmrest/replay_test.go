@@ -31,9 +31,11 @@ type replay struct {
 	version string
 	routes  map[string]string
 	token   string // the token requests must carry (testToken when empty)
-	mu      sync.Mutex
-	seen    []*http.Request
-	bodies  []string
+	// delay holds a route's answer back this long (a slow listing).
+	delay  map[string]time.Duration
+	mu     sync.Mutex
+	seen   []*http.Request
+	bodies []string
 }
 
 // requests lists what the client asked, as route keys, in order.
@@ -73,7 +75,17 @@ func (rp *replay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.RawQuery != "" {
 		key += "?" + r.URL.RawQuery
 	}
+	rp.mu.Lock()
 	file, ok := rp.routes[key]
+	wait := rp.delay[key]
+	rp.mu.Unlock()
+	if wait > 0 {
+		select {
+		case <-time.After(wait):
+		case <-r.Context().Done():
+			return
+		}
+	}
 	if !ok {
 		rp.t.Errorf("unexpected request %q", key)
 		http.Error(w, "no recording", http.StatusTeapot)
@@ -93,6 +105,13 @@ func (rp *replay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(data)
 }
 
+// set answers key with file from now on.
+func (rp *replay) set(key, file string) {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	rp.routes[key] = file
+}
+
 // newReplay replays v0.0.42 (Slurm 24.11) answers to a client that speaks it.
 func newReplay(t *testing.T, routes map[string]string) (*Client, *replay) {
 	t.Helper()
@@ -101,6 +120,13 @@ func newReplay(t *testing.T, routes map[string]string) (*Client, *replay) {
 
 func newReplayVersion(t *testing.T, version string, routes map[string]string) (*Client, *replay) {
 	t.Helper()
+	return newReplayConfig(t, version, routes, nil)
+}
+
+// newReplayConfig is newReplayVersion with the client's config edited by
+// edit (nil: none).
+func newReplayConfig(t *testing.T, version string, routes map[string]string, edit func(*Config)) (*Client, *replay) {
+	t.Helper()
 	rp := &replay{t: t, version: version, routes: routes}
 	srv := httptest.NewServer(rp)
 	t.Cleanup(srv.Close)
@@ -108,7 +134,11 @@ func newReplayVersion(t *testing.T, version string, routes map[string]string) (*
 	if err := os.WriteFile(tokenFile, []byte(testToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(Config{URL: srv.URL, TokenFile: tokenFile, Timeout: 5 * time.Second, APIVersion: version})
+	cfg := Config{URL: srv.URL, TokenFile: tokenFile, Timeout: 5 * time.Second, APIVersion: version}
+	if edit != nil {
+		edit(&cfg)
+	}
+	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

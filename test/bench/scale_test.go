@@ -35,8 +35,9 @@ const (
 // as the lab runs them. Figures: slurmrestd bytes and requests per
 // minute each component asks for while nothing changes, their resident
 // memory, and what one listing of every job and one /jobs/state cost
-// slurmrestd (the scheduler's cache lists every job Slurm holds). Each
-// line is labelled nodes= and jobs=.
+// slurmrestd (the scheduler lists every job once, when it starts), pod →
+// bound and the scheduler's bytes per pod placed. Each line is labelled
+// nodes= and jobs=.
 func TestBenchScale(t *testing.T) {
 	requireBench(t)
 	l := lab.Shared(t)
@@ -89,6 +90,7 @@ func TestBenchScale(t *testing.T) {
 		rep("scale_idle_"+c+"_requests_per_min", (req-before[c][0])*perMin, "requests/min")
 		rep("scale_idle_"+c+"_bytes_per_min", (by-before[c][1])*perMin, "bytes/min")
 	}
+	benchScalePlacement(t, l, rep)
 	for c, daemon := range map[string]string{"controller_manager": "onepool-controller-manager", "scheduler": "onepool-scheduler",
 		"slurmrestd": "slurmrestd", "slurmctld": "slurmctld"} {
 		rss, err := l.DaemonRSS(daemon)

@@ -233,8 +233,14 @@ func (w *schedWatcher) waitGone(t *testing.T, name string, timeout time.Duration
 // cleanupSchedBench deletes the bench's pods and waits until Slurm runs
 // none of their placeholder jobs.
 func cleanupSchedBench(t *testing.T, kc kubernetes.Interface, sc *slurmrest.Client) {
-	// kwok nodes publish no DRA devices: the device-plugin way (also on a
-	// namespace an older bench made without the label).
+	ensureSchedNS(t, kc)
+	cleanupBenchPods(t, kc, sc, schedNS)
+}
+
+// ensureSchedNS makes the bench's namespace. kwok nodes publish no DRA
+// devices: the device-plugin way (also on a namespace an older bench made
+// without the label).
+func ensureSchedNS(t *testing.T, kc kubernetes.Interface) {
 	ctx := context.Background()
 	_, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: schedNS,
 		Labels: map[string]string{lab.LabelGPUClaims: lab.GPUClaimsDisabled}}}, metav1.CreateOptions{})
@@ -245,7 +251,6 @@ func cleanupSchedBench(t *testing.T, kc kubernetes.Interface, sc *slurmrest.Clie
 	if err != nil {
 		t.Fatalf("bench namespace %s: %v", schedNS, err)
 	}
-	cleanupBenchPods(t, kc, sc, schedNS)
 }
 
 // cleanupBenchPods deletes a namespace's pods and waits until they are

@@ -44,10 +44,10 @@ type OnepoolArgs struct {
 	RequestTimeout *metav1.Duration `json:"requestTimeout,omitempty"`
 	// PollInterval of the Slurm cache (1s).
 	PollInterval *metav1.Duration `json:"pollInterval,omitempty"`
-	// JobListInterval: the cache lists Slurm's jobs in full this often, or
-	// sooner when /jobs/state shows a job that appeared, vanished or
-	// changed state; its other polls ask /jobs/state alone (10s). A pending
-	// pod's message then shows a new Slurm reason up to this late.
+	// JobListInterval: the cache follows onepool's jobs by id (their
+	// states each PollInterval) and reads a pending placeholder in full
+	// this often (10s): a pending pod's message shows a new Slurm reason up
+	// to this late.
 	JobListInterval *metav1.Duration `json:"jobListInterval,omitempty"`
 	// StaleAfter: without a good Slurm refresh for this long, Slurm's state
 	// is unknown and nothing is submitted, cancelled or evicted (30s).
