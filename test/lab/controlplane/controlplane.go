@@ -70,14 +70,16 @@ type ControlPlane struct {
 	Kube KubeRelease
 }
 
-// apiServerBinary is Kube's kube-apiserver.
-func (c ControlPlane) apiServerBinary() string {
-	name := c.Kube.APIServer
-	if name == "" {
-		name = KubeReleases()[0].APIServer
+// kube is Kube, or the first of KubeReleases when none is set.
+func (c ControlPlane) kube() KubeRelease {
+	if c.Kube.APIServer == "" {
+		return KubeReleases()[0]
 	}
-	return filepath.Join(c.BinDir, name)
+	return c.Kube
 }
+
+// apiServerBinary is the kube-apiserver of the release the lab runs.
+func (c ControlPlane) apiServerBinary() string { return filepath.Join(c.BinDir, c.kube().APIServer) }
 
 // APIServerURL is the lab's kube-apiserver.
 func APIServerURL() string { return fmt.Sprintf("https://127.0.0.1:%d", APIServerPort) }
@@ -86,7 +88,7 @@ func APIServerURL() string { return fmt.Sprintf("https://127.0.0.1:%d", APIServe
 func (c ControlPlane) CheckTools() error {
 	for _, t := range []string{"etcd", filepath.Base(c.apiServerBinary()), "kube-controller-manager", "kubectl", "kwok"} {
 		if _, err := os.Stat(filepath.Join(c.BinDir, t)); err != nil {
-			return fmt.Errorf("%s is not built: run `make tools` (or `make up`; KUBE=%s for this API server)", filepath.Join(c.BinDir, t), c.Kube.Minor)
+			return fmt.Errorf("%s is not built: run `make tools` (or `make up`; KUBE=%s for this API server)", filepath.Join(c.BinDir, t), c.kube().Minor)
 		}
 	}
 	if _, err := os.Stat(c.KwokStages); err != nil {
@@ -178,11 +180,7 @@ func (c ControlPlane) StartAPIServer(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	want := c.Kube
-	if want.Minor == "" {
-		want = KubeReleases()[0]
-	}
-	return checkVersion(ctx, client, APIServerURL(), want)
+	return checkVersion(ctx, client, APIServerURL(), c.kube())
 }
 
 // AdminHTTPClient talks to kube-apiserver as the lab's admin.
