@@ -98,7 +98,6 @@ type jobUpdate struct {
 type fakeJobs struct {
 	stale     bool
 	refreshes atomic.Int32
-	count     atomic.Int32             // JobCount
 	lastSync  atomic.Int64             // LastSync, unix nanoseconds
 	listed    map[uint32]slurmrest.Job // what Job finds; set before use
 }
@@ -111,7 +110,6 @@ func (f *fakeJobs) Job(id uint32) (slurmrest.Job, error) {
 }
 func (f *fakeJobs) Stale() bool             { return f.stale }
 func (f *fakeJobs) RefreshJobs()            { f.refreshes.Add(1) }
-func (f *fakeJobs) JobCount() int           { return int(f.count.Load()) }
 func (f *fakeJobs) JobsListedAt() time.Time { return time.Unix(0, f.lastSync.Load()) }
 func (f *fakeJobs) Track(uint32)            {}
 func (f *fakeJobs) synced()                 { f.lastSync.Store(time.Now().UnixNano()) }

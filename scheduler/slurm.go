@@ -27,8 +27,6 @@ type JobCache interface {
 	// RefreshJobs asks for a listing of changed jobs now, not at the
 	// next poll, without waiting for it.
 	RefreshJobs()
-	// JobCount is how many jobs the last listing answered: what one costs.
-	JobCount() int
 	// JobsListedAt is when the last good listing of Slurm's jobs began:
 	// every job Slurm had then has been seen.
 	JobsListedAt() time.Time

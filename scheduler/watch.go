@@ -16,14 +16,14 @@ import (
 // about half a second. Idle clusters are not asked more.
 const runningRefresh = 500 * time.Millisecond
 
-// readEachCost is what reading one job in full costs slurmrestd, counted in
-// jobs of a listing. Measured on the lab (Slurm 24.11, idle slurmrestd):
-// GET /job/{id} 7-14 ms, GET /jobs with 348 jobs 0.3-0.9 s. Reads go 8 at a
-// time while listings queue behind the cache's polls, so reads also see a
-// preemption sooner: make bench-scheduler (32 placeholders among about 350
+// maxRunningReads bounds the running jobs read in full each
+// runningRefresh; beyond it they take turns. Reads, never a listing: at
+// 50,000 queued jobs one listing takes slurmrestd minutes (issue 38),
+// where GET /job/{id} took 7-14 ms (Slurm 24.11, idle slurmrestd). Reads
+// go 8 at a time: make bench-scheduler (32 placeholders among about 350
 // jobs) measured preempt_to_pod_evicting p99 1,464 and 1,366 ms reading
 // one by one, 4,768 ms with listings.
-const readEachCost = 5
+const maxRunningReads = 32
 
 // startWindow: how long after submission a job is asked for its state at
 // StartPollInterval; later at WatchInterval, like every live job.
@@ -39,6 +39,7 @@ func (c *Core) watchOwned(ctx context.Context) {
 	t := time.NewTicker(c.args.StartPollInterval.Duration)
 	defer t.Stop()
 	var lastAll, lastRefresh time.Time
+	turn := 0 // where the next running reads begin
 	for {
 		select {
 		case <-ctx.Done():
@@ -56,15 +57,9 @@ func (c *Core) watchOwned(ctx context.Context) {
 		var each []uint32
 		if running := runningJobs(known); len(running) > 0 && time.Since(lastRefresh) >= runningRefresh {
 			// A preemption shows only in the job's full record
-			// (preempt_time): read the running jobs one by one, or have
-			// the cache list changed jobs now, whichever costs slurmrestd
-			// less (on 24.11 a job delta answers every job Slurm holds).
+			// (preempt_time): read the running jobs one by one.
 			lastRefresh = time.Now()
-			if readEach(len(running), c.jobs.JobCount()) {
-				each = running
-			} else {
-				c.jobs.RefreshJobs()
-			}
+			each, turn = takeTurns(running, turn, maxRunningReads)
 		}
 		states, err := c.slurm.JobStates(ctx, slices.Sorted(maps.Keys(known)))
 		if err != nil {
@@ -81,10 +76,18 @@ func (c *Core) watchOwned(ctx context.Context) {
 	}
 }
 
-// readEach says whether reading running jobs one by one costs slurmrestd
-// less than a listing of the listed jobs Slurm holds.
-func readEach(running, listed int) bool {
-	return running > 0 && running*readEachCost <= listed
+// takeTurns is at most n of ids from position turn on (wrapping), and
+// where the next turn begins: every id is read within len(ids)/n turns.
+func takeTurns(ids []uint32, turn, n int) ([]uint32, int) {
+	if len(ids) <= n {
+		return ids, 0
+	}
+	turn %= len(ids)
+	out := make([]uint32, 0, n)
+	for i := range n {
+		out = append(out, ids[(turn+i)%len(ids)])
+	}
+	return out, (turn + n) % len(ids)
 }
 
 // ownedJobs are the live jobs to ask about with their last known state

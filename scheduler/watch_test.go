@@ -45,30 +45,6 @@ func TestOwnedJobs(t *testing.T) {
 	assert.Equal(t, map[uint32]slurmrest.JobState{8: nil}, f.core.ownedJobs(true), "an ended job is not asked again")
 }
 
-// While onepool owns a running job the watch has the cache list changed
-// jobs (a preemption shows only there) at most every runningRefresh; with
-// no running job it asks the cache for nothing more.
-func TestWatchRefreshesTheCacheOnlyWhileAJobRuns(t *testing.T) {
-	f := newCoreFixture(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); f.core.watchOwned(ctx) }()
-	defer func() { cancel(); <-done }()
-
-	time.Sleep(3 * f.core.args.WatchInterval.Duration)
-	assert.Zero(t, f.jobs.refreshes.Load(), "no onepool job: the cache is not asked")
-
-	f.core.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
-	assert.Eventually(t, func() bool { return f.jobs.refreshes.Load() >= 2 }, 10*time.Second, 10*time.Millisecond,
-		"a running job: the cache lists changed jobs again and again")
-
-	f.core.observe(f.job(7, "COMPLETED", "gpu-1"))
-	time.Sleep(runningRefresh + f.core.args.WatchInterval.Duration) // a refresh already decided may land
-	n := f.jobs.refreshes.Load()
-	time.Sleep(2 * runningRefresh)
-	assert.Equal(t, n, f.jobs.refreshes.Load(), "the job ended: no more refreshes")
-}
-
 func TestRunningJobs(t *testing.T) {
 	for _, tc := range []struct {
 		known map[uint32]slurmrest.JobState
@@ -84,28 +60,30 @@ func TestRunningJobs(t *testing.T) {
 	}
 }
 
-func TestReadEach(t *testing.T) {
+func TestTakeTurns(t *testing.T) {
+	ids := []uint32{1, 2, 3, 4, 5}
 	for _, tc := range []struct {
-		running, listed int
-		want            bool
+		turn, n  int
+		want     []uint32
+		nextTurn int
 	}{
-		{0, 500, false},   // nothing runs: nothing to read
-		{1, 0, false},     // the cache holds nothing yet: its listing is cheap
-		{32, 350, true},   // a few pods among many jobs: one by one
-		{200, 350, false}, // most jobs are onepool's: one listing
-		{2, 10, true},
-		{3, 10, false},
+		{0, 32, ids, 0},              // all fit: every one each time
+		{0, 2, []uint32{1, 2}, 2},    // the first two
+		{4, 2, []uint32{5, 1}, 1},    // wrapping
+		{7, 3, []uint32{3, 4, 5}, 0}, // a turn past the end (ids went) wraps
+		{0, 5, ids, 0},               // exactly n
 	} {
-		assert.Equal(t, tc.want, readEach(tc.running, tc.listed), "%d running, %d listed", tc.running, tc.listed)
+		got, next := takeTurns(ids, tc.turn, tc.n)
+		assert.Equal(t, tc.want, got, "turn %d of %d", tc.turn, tc.n)
+		assert.Equal(t, tc.nextTurn, next, "next turn after %d of %d", tc.turn, tc.n)
 	}
 }
 
-// With few running placeholders among many jobs, the watch reads each
-// running job in full (no cache listing) every runningRefresh, so Slurm
-// beginning a preemption evicts the pod without waiting for a listing.
-func TestWatchReadsRunningJobsOneByOneWhenCheaper(t *testing.T) {
+// The watch reads each running job in full (never a cache listing) every
+// runningRefresh, so Slurm beginning a preemption evicts the pod without
+// waiting for a listing.
+func TestWatchReadsRunningJobsOneByOne(t *testing.T) {
 	f := newCoreFixture(t)
-	f.jobs.count.Store(1000)
 	j := f.job(7, slurmrest.JobRunning, "gpu-1")
 	f.slurm.jobs = map[uint32]*slurmrest.Job{7: &j}
 	f.core.observe(j)
@@ -131,5 +109,5 @@ func TestWatchReadsRunningJobsOneByOneWhenCheaper(t *testing.T) {
 	f.slurm.mu.Unlock()
 	assert.Eventually(t, func() bool { return len(evictions(f)) == 1 }, 5*time.Second, 10*time.Millisecond,
 		"the preemption was not seen from the job's own record")
-	assert.Zero(t, f.jobs.refreshes.Load(), "the cache listed jobs though reading one was cheaper")
+	assert.Zero(t, f.jobs.refreshes.Load(), "the watch had the cache list jobs")
 }

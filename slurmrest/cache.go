@@ -92,6 +92,9 @@ func (c *CacheConfig) defaults() {
 // maxListBackoff bounds the wait after failed listings of a kind.
 const maxListBackoff = 2 * time.Minute
 
+// maxListTime bounds the time one job listing is given.
+const maxListTime = 10 * time.Minute
+
 // Handler receives changes of one kind of object. Calls come one at a time
 // from the cache's poll loop, in order; a handler must not block (queue
 // work instead). Nil funcs are skipped.
@@ -333,13 +336,16 @@ func (c *Cache) pollJobs(ctx context.Context) {
 }
 
 // listJobs lists the jobs changed since the last listing (all of them the
-// first time), given the time a listing of the jobs last seen takes, and
-// at most one each backoff after a failure: slurmrestd finishes an
-// abandoned answer anyway, so asking again at each poll would pile them up.
+// first time), given the time a listing of the jobs last seen takes
+// (doubled per failure in a row), and at most one each backoff after a
+// failure: slurmrestd finishes an abandoned answer anyway, so asking again
+// at each poll would pile them up.
 func (c *Cache) listJobs(ctx context.Context, now time.Time, full bool) error {
 	c.mu.RLock()
 	wait := c.jobBackoff.until(now)
-	within := c.client.timeout + time.Duration(c.listed)*c.cfg.JobListPerJob
+	// Each failure in a row doubles the time given: the queue may have
+	// grown since the last listing counted it.
+	within := min(maxListTime, (c.client.timeout+time.Duration(c.listed)*c.cfg.JobListPerJob)<<min(c.jobBackoff.failures, 8))
 	whole := c.jobs.since.IsZero() // every job, not the changed ones
 	c.mu.RUnlock()
 	if wait > 0 {

@@ -162,3 +162,24 @@ func TestBackoff(t *testing.T) {
 	b.done(true, now, time.Second)
 	require.Zero(t, b.until(now))
 }
+
+// A listing that ran out of time is given twice as long the next time:
+// the queue may have grown since the last listing counted it (here a
+// refresh answers in 300 ms, the client's timeout is 100 ms, and one job
+// was counted: 100, 200, then 400 ms).
+func TestCacheGivesAFailedListingMoreTime(t *testing.T) {
+	const delta = "GET /jobs/?update_time=1795229220"
+	c, rp := newReplayConfig(t, "v0.0.42", map[string]string{
+		routeJobs: "jobs.200.json",
+		delta:     "jobs_unchanged.200.json",
+	}, func(cfg *Config) { cfg.Timeout = 100 * time.Millisecond })
+	cache := NewCache(c, CacheConfig{PollInterval: 10 * time.Millisecond, Watch: WatchJobs, JobListPerJob: time.Nanosecond})
+	runSynced(t, cache)
+	listed := cache.JobsListedAt()
+	rp.mu.Lock()
+	rp.delay = map[string]time.Duration{delta: 300 * time.Millisecond}
+	rp.mu.Unlock()
+	require.Eventually(t, func() bool { return cache.JobsListedAt().After(listed) }, 10*time.Second, 10*time.Millisecond,
+		"a listing slower than the request timeout never succeeds")
+	require.GreaterOrEqual(t, rp.count(delta), 3, "it succeeded before it ran out of time twice")
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/test/lab"
@@ -37,14 +38,7 @@ func benchScalePlacement(t *testing.T, l *lab.Lab, rep func(string, float64, str
 		start := time.Now()
 		createGPUPod(t, kc, name)
 		lat = append(lat, w.waitBound(t, name, 2*time.Minute).Sub(start))
-		p, err := kc.CoreV1().Pods(schedNS).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		id, err := strconv.ParseUint(p.Annotations[keys.AnnotationJobID], 10, 32)
-		if err != nil {
-			t.Fatalf("pod %s records no job id: %v", name, err)
-		}
+		id := recordedJob(t, kc, name)
 		if err := kc.CoreV1().Pods(schedNS).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 			t.Fatal(err)
 		}
@@ -66,4 +60,23 @@ func benchScalePlacement(t *testing.T, l *lab.Lab, rep func(string, float64, str
 	rep("scale_pod_to_bound_p99_ms", percentileMS(lat, 0.99), "ms")
 	rep("scale_scheduler_requests_per_pod", (req-req0)/scalePlacements, "requests")
 	rep("scale_scheduler_bytes_per_pod", (by-by0)/scalePlacements, "bytes")
+}
+
+// recordedJob waits (30 s at most) for the job id the scheduler records
+// on a bound pod: it writes the annotation after the bind.
+func recordedJob(t *testing.T, kc kubernetes.Interface, name string) uint64 {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		p, err := kc.CoreV1().Pods(schedNS).Get(context.Background(), name, metav1.GetOptions{})
+		if err == nil {
+			if id, perr := strconv.ParseUint(p.Annotations[keys.AnnotationJobID], 10, 32); perr == nil {
+				return id
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod %s records no job id after 30 s (%v)", name, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -52,13 +52,11 @@ func TestSchedulerFollowsItsJobsWithoutListingSlurms(t *testing.T) {
 	})
 	time.Sleep(3 * time.Second) // a few of the cache's polls
 
-	// At most one listing: while its job runs, the scheduler reads the
-	// job's full record each 500 ms (a preemption shows only there), by
-	// id, or by a listing where Slurm holds fewer than five jobs a running
-	// one — the lab may, until a listing counts the foreign ten. The
-	// cache's polls list nothing, however the queue changes.
-	if got := requests("GET /jobs") - lists; got > 1 {
-		t.Errorf("the scheduler listed Slurm's jobs %v times while it placed one pod beside another user's changing queue; want at most one", got)
+	// While its job runs the scheduler reads the job's full record each
+	// 500 ms (a preemption shows only there), by id; the cache's polls
+	// list nothing, however the queue changes.
+	if got := requests("GET /jobs") - lists; got != 0 {
+		t.Errorf("the scheduler listed Slurm's jobs %v times while it placed one pod beside another user's changing queue; want none", got)
 	}
 	if got := requests("GET /jobs/state") - states; got < 3 {
 		t.Errorf("the scheduler asked /jobs/state %v times in that time; its jobs are followed by id, at least once a second", got)
