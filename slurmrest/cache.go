@@ -336,21 +336,31 @@ func (c *Cache) pollJobs(ctx context.Context) {
 }
 
 // listJobs lists the jobs changed since the last listing (all of them the
-// first time), given the time a listing of the jobs last seen takes
-// (doubled per failure in a row), and at most one each backoff after a
+// first time, counted first with /jobs/state), given the time a listing
+// of that many jobs takes (doubled per failure in a row), and at most one each backoff after a
 // failure: slurmrestd finishes an abandoned answer anyway, so asking again
 // at each poll would pile them up.
 func (c *Cache) listJobs(ctx context.Context, now time.Time, full bool) error {
 	c.mu.RLock()
-	wait := c.jobBackoff.until(now)
-	// Each failure in a row doubles the time given: the queue may have
-	// grown since the last listing counted it.
-	within := min(maxListTime, (c.client.timeout+time.Duration(c.listed)*c.cfg.JobListPerJob)<<min(c.jobBackoff.failures, 8))
-	whole := c.jobs.since.IsZero() // every job, not the changed ones
+	wait, whole := c.jobBackoff.until(now), c.jobs.since.IsZero()
 	c.mu.RUnlock()
 	if wait > 0 {
 		return fmt.Errorf("list jobs: waiting %s after failed listings", wait.Round(time.Second))
 	}
+	if whole {
+		// A listing of every job: count them first (ids and states, a
+		// few dozen bytes a job), so it is given the time it takes.
+		if states, err := c.client.AllJobStates(ctx); err == nil {
+			c.mu.Lock()
+			c.listed = max(c.listed, len(states))
+			c.mu.Unlock()
+		}
+	}
+	c.mu.RLock()
+	// Each failure in a row doubles the time given: the queue may have
+	// grown since the last listing counted it.
+	within := min(maxListTime, (c.client.timeout+time.Duration(c.listed)*c.cfg.JobListPerJob)<<min(c.jobBackoff.failures, 8))
+	c.mu.RUnlock()
 	lctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	listed, err := pollView(lctx, c, "job", c.jobs, full, c.client.backend.ListJobs,

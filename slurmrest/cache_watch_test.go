@@ -18,6 +18,7 @@ func TestCacheListsOnlyWhatItWatches(t *testing.T) {
 		"GET /nodes/":                        "nodes.200.json",
 		"GET /nodes/?update_time=1795229216": "nodes_unchanged.304.json",
 		"GET /jobs/":                         "jobs.200.json",
+		"GET /jobs/state/":                   "jobs_state.200.json", // counted before a whole listing
 		"GET /jobs/?update_time=1795229220":  "jobs_unchanged.200.json",
 	}
 	for _, tc := range []struct {
