@@ -336,8 +336,8 @@ func (c *Cache) pollJobs(ctx context.Context) {
 }
 
 // listJobs lists the jobs changed since the last listing (all of them the
-// first time, counted first with /jobs/state), given the time a listing
-// of that many jobs takes (doubled per failure in a row), and at most one each backoff after a
+// first time, given maxListTime), given the time a listing of the jobs
+// last counted takes (doubled per failure in a row), and at most one each backoff after a
 // failure: slurmrestd finishes an abandoned answer anyway, so asking again
 // at each poll would pile them up.
 func (c *Cache) listJobs(ctx context.Context, now time.Time, full bool) error {
@@ -347,20 +347,17 @@ func (c *Cache) listJobs(ctx context.Context, now time.Time, full bool) error {
 	if wait > 0 {
 		return fmt.Errorf("list jobs: waiting %s after failed listings", wait.Round(time.Second))
 	}
-	if whole {
-		// A listing of every job: count them first (ids and states, a
-		// few dozen bytes a job), so it is given the time it takes.
-		if states, err := c.client.AllJobStates(ctx); err == nil {
-			c.mu.Lock()
-			c.listed = max(c.listed, len(states))
-			c.mu.Unlock()
-		}
+	// A listing of every job (the first) is given maxListTime: its size
+	// is unknown, and cut short it would be asked again while slurmrestd
+	// still builds the answer abandoned. Other listings are given the
+	// time the last whole one's count takes, doubled per failure in a
+	// row (the queue may have grown since).
+	within := maxListTime
+	if !whole {
+		c.mu.RLock()
+		within = min(maxListTime, (c.client.timeout+time.Duration(c.listed)*c.cfg.JobListPerJob)<<min(c.jobBackoff.failures, 8))
+		c.mu.RUnlock()
 	}
-	c.mu.RLock()
-	// Each failure in a row doubles the time given: the queue may have
-	// grown since the last listing counted it.
-	within := min(maxListTime, (c.client.timeout+time.Duration(c.listed)*c.cfg.JobListPerJob)<<min(c.jobBackoff.failures, 8))
-	c.mu.RUnlock()
 	lctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	listed, err := pollView(lctx, c, "job", c.jobs, full, c.client.backend.ListJobs,

@@ -22,10 +22,9 @@ const (
 // fails the test).
 func TestCacheFollowsHeldJobsByID(t *testing.T) {
 	c, rp := newReplay(t, map[string]string{
-		routeJobs:          "jobs.200.json",       // job 1 RUNNING
-		"GET /jobs/state/": "jobs_state.200.json", // counted before a whole listing
-		routeJob1State:     "jobs_state.200.json",
-		routePing:          "ping.200.json",
+		routeJobs:      "jobs.200.json", // job 1 RUNNING
+		routeJob1State: "jobs_state.200.json",
+		routePing:      "ping.200.json",
 	})
 	cache := NewCache(c, CacheConfig{PollInterval: 20 * time.Millisecond, Watch: WatchJobs, FollowJobs: true})
 	var deleted atomic.Int32
@@ -64,9 +63,8 @@ func TestCacheKeepsOnlyTheJobsItIsToldTo(t *testing.T) {
 	}{{"tracked and kept", true}, {"tracked, not kept", false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, rp := newReplay(t, map[string]string{
-				routeJobs:          "jobs.200.json",
-				"GET /jobs/state/": "jobs_state.200.json", // counted before a whole listing
-				routePing:          "ping.200.json",
+				routeJobs: "jobs.200.json",
+				routePing: "ping.200.json",
 			})
 			cache := NewCache(c, CacheConfig{PollInterval: 20 * time.Millisecond, Watch: WatchJobs, FollowJobs: true})
 			var keepOne atomic.Bool
@@ -119,9 +117,8 @@ func TestCacheGivesAJobListingTheTimeItsSizeTakes(t *testing.T) {
 	}{{"time for the jobs", time.Second, true}, {"request timeout only", time.Nanosecond, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, rp := newReplayConfig(t, "v0.0.42", map[string]string{
-				routeJobs:          "jobs.200.json",
-				"GET /jobs/state/": "jobs_state.200.json", // counted before a whole listing
-				delta:              "jobs_unchanged.200.json",
+				routeJobs: "jobs.200.json",
+				delta:     "jobs_unchanged.200.json",
 			}, func(cfg *Config) { cfg.Timeout = 100 * time.Millisecond })
 			cache := NewCache(c, CacheConfig{PollInterval: time.Hour, StaleAfter: 2 * time.Hour, Watch: WatchJobs, JobListPerJob: tc.perJob})
 			runSynced(t, cache)
@@ -141,7 +138,7 @@ func TestCacheGivesAJobListingTheTimeItsSizeTakes(t *testing.T) {
 // failure in a row (here 10, 20, 40, ... ms), where it used to list at
 // every poll. 50 polls in the time below would ask 50 listings.
 func TestCacheBacksOffFailedJobListings(t *testing.T) {
-	c, rp := newReplay(t, map[string]string{routeJobs: "html.502.json", "GET /jobs/state/": "jobs_state.200.json"})
+	c, rp := newReplay(t, map[string]string{routeJobs: "html.502.json"})
 	cache := NewCache(c, CacheConfig{PollInterval: 10 * time.Millisecond, Watch: WatchJobs})
 	runAsync(t, cache)
 	time.Sleep(500 * time.Millisecond)
@@ -173,9 +170,8 @@ func TestBackoff(t *testing.T) {
 func TestCacheGivesAFailedListingMoreTime(t *testing.T) {
 	const delta = "GET /jobs/?update_time=1795229220"
 	c, rp := newReplayConfig(t, "v0.0.42", map[string]string{
-		routeJobs:          "jobs.200.json",
-		"GET /jobs/state/": "jobs_state.200.json", // counted before a whole listing
-		delta:              "jobs_unchanged.200.json",
+		routeJobs: "jobs.200.json",
+		delta:     "jobs_unchanged.200.json",
 	}, func(cfg *Config) { cfg.Timeout = 100 * time.Millisecond })
 	cache := NewCache(c, CacheConfig{PollInterval: 10 * time.Millisecond, Watch: WatchJobs, JobListPerJob: time.Nanosecond})
 	runSynced(t, cache)
@@ -188,18 +184,15 @@ func TestCacheGivesAFailedListingMoreTime(t *testing.T) {
 	require.GreaterOrEqual(t, rp.count(delta), 3, "it succeeded before it ran out of time twice")
 }
 
-// The first listing's size is unknown: the cache counts the jobs with
-// /jobs/state first and gives the listing their time (here 1 s a job for
-// one job: a listing answered in 300 ms passes a 100 ms request timeout
-// on its first try). At 50,000 jobs a listing cut short and asked again
-// each time piled slurmrestd up to the bench's 14 GiB guard.
-func TestCacheCountsTheJobsBeforeTheFirstListing(t *testing.T) {
-	c, rp := newReplayConfig(t, "v0.0.42", map[string]string{
-		routeJobs:          "jobs.200.json",
-		"GET /jobs/state/": "jobs_state.200.json",
-	}, func(cfg *Config) { cfg.Timeout = 100 * time.Millisecond })
+// The first listing's size is unknown: it is given maxListTime, never cut
+// at the request timeout (here a listing answered in 300 ms passes a 100
+// ms timeout on its first try). At 50,000 jobs listings cut short and
+// asked again piled slurmrestd up to the bench's 14 GiB guard.
+func TestCacheGivesTheFirstListingTime(t *testing.T) {
+	c, rp := newReplayConfig(t, "v0.0.42", map[string]string{routeJobs: "jobs.200.json"},
+		func(cfg *Config) { cfg.Timeout = 100 * time.Millisecond })
 	rp.delay = map[string]time.Duration{routeJobs: 300 * time.Millisecond}
-	cache := NewCache(c, CacheConfig{PollInterval: time.Hour, StaleAfter: 2 * time.Hour, Watch: WatchJobs, JobListPerJob: time.Second})
+	cache := NewCache(c, CacheConfig{PollInterval: time.Hour, StaleAfter: 2 * time.Hour, Watch: WatchJobs})
 	runSynced(t, cache)
 	require.Equal(t, 1, rp.count(routeJobs), "the first listing was cut short and asked again")
 	require.Equal(t, 1, cache.JobCount())

@@ -15,10 +15,9 @@ import (
 func TestCacheRefreshJobsListsJobsBeforeTheTick(t *testing.T) {
 	const delta = "GET /jobs/?update_time=1795229220" // jobs.200.json's last_update
 	c, rp := newReplay(t, map[string]string{
-		"GET /nodes/":      "nodes.200.json",
-		"GET /jobs/":       "jobs.200.json",
-		"GET /jobs/state/": "jobs_state.200.json", // counted before a whole listing
-		delta:              "jobs_unchanged.200.json",
+		"GET /nodes/": "nodes.200.json",
+		"GET /jobs/":  "jobs.200.json",
+		delta:         "jobs_unchanged.200.json",
 	})
 	cache := NewCache(c, CacheConfig{PollInterval: time.Hour})
 	// Asked three times before Run takes any: one listing, after the
