@@ -64,6 +64,7 @@ type config struct {
 	staleAfter      time.Duration
 	metrics         metricsFlags
 	probeAddr       string
+	pprofAddr       string
 	leaderElect     bool
 	leaderNamespace string
 	leaseDuration   time.Duration
@@ -99,6 +100,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.staleAfter, "slurm-stale-after", 30*time.Second, "after this long without a good refresh Slurm's state counts as unknown")
 	c.metrics.bind(fs)
 	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	fs.StringVar(&c.pprofAddr, "pprof-bind-address", "", "address of Go's /debug/pprof/ (heap and CPU profiles, no authentication: bind it to 127.0.0.1); empty: off")
 	fs.BoolVar(&c.leaderElect, "leader-elect", true, "elect a leader so that one replica acts at a time")
 	fs.StringVar(&c.leaderNamespace, "leader-elect-namespace", "", "namespace of the leader lease; empty: the pod's own")
 	fs.DurationVar(&c.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "leader lease duration")
@@ -254,6 +256,7 @@ func run(ctx context.Context, c config) error {
 		Scheme:                        scheme,
 		Metrics:                       c.metrics.options(keptCertDir),
 		HealthProbeBindAddress:        c.probeAddr,
+		PprofBindAddress:              c.pprofAddr,
 		LeaderElection:                c.leaderElect,
 		LeaderElectionID:              "onepool-controller-manager",
 		LeaderElectionNamespace:       c.leaderNamespace,

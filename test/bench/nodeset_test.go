@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,14 +23,17 @@ import (
 )
 
 const (
+	// benchNodeSetNodes is the NodeSet's size unless
+	// ONEPOOL_BENCH_NODESET_NODES says (bench-scale: 2,000).
 	benchNodeSetNodes = 500
 	benchNodeSetNS    = "onepool-bench-nodeset"
 	benchNodeSetLabel = "bench.onepool.dev/nodeset"
 	reconcileMetric   = "controller_runtime_reconcile_time_seconds_bucket"
 )
 
-// TestBenchNodeSet applies a NodeSet over 500 kwok GPU Nodes and times it
-// until the status shows 500 Ready slurmd pods. The Nodes have no slurmd
+// TestBenchNodeSet applies a NodeSet over 500 kwok GPU Nodes (or
+// ONEPOOL_BENCH_NODESET_NODES) and times it until the status shows that
+// many Ready slurmd pods. The Nodes have no slurmd
 // behind them (the lab kubelet runs only its dynamic nodes), so this measures
 // the controller and the API server, not Slurm registration.
 func TestBenchNodeSet(t *testing.T) {
@@ -40,9 +44,13 @@ func TestBenchNodeSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	names := make([]string, benchNodeSetNodes)
+	size, err := strconv.Atoi(envOr("ONEPOOL_BENCH_NODESET_NODES", strconv.Itoa(benchNodeSetNodes)))
+	if err != nil || size < 1 {
+		t.Fatalf("ONEPOOL_BENCH_NODESET_NODES: want a count, have %q", os.Getenv("ONEPOOL_BENCH_NODESET_NODES"))
+	}
+	names := make([]string, size)
 	for i := range names {
-		names[i] = fmt.Sprintf("nsb-%03d", i)
+		names[i] = fmt.Sprintf("nsb-%04d", i)
 	}
 	cleanupNodeSetBench(t, c, names)
 	t.Cleanup(func() { cleanupNodeSetBench(t, c, names) })
@@ -61,7 +69,7 @@ func TestBenchNodeSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 120*time.Second, "500 kwok Nodes Ready", func() (bool, string) {
+	eventually(t, 120*time.Second+time.Duration(size)*50*time.Millisecond, fmt.Sprintf("%d kwok Nodes Ready", size), func() (bool, string) {
 		var list corev1.NodeList
 		if err := c.List(ctx, &list, client.MatchingLabels{benchNodeSetLabel: "true"}); err != nil {
 			return false, err.Error()
@@ -74,7 +82,7 @@ func TestBenchNodeSet(t *testing.T) {
 				}
 			}
 		}
-		return ready == benchNodeSetNodes, fmt.Sprintf("%d Ready", ready)
+		return ready == size, fmt.Sprintf("%d Ready", ready)
 	})
 
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", lab.ManagerMetricsPort)
@@ -100,7 +108,7 @@ func TestBenchNodeSet(t *testing.T) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(ns), &got); err != nil {
 			t.Fatal(err)
 		}
-		if got.Status.ReadyPods == benchNodeSetNodes && got.Status.DesiredNodes == benchNodeSetNodes {
+		if got.Status.ReadyPods == int32(size) && got.Status.DesiredNodes == int32(size) {
 			took = time.Since(start)
 			break
 		}
@@ -113,9 +121,12 @@ func TestBenchNodeSet(t *testing.T) {
 	after := scrapeHistogram(t, metricsURL, reconcileMetric, `controller="onepool-nodeset"`)
 	p99, n := quantile(before, after, 0.99)
 	t.Logf("converged in %s over %d reconciles", took, n)
-	reportPrec("nodeset_converge_seconds", took.Seconds(), 1, "s")
-	report("nodeset_reconcile_p99_ms", p99*1000, "ms")
-	report("nodeset_reconciles", float64(n), "count")
+	rep := func(name string, v float64, prec int, unit string) {
+		fmt.Printf("BENCH %s %.*f %s slurm=%s members=%d\n", name, prec, v, unit, benchRelease(), size)
+	}
+	rep("nodeset_converge_seconds", took.Seconds(), 1, "s")
+	rep("nodeset_reconcile_p99_ms", p99*1000, 0, "ms")
+	rep("nodeset_reconciles", float64(n), 0, "count")
 }
 
 // scrapeHistogram reads one histogram's cumulative buckets (le → count).

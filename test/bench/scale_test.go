@@ -34,10 +34,11 @@ const (
 // another user, with onepool's controller manager and scheduler running
 // as the lab runs them. Figures: slurmrestd bytes and requests per
 // minute each component asks for while nothing changes, their resident
-// memory, and what one listing of every job and one /jobs/state cost
-// slurmrestd (the scheduler lists every job once, when it starts), pod →
-// bound and the scheduler's bytes per pod placed. Each line is labelled
-// nodes= and jobs=.
+// memory and in-use heap (profiles kept beside the log), what one listing
+// of every job and one /jobs/state cost slurmrestd (the scheduler lists
+// every job once, when it starts), pod → bound and the scheduler's bytes
+// per pod placed, cordon → drain and drain → annotation. Each line is
+// labelled nodes= and jobs=.
 func TestBenchScale(t *testing.T) {
 	requireBench(t)
 	l := lab.Shared(t)
@@ -100,6 +101,16 @@ func TestBenchScale(t *testing.T) {
 		}
 		rep("scale_"+c+"_rss_mib", float64(rss)/(1<<20), "MiB")
 	}
+	for c, base := range map[string]string{"controller_manager": fmt.Sprintf("http://127.0.0.1:%d", lab.ManagerPprofPort),
+		"scheduler": fmt.Sprintf("https://127.0.0.1:%d", lab.SchedulerPort)} {
+		inuse, err := heapProfile(t, l, base, c)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		rep("scale_"+c+"_heap_inuse_mib", inuse/(1<<20), "MiB")
+	}
+	benchScaleSyncer(t, l, rep)
 }
 
 func envOr(name, def string) string {

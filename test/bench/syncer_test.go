@@ -41,7 +41,6 @@ func TestBenchSyncer(t *testing.T) {
 	if len(sim) < 1000 {
 		t.Fatalf("the benchmark needs ONEPOOL_LAB_EXTRA_NODES>=1000 (have %d)", len(sim))
 	}
-	ctx := context.Background()
 	kc, err := l.KubeClient()
 	if err != nil {
 		t.Fatal(err)
@@ -66,10 +65,21 @@ func TestBenchSyncer(t *testing.T) {
 	r1 := scrapeSum(t, l, l.ControllerManagerMetricsURL(), "onepool_slurmrest_requests_total")
 	report("syncer_slurmrest_requests_per_min", (r1-r0)*float64(time.Minute)/float64(window), "requests/min")
 
-	// cordon → Slurm shows DRAIN.
+	c2d := timeCordonToDrain(t, kc, sc, sim[:syncerSamples])
+	reportPercentile("cordon_to_drain_p50_ms", c2d, 0.50)
+	reportPercentile("cordon_to_drain_p99_ms", c2d, 0.99)
+	d2a := timeDrainToAnnotation(t, l, kc, sim[syncerSamples:2*syncerSamples])
+	reportPercentile("drain_to_annotation_p50_ms", d2a, 0.50)
+	reportPercentile("drain_to_annotation_p99_ms", d2a, 0.99)
+}
+
+// timeCordonToDrain cordons each node in turn and times it until Slurm
+// shows the node drained for the cordon.
+func timeCordonToDrain(t *testing.T, kc kubernetes.Interface, sc *slurmrest.Client, nodes []string) []time.Duration {
+	t.Helper()
+	ctx := context.Background()
 	var c2d []time.Duration
-	for i := 0; i < syncerSamples; i++ {
-		node := sim[i]
+	for _, node := range nodes {
 		start := time.Now()
 		if err := setCordon(ctx, kc, node, true); err != nil {
 			t.Fatal(err)
@@ -86,10 +96,15 @@ func TestBenchSyncer(t *testing.T) {
 		}
 		c2d = append(c2d, time.Since(start))
 	}
-	reportPercentile("cordon_to_drain_p50_ms", c2d, 0.50)
-	reportPercentile("cordon_to_drain_p99_ms", c2d, 0.99)
+	return c2d
+}
 
-	// scontrol drain → annotation on the slurmd pod.
+// timeDrainToAnnotation drains each node with scontrol (drainerWorkers at
+// a time, as admins and health checks do) and times it until the node's
+// slurmd pod (slurmd-<node> in benchNS) carries the reason.
+func timeDrainToAnnotation(t *testing.T, l *lab.Lab, kc kubernetes.Interface, nodes []string) []time.Duration {
+	t.Helper()
+	ctx := context.Background()
 	w := newPodWatcher(t, kc)
 	var mu sync.Mutex
 	var d2a []time.Duration
@@ -98,8 +113,8 @@ func TestBenchSyncer(t *testing.T) {
 		wg.Add(1)
 		go func(wi int) {
 			defer wg.Done()
-			for i := syncerSamples + wi; i < 2*syncerSamples; i += drainerWorkers {
-				node, reason := sim[i], fmt.Sprintf("bench admin drain %d", i)
+			for i := wi; i < len(nodes); i += drainerWorkers {
+				node, reason := nodes[i], fmt.Sprintf("bench admin drain %s", nodes[i])
 				ch := w.expect("slurmd-"+node, reason)
 				start := time.Now()
 				if out, err := l.Slurm(ctx, "scontrol", "update", "nodename="+node, "state=drain", "reason="+reason); err != nil {
@@ -119,11 +134,10 @@ func TestBenchSyncer(t *testing.T) {
 		}(wi)
 	}
 	wg.Wait()
-	if len(d2a) < syncerSamples {
-		t.Fatalf("only %d drain samples", len(d2a))
+	if len(d2a) < len(nodes) {
+		t.Fatalf("only %d of %d drain samples", len(d2a), len(nodes))
 	}
-	reportPercentile("drain_to_annotation_p50_ms", d2a, 0.50)
-	reportPercentile("drain_to_annotation_p99_ms", d2a, 0.99)
+	return d2a
 }
 
 // percentileMS is the nearest-rank percentile of d in milliseconds.

@@ -21,6 +21,9 @@ import (
 const (
 	ManagerMetricsPort = 26080
 	ManagerProbePort   = 26081
+	// ManagerPprofPort serves the controller manager's Go profiles
+	// (127.0.0.1 only): the scale benchmark's heap profiles.
+	ManagerPprofPort = 26089
 	// SystemNamespace holds onepool's leader lease in the lab.
 	SystemNamespace = charts.Namespace
 	// NotReadyGrace is the syncer's grace for a not-Ready slurmd pod in the lab.
@@ -70,6 +73,7 @@ func (l *Lab) controllerManager() daemon {
 			"--slurmrest-url", l.ComponentRESTURL(), "--slurmrest-token-file", l.TokenFile(),
 			"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ManagerMetricsPort),
 			"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ManagerProbePort),
+			"--pprof-bind-address", fmt.Sprintf("127.0.0.1:%d", ManagerPprofPort),
 			"--leader-elect-namespace", SystemNamespace,
 			// Short lease: a killed leader is replaced within seconds in
 			// tests. Not shorter: a leader that cannot renew within the

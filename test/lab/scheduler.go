@@ -107,9 +107,9 @@ func (l *Lab) scheduler(i int) daemon {
 			"--config", l.schedulerConfigPath(i),
 			"--bind-address", "127.0.0.1", "--secure-port", fmt.Sprint(SchedulerPort + i),
 			"--cert-dir", l.path("run", schedulerName(i)+"-certs"), "--v", "2",
-			// Benchmarks read the plugin's metrics; the port listens on
-			// 127.0.0.1 only.
-			"--authorization-always-allow-paths", "/healthz,/readyz,/livez,/metrics"},
+			// Benchmarks read the plugin's metrics and Go's heap
+			// profiles; the port listens on 127.0.0.1 only.
+			"--authorization-always-allow-paths", "/healthz,/readyz,/livez,/metrics,/debug/pprof/*"},
 		Port: SchedulerPort + i,
 		Env:  []string{"PATH=/usr/bin:/bin", "HOME=" + l.path("run")},
 	}
