@@ -121,17 +121,33 @@ func failedKey(ns *v1alpha1.NodeSet, slurmName string) string {
 // observe gathers every node the NodeSet has to decide on: the Nodes it
 // selects, the Nodes its pods run on, and Slurm nodes it drained to take away.
 func (r *Reconciler) observe(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *corev1.Pod, deleting bool) ([]nodeState, error) {
+	// Only the Nodes the template's nodeSelector can pick, and without a
+	// copy (observe and what it feeds only read them): a NodeSet on 2,000
+	// of 12,000 Nodes copied all 12,000 on every reconcile (issue 38).
+	opts := []client.ListOption{client.UnsafeDisableDeepCopy}
+	if sel := tmpl.Spec.NodeSelector; len(sel) > 0 {
+		opts = append(opts, client.MatchingLabels(sel))
+	}
 	var nodeList corev1.NodeList
-	if err := r.client.List(ctx, &nodeList); err != nil {
+	if err := r.client.List(ctx, &nodeList, opts...); err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
 	var podList corev1.PodList
 	if err := r.client.List(ctx, &podList, client.InNamespace(ns.Namespace), client.MatchingLabels{keys.LabelNodeSet: ns.Name}); err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
-	exists := make(map[string]bool, len(nodeList.Items))
+	listed := make(map[string]bool, len(nodeList.Items))
 	for i := range nodeList.Items {
-		exists[nodeList.Items[i].Name] = true
+		listed[nodeList.Items[i].Name] = true
+	}
+	// gone says a Node is not there any more; a read that fails says
+	// nothing, and the Node counts as there.
+	gone := func(name string) bool {
+		if listed[name] {
+			return false
+		}
+		err := r.client.Get(ctx, client.ObjectKey{Name: name}, &corev1.Node{})
+		return apierrors.IsNotFound(err)
 	}
 	byName := map[string]*nodeState{}
 	get := func(slurmName string) *nodeState {
@@ -166,7 +182,7 @@ func (r *Reconciler) observe(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *co
 		switch {
 		case pod.DeletionTimestamp != nil:
 			s.terminating++
-			if pod.Spec.NodeName != "" && !exists[pod.Spec.NodeName] {
+			if pod.Spec.NodeName != "" && gone(pod.Spec.NodeName) {
 				s.orphans = append(s.orphans, pod)
 			}
 		case s.pod == nil:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/dynamic"
@@ -129,6 +130,12 @@ func newPlugin(ctx context.Context, obj runtime.Object, h fwk.Handle, leader Lea
 		l.Close()
 		return nil, fmt.Errorf("onepool: %w", err)
 	}
+	// The framework drops managedFields from its pods, not from its
+	// Nodes; nothing here reads them (issue 38: 17 of 78 MiB of heap at
+	// 10,000 Nodes). An informer already running keeps them.
+	if err := h.SharedInformerFactory().Core().V1().Nodes().Informer().SetTransform(stripManagedFields); err != nil {
+		log.V(2).Info("the Node informer keeps managedFields", "err", err.Error())
+	}
 	if _, err := h.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(core.NodeEventHandler()); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("onepool: %w", err)
@@ -243,4 +250,13 @@ func gangGrewHint(_ klog.Logger, pod *corev1.Pod, _, newObj any) (fwk.QueueingHi
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil
+}
+
+// stripManagedFields is an informer transform that drops an object's
+// managedFields before it is cached.
+func stripManagedFields(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil && m.GetManagedFields() != nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
 }

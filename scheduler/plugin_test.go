@@ -200,3 +200,18 @@ func TestNamespaceAndPolicyHandlersWakePendingPods(t *testing.T) {
 	f.core.PolicyEventHandler().OnAdd(nil, false)
 	assert.Empty(t, f.woken, "a bound pod is not placed again")
 }
+
+// The Node informer's transform drops managedFields and leaves the rest
+// (and what is not an object, a deletion's tombstone) as it was.
+func TestStripManagedFields(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-0", Labels: map[string]string{"a": "b"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}}}
+	got, err := stripManagedFields(node)
+	require.NoError(t, err)
+	assert.Nil(t, got.(*corev1.Node).ManagedFields)
+	assert.Equal(t, "b", got.(*corev1.Node).Labels["a"])
+	tomb := cache.DeletedFinalStateUnknown{Key: "gpu-1", Obj: node}
+	got, err = stripManagedFields(tomb)
+	require.NoError(t, err)
+	assert.Equal(t, tomb, got)
+}

@@ -42,3 +42,27 @@ func TestAsUserSendsTheUserNameHeader(t *testing.T) {
 		})
 	}
 }
+
+// Every request asks for JSON by name: slurmrestd pretty-prints an answer
+// to a request without Accept, a third more bytes (issue 38).
+func TestRequestsAskForCompactJSON(t *testing.T) {
+	seen := make(chan http.Header, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Clone()
+		http.Error(w, "no", http.StatusInternalServerError)
+	}))
+	t.Cleanup(srv.Close)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte(testToken), 0o600))
+	c, err := New(Config{URL: srv.URL, TokenFile: tokenFile, Timeout: 2 * time.Second, APIVersion: "v0.0.42"})
+	require.NoError(t, err)
+	ctx := context.Background()
+	for name, call := range map[string]func() error{
+		"list nodes": func() error { _, err := c.ListNodes(ctx, time.Time{}); return err },
+		"get job":    func() error { _, err := c.GetJob(ctx, 7); return err },
+		"drain":      func() error { return c.Drain(ctx, "n1", "test") },
+	} {
+		require.Error(t, call(), name)
+		assert.Equal(t, "application/json", (<-seen).Get("Accept"), name)
+	}
+}

@@ -264,10 +264,15 @@ func run(ctx context.Context, c config) error {
 		LeaseDuration:                 &c.leaseDuration,
 		RenewDeadline:                 &c.renewDeadline,
 		RetryPeriod:                   &c.retryPeriod,
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			// Only slurmd pods: the informer never holds the cluster's other pods.
-			&corev1.Pod{}: {Label: labels.SelectorFromSet(syncer.SlurmdPodSelector())},
-		}},
+		Cache: cache.Options{
+			// No onepool controller reads managedFields: without them a
+			// cached Node is about a fifth smaller (issue 38: 16 of 77 MiB
+			// of heap at 10,000 Nodes).
+			DefaultTransform: cache.TransformStripManagedFields(),
+			ByObject: map[client.Object]cache.ByObject{
+				// Only slurmd pods: the informer never holds the cluster's other pods.
+				&corev1.Pod{}: {Label: labels.SelectorFromSet(syncer.SlurmdPodSelector())},
+			}},
 	}
 	if c.webhook.Port > 0 {
 		opts.WebhookServer = webhook.NewServer(c.webhook)

@@ -2,10 +2,10 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"math"
-	"net/http"
 	"os"
 	"sort"
 	"strconv"
@@ -85,8 +85,8 @@ func TestBenchNodeSet(t *testing.T) {
 		return ready == size, fmt.Sprintf("%d Ready", ready)
 	})
 
-	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", lab.ManagerMetricsPort)
-	before := scrapeHistogram(t, metricsURL, reconcileMetric, `controller="onepool-nodeset"`)
+	metricsURL := l.ControllerManagerMetricsURL()
+	before := scrapeHistogram(t, l, metricsURL, reconcileMetric, `controller="onepool-nodeset"`)
 	ns := &v1alpha1.NodeSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: benchNodeSetNS},
 		Spec: v1alpha1.NodeSetSpec{
@@ -118,8 +118,11 @@ func TestBenchNodeSet(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	time.Sleep(2 * time.Second) // let the last reconciles land in the histogram
-	after := scrapeHistogram(t, metricsURL, reconcileMetric, `controller="onepool-nodeset"`)
+	after := scrapeHistogram(t, l, metricsURL, reconcileMetric, `controller="onepool-nodeset"`)
 	p99, n := quantile(before, after, 0.99)
+	if n == 0 {
+		t.Fatalf("no onepool-nodeset reconcile in %s's %s", metricsURL, reconcileMetric)
+	}
 	t.Logf("converged in %s over %d reconciles", took, n)
 	rep := func(name string, v float64, prec int, unit string) {
 		fmt.Printf("BENCH %s %.*f %s slurm=%s members=%d\n", name, prec, v, unit, benchRelease(), size)
@@ -129,16 +132,17 @@ func TestBenchNodeSet(t *testing.T) {
 	rep("nodeset_reconciles", float64(n), 0, "count")
 }
 
-// scrapeHistogram reads one histogram's cumulative buckets (le → count).
-func scrapeHistogram(t *testing.T, url, name, match string) map[float64]float64 {
+// scrapeHistogram reads one histogram's cumulative buckets (le → count)
+// from a component's /metrics, as the lab's scraper.
+func scrapeHistogram(t *testing.T, l *lab.Lab, url, name, match string) map[float64]float64 {
 	t.Helper()
-	resp, err := http.Get(url)
+	b, err := l.ScrapeMetrics(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
 	out := map[float64]float64{}
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
 		if !strings.HasPrefix(line, name+"{") || !strings.Contains(line, match) {

@@ -139,8 +139,9 @@ func metricName(kind string) string {
 	return string(b)
 }
 
-// timedGet GETs /slurm/<api>/<kind>/ as the lab's admin and returns the
-// body's size and the time it took.
+// timedGet GETs /slurm/<api>/<kind>/ as the lab's admin, as onepool's
+// client asks (compact JSON), and returns the body's size and the time it
+// took.
 func timedGet(ctx context.Context, l *lab.Lab, kind string) (int64, time.Duration, error) {
 	tok, err := os.ReadFile(l.TokenFile())
 	if err != nil {
@@ -153,6 +154,7 @@ func timedGet(ctx context.Context, l *lab.Lab, kind string) (int64, time.Duratio
 		return 0, 0, err
 	}
 	req.Header.Set("X-SLURM-USER-TOKEN", string(bytes.TrimSpace(tok)))
+	req.Header.Set("Accept", "application/json") // compact, as onepool asks
 	start := time.Now()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
