@@ -196,7 +196,7 @@ func ensureForeignJobs(t *testing.T, l *lab.Lab, admin *slurmrest.Client, want i
 		t.Fatal(err)
 	}
 	body, err := json.Marshal(map[string]any{"job": map[string]any{
-		"name": "foreign", "partition": "main", "hold": true, "nodes": "1", "tasks": 1,
+		"name": lab.ScaleJobName, "partition": "main", "hold": true, "nodes": "1", "tasks": 1,
 		"current_working_directory": "/tmp", "environment": []string{"PATH=/usr/bin:/bin"},
 		"script": "#!/bin/sh\ntrue\n"}})
 	if err != nil {

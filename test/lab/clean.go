@@ -97,13 +97,37 @@ func parseDrained(out string) []DrainedNode {
 	return drained
 }
 
-// SlurmJobs lists the ids of every job in Slurm's queue.
+// ScaleJobName names the scale benchmark's queue of another user's held
+// jobs. A stage starts with them left in place: they never run, and
+// 50,000 of them take minutes to queue again (and scancel of all of them
+// outlasts its deadline).
+const ScaleJobName = "onepool-scale-foreign"
+
+// SlurmJobs lists the ids of every job in Slurm's queue but the scale
+// benchmark's pending ones (ScaleJobName).
 func (l *Lab) SlurmJobs(ctx context.Context) ([]string, error) {
-	out, err := l.Slurm(ctx, "squeue", "-h", "-o", "%i")
+	out, err := l.Slurm(ctx, "squeue", "-h", "-o", "%i %T %j")
 	if err != nil {
 		return nil, fmt.Errorf("squeue: %w: %s", err, strings.TrimSpace(string(out)))
 	}
-	return strings.Fields(string(out)), nil
+	var ids []string
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || len(f) == 3 && f[1] == "PENDING" && f[2] == ScaleJobName {
+			continue
+		}
+		ids = append(ids, f[0])
+	}
+	return ids, nil
+}
+
+// fewIDs names the first of many job ids, and how many more there are.
+func fewIDs(ids []string) string {
+	const shown = 20
+	if len(ids) <= shown {
+		return strings.Join(ids, " ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(ids[:shown], " "), len(ids)-shown)
 }
 
 // ResumeDrained resumes every drained Slurm node of the lab and returns
@@ -163,9 +187,9 @@ func (l *Lab) StartClean(ctx context.Context, slurmOnly bool) error {
 		return fmt.Errorf("stage start: %w", err)
 	}
 	if len(jobs) > 0 {
-		found = append(found, fmt.Sprintf("%d Slurm jobs (%s)", len(jobs), strings.Join(jobs, " ")))
+		found = append(found, fmt.Sprintf("%d Slurm jobs (%s)", len(jobs), fewIDs(jobs)))
 		if out, err := l.Slurm(ctx, append([]string{"scancel"}, jobs...)...); err != nil {
-			return fmt.Errorf("stage start: scancel: %w: %s", err, out)
+			return fmt.Errorf("stage start: scancel of %d jobs: %w: %.500s", len(jobs), err, out)
 		}
 	}
 	if !slurmOnly {
@@ -200,8 +224,8 @@ func (l *Lab) StartClean(ctx context.Context, slurmOnly bool) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("stage start: the lab is not clean %s after clearing what the stage before left (jobs %v %v; drained %v %v)",
-				startCleanBound, jobs, jerr, drained, derr)
+			return fmt.Errorf("stage start: the lab is not clean %s after clearing what the stage before left (jobs %s %v; drained %v %v)",
+				startCleanBound, fewIDs(jobs), jerr, drained, derr)
 		}
 		// A drain resumed while onepool still held a cause comes back; one
 		// Slurm made comes back only while its cause holds.
