@@ -16,14 +16,7 @@ import (
 // A request made AsUser carries that user beside the token (Slurm's
 // authenticating proxy); others carry the client's own user, or none.
 func TestAsUserSendsTheUserNameHeader(t *testing.T) {
-	seen := make(chan http.Header, 4)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		seen <- r.Header.Clone()
-		http.Error(w, "no", http.StatusInternalServerError)
-	}))
-	t.Cleanup(srv.Close)
-	tokenFile := filepath.Join(t.TempDir(), "token")
-	require.NoError(t, os.WriteFile(tokenFile, []byte(testToken), 0o600))
+	srv, tokenFile, seen := headerServer(t)
 	for _, tc := range []struct {
 		name, clientUser, ctxUser, want string
 	}{
@@ -46,14 +39,7 @@ func TestAsUserSendsTheUserNameHeader(t *testing.T) {
 // Every request asks for JSON by name: slurmrestd pretty-prints an answer
 // to a request without Accept, a third more bytes (issue 38).
 func TestRequestsAskForCompactJSON(t *testing.T) {
-	seen := make(chan http.Header, 4)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		seen <- r.Header.Clone()
-		http.Error(w, "no", http.StatusInternalServerError)
-	}))
-	t.Cleanup(srv.Close)
-	tokenFile := filepath.Join(t.TempDir(), "token")
-	require.NoError(t, os.WriteFile(tokenFile, []byte(testToken), 0o600))
+	srv, tokenFile, seen := headerServer(t)
 	c, err := New(Config{URL: srv.URL, TokenFile: tokenFile, Timeout: 2 * time.Second, APIVersion: "v0.0.42"})
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -65,4 +51,19 @@ func TestRequestsAskForCompactJSON(t *testing.T) {
 		require.Error(t, call(), name)
 		assert.Equal(t, "application/json", (<-seen).Get("Accept"), name)
 	}
+}
+
+// headerServer answers every request with HTTP 500 and hands over its
+// headers; tokenFile holds testToken.
+func headerServer(t *testing.T) (srv *httptest.Server, tokenFile string, seen <-chan http.Header) {
+	t.Helper()
+	ch := make(chan http.Header, 4)
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ch <- r.Header.Clone()
+		http.Error(w, "no", http.StatusInternalServerError)
+	}))
+	t.Cleanup(srv.Close)
+	tokenFile = filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte(testToken), 0o600))
+	return srv, tokenFile, ch
 }

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/onepool/onepool/slurmrest"
 	"github.com/onepool/onepool/test/lab"
 )
 
@@ -27,21 +26,7 @@ func benchScaleSyncer(t *testing.T, l *lab.Lab, rep func(string, float64, string
 		t.Fatalf("the syncer figures need ONEPOOL_LAB_EXTRA_NODES>=%d (have %d)", 2*syncerSamples, len(sim))
 	}
 	sim = sim[:2*syncerSamples]
-	kc, err := l.KubeClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := l.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, err := slurmrest.New(slurmrest.Config{URL: l.RESTURL(), TokenFile: l.TokenFile()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cleanupSyncerBench(t, l, kc, sim)
-	defer cleanupSyncerBench(t, l, kc, sim)
-	createSlurmdPods(t, kc, c, sim)
+	kc, sc := withSlurmdPods(t, l, sim)
 	c2d := timeCordonToDrain(t, kc, sc, sim[:syncerSamples])
 	rep("scale_cordon_to_drain_p50_ms", percentileMS(c2d, 0.50), "ms")
 	rep("scale_cordon_to_drain_p99_ms", percentileMS(c2d, 0.99), "ms")

@@ -41,22 +41,7 @@ func TestBenchSyncer(t *testing.T) {
 	if len(sim) < 1000 {
 		t.Fatalf("the benchmark needs ONEPOOL_LAB_EXTRA_NODES>=1000 (have %d)", len(sim))
 	}
-	kc, err := l.KubeClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, err := slurmrest.New(slurmrest.Config{URL: l.RESTURL(), TokenFile: l.TokenFile()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A previous run's pods may still be going away.
-	cleanupSyncerBench(t, l, kc, sim)
-	t.Cleanup(func() { cleanupSyncerBench(t, l, kc, sim) })
-	c, err := l.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	createSlurmdPods(t, kc, c, sim)
+	kc, sc := withSlurmdPods(t, l, sim)
 
 	// Idle: nothing changes; what does the controller manager cost slurmrestd?
 	time.Sleep(10 * time.Second)
@@ -71,6 +56,29 @@ func TestBenchSyncer(t *testing.T) {
 	d2a := timeDrainToAnnotation(t, l, kc, sim[syncerSamples:2*syncerSamples])
 	reportPercentile("drain_to_annotation_p50_ms", d2a, 0.50)
 	reportPercentile("drain_to_annotation_p99_ms", d2a, 0.99)
+}
+
+// withSlurmdPods gives each node a slurmd pod in benchNS (a previous
+// run's, still going away, are cleared first; the test's end clears
+// them) and returns the clients both directions are timed with.
+func withSlurmdPods(t *testing.T, l *lab.Lab, nodes []string) (kubernetes.Interface, *slurmrest.Client) {
+	t.Helper()
+	kc, err := l.KubeClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := slurmrest.New(slurmrest.Config{URL: l.RESTURL(), TokenFile: l.TokenFile()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := l.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cleanupSyncerBench(t, l, kc, nodes)
+	t.Cleanup(func() { cleanupSyncerBench(t, l, kc, nodes) })
+	createSlurmdPods(t, kc, c, nodes)
+	return kc, sc
 }
 
 // timeCordonToDrain cordons each node in turn and times it until Slurm
