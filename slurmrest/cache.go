@@ -360,8 +360,11 @@ func (c *Cache) listJobs(ctx context.Context, now time.Time, full bool) error {
 	}
 	lctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
-	listed, err := pollView(lctx, c, "job", c.jobs, full, c.client.backend.ListJobs,
-		func(l *JobList) ([]Job, time.Time) { return c.keptJobs(l.Jobs, whole), l.LastUpdate }, c.deliverJob)
+	list := func(ctx context.Context, since time.Time) (*JobList, error) {
+		return c.client.backend.ListJobs(ctx, since, c.keep)
+	}
+	listed, err := pollView(lctx, c, "job", c.jobs, full, list,
+		func(l *JobList) ([]Job, time.Time) { c.counted(l.Listed, whole); return l.Jobs, l.LastUpdate }, c.deliverJob)
 	c.mu.Lock()
 	c.jobBackoff.done(err == nil && ctx.Err() == nil, now, c.cfg.PollInterval)
 	if err == nil {
@@ -375,24 +378,14 @@ func (c *Cache) listJobs(ctx context.Context, now time.Time, full bool) error {
 	return err
 }
 
-// keptJobs counts a listing of every job (whole) and returns the jobs of
-// it the view keeps.
-func (c *Cache) keptJobs(jobs []Job, whole bool) []Job {
+// counted notes how many jobs a listing held (whole: of every job): the
+// time later listings are given follows it.
+func (c *Cache) counted(n int, whole bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if whole || len(jobs) > c.listed {
-		c.listed = len(jobs)
+	if whole || n > c.listed {
+		c.listed = n
 	}
-	if c.keep == nil {
-		return jobs
-	}
-	kept := jobs[:0:0]
-	for i := range jobs {
-		if c.keep(&jobs[i]) {
-			kept = append(kept, jobs[i])
-		}
-	}
-	return kept
 }
 
 // JobsListedAt is when the last job listing that succeeded began: every

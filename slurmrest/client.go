@@ -360,7 +360,7 @@ func (c *Client) DeleteNode(ctx context.Context, name string) error {
 func (c *Client) ListJobs(ctx context.Context, since time.Time) (*JobList, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	return c.backend.ListJobs(ctx, since)
+	return c.backend.ListJobs(ctx, since, nil)
 }
 
 // GetJob reads one job; ErrNotFound once Slurm has purged it.

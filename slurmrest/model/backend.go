@@ -17,8 +17,9 @@ type Backend interface {
 	UpdateNodes(ctx context.Context, names []string, u NodeUpdate) error
 	// DeleteNode removes a dynamic node's record (scontrol delete nodename).
 	DeleteNode(ctx context.Context, name string) error
-	// ListJobs is like ListNodes for jobs.
-	ListJobs(ctx context.Context, since time.Time) (*JobList, error)
+	// ListJobs is like ListNodes for jobs; the list holds the jobs keep
+	// accepts (nil: all), read as the answer streams in.
+	ListJobs(ctx context.Context, since time.Time, keep func(*Job) bool) (*JobList, error)
 	GetJob(ctx context.Context, id uint32) (*Job, error)
 	JobStates(ctx context.Context, ids []uint32) ([]JobStateEntry, error)
 	SubmitJob(ctx context.Context, j JobSubmit) (uint32, error)

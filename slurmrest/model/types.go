@@ -196,9 +196,11 @@ type NodeList struct {
 	LastUpdate time.Time
 }
 
-// JobList is a job listing with its update time (see NodeList).
+// JobList is a job listing with its update time (see NodeList). Jobs are
+// those the lister kept; Listed counts every job of the answer.
 type JobList struct {
 	Jobs       []Job
+	Listed     int
 	LastUpdate time.Time
 }
 

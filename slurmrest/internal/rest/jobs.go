@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -24,21 +25,50 @@ const (
 	pathAllocate  = "/job/allocate"
 )
 
-// ListJobs lists jobs. With since set, an unchanged job table gives HTTP 200
-// with no jobs and last_update 0: that is "no change", returned as nil.
-func (b *Backend) ListJobs(ctx context.Context, since time.Time) (*model.JobList, error) {
-	r, err := b.call(ctx, request{op: "list jobs", method: http.MethodGet, path: pathJobs, query: sinceQuery(since)})
+// ListJobs lists jobs, streaming the answer: keep (nil: all) says which
+// jobs the list holds, so memory follows the jobs kept, not the answer
+// (50,000 foreign jobs on 24.11: 228 MB); Listed counts them all. With since
+// set, an unchanged job table gives HTTP 200 with no jobs and last_update 0:
+// that is "no change", returned as nil.
+func (b *Backend) ListJobs(ctx context.Context, since time.Time, keep func(*model.Job) bool) (*model.JobList, error) {
+	sink := &jobSink{keep: keep}
+	r, err := b.call(ctx, request{op: "list jobs", method: http.MethodGet, path: pathJobs, query: sinceQuery(since),
+		streamKey: "jobs", elem: sink.elem})
 	if err != nil {
 		return nil, err
 	}
-	jobs, last, err := DecodeJobs(r.body)
+	last, err := r.members.lastUpdate()
 	if err != nil {
 		return nil, badResponse("list jobs", b.endpoint(http.MethodGet, pathJobs), r, "%w", err)
 	}
-	if !since.IsZero() && len(jobs) == 0 && last.IsZero() {
+	if !since.IsZero() && sink.n == 0 && unixTime(&last).IsZero() {
 		return nil, nil
 	}
-	return &model.JobList{Jobs: jobs, LastUpdate: last}, nil
+	return &model.JobList{Jobs: sink.jobs, Listed: sink.n, LastUpdate: unixTime(&last)}, nil
+}
+
+// jobSink converts the jobs of a listing as they are decoded, holding those
+// keep accepts (nil: all); n counts every job read.
+type jobSink struct {
+	keep func(*model.Job) bool
+	jobs []model.Job
+	n    int
+}
+
+func (s *jobSink) elem(d *json.Decoder) error {
+	var w wireJob
+	if err := d.Decode(&w); err != nil {
+		return fmt.Errorf("job %d: %w", s.n, err)
+	}
+	j, err := toJob(&w, s.n)
+	if err != nil {
+		return err
+	}
+	s.n++
+	if s.keep == nil || s.keep(&j) {
+		s.jobs = append(s.jobs, j)
+	}
+	return nil
 }
 
 // GetJob reads one job; 404 with Slurm error 2017 is ErrNotFound.
@@ -329,42 +359,47 @@ func (b *Backend) CancelJob(ctx context.Context, id uint32, signal string) error
 
 // DecodeJobs reads a /jobs/ or /job/X answer into model jobs.
 func DecodeJobs(body []byte) ([]model.Job, time.Time, error) {
-	var resp jobsResp
-	if err := json.Unmarshal(body, &resp); err != nil {
+	sink := &jobSink{}
+	m, err := decodeStream(bytes.NewReader(body), "jobs", sink.elem)
+	if err != nil {
 		return nil, time.Time{}, err
 	}
-	out := make([]model.Job, 0, len(resp.Jobs))
-	for i := range resp.Jobs {
-		j := &resp.Jobs[i]
-		if deref(j.JobId) <= 0 || deref(j.JobId) > math.MaxUint32 {
-			return nil, time.Time{}, fmt.Errorf("job %d of %d has no id", i, len(resp.Jobs))
-		}
-		job := model.Job{
-			ID:          uint32(*j.JobId),
-			Name:        deref(j.Name),
-			User:        deref(j.UserName),
-			Account:     deref(j.Account),
-			Partition:   deref(j.Partition),
-			QOS:         deref(j.Qos),
-			State:       model.JobState(deref(j.JobState)),
-			Reason:      deref(j.StateReason),
-			Nodes:       deref(j.Nodes),
-			Comment:     deref(j.Comment),
-			Priority:    u32(j.Priority),
-			SubmitTime:  unixTime(j.SubmitTime),
-			StartTime:   unixTime(j.StartTime),
-			EndTime:     unixTime(j.EndTime),
-			PreemptTime: unixTime(j.PreemptTime),
-			TimeLimit:   fromMinutes(j.TimeLimit),
-			TresPerNode: deref(j.TresPerNode),
-		}
-		if j.ExitCode != nil {
-			job.ExitCode = int32(u32(j.ExitCode.ReturnCode))
-		}
-		job.GresDetail = gresDetail(j)
-		out = append(out, job)
+	last, err := m.lastUpdate()
+	if err != nil {
+		return nil, time.Time{}, err
 	}
-	return out, unixTime(&resp.LastUpdate), nil
+	return sink.jobs, unixTime(&last), nil
+}
+
+// toJob is the model job of the i-th job of an answer.
+func toJob(j *wireJob, i int) (model.Job, error) {
+	if deref(j.JobId) <= 0 || deref(j.JobId) > math.MaxUint32 {
+		return model.Job{}, fmt.Errorf("job %d has no id", i)
+	}
+	job := model.Job{
+		ID:          uint32(*j.JobId),
+		Name:        deref(j.Name),
+		User:        deref(j.UserName),
+		Account:     deref(j.Account),
+		Partition:   deref(j.Partition),
+		QOS:         deref(j.Qos),
+		State:       model.JobState(deref(j.JobState)),
+		Reason:      deref(j.StateReason),
+		Nodes:       deref(j.Nodes),
+		Comment:     deref(j.Comment),
+		Priority:    u32(j.Priority),
+		SubmitTime:  unixTime(j.SubmitTime),
+		StartTime:   unixTime(j.StartTime),
+		EndTime:     unixTime(j.EndTime),
+		PreemptTime: unixTime(j.PreemptTime),
+		TimeLimit:   fromMinutes(j.TimeLimit),
+		TresPerNode: deref(j.TresPerNode),
+	}
+	if j.ExitCode != nil {
+		job.ExitCode = int32(u32(j.ExitCode.ReturnCode))
+	}
+	job.GresDetail = gresDetail(j)
+	return job, nil
 }
 
 // gresDetail pairs gres_detail's entries with the allocated nodes: Slurm

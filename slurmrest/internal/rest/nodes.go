@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,9 +32,11 @@ func (b *Backend) Ping(ctx context.Context) error {
 // partitions did not, with an error (isPartitionQueryBug): that means
 // "changed", so the nodes are listed in full.
 func (b *Backend) ListNodes(ctx context.Context, since time.Time) (*model.NodeList, error) {
-	r, err := b.getNodes(ctx, since)
+	sink := &nodeSink{}
+	r, err := b.getNodes(ctx, since, sink)
 	if ae := (*model.APIError)(nil); !since.IsZero() && errors.As(err, &ae) && isPartitionQueryBug(ae) {
-		r, err = b.getNodes(ctx, time.Time{})
+		sink = &nodeSink{}
+		r, err = b.getNodes(ctx, time.Time{}, sink)
 	}
 	if err != nil {
 		return nil, err
@@ -41,15 +44,36 @@ func (b *Backend) ListNodes(ctx context.Context, since time.Time) (*model.NodeLi
 	if r.status == http.StatusNotModified {
 		return nil, nil
 	}
-	nodes, last, err := DecodeNodes(r.body)
+	last, err := r.members.lastUpdate()
 	if err != nil {
 		return nil, badResponse("list nodes", b.endpoint(http.MethodGet, pathNodes), r, "%w", err)
 	}
-	return &model.NodeList{Nodes: nodes, LastUpdate: last}, nil
+	return &model.NodeList{Nodes: sink.nodes, LastUpdate: unixTime(&last)}, nil
 }
 
-func (b *Backend) getNodes(ctx context.Context, since time.Time) (*response, error) {
-	return b.call(ctx, request{op: "list nodes", method: http.MethodGet, path: pathNodes, query: sinceQuery(since)})
+// getNodes streams a node listing into sink (10,000 nodes on 24.11: 14.7 MB
+// that are never held whole).
+func (b *Backend) getNodes(ctx context.Context, since time.Time, sink *nodeSink) (*response, error) {
+	return b.call(ctx, request{op: "list nodes", method: http.MethodGet, path: pathNodes, query: sinceQuery(since),
+		streamKey: "nodes", elem: sink.elem})
+}
+
+// nodeSink converts the nodes of a listing as they are decoded.
+type nodeSink struct {
+	nodes []model.Node
+}
+
+func (s *nodeSink) elem(d *json.Decoder) error {
+	var w wireNode
+	if err := d.Decode(&w); err != nil {
+		return fmt.Errorf("node %d: %w", len(s.nodes), err)
+	}
+	n, err := toNode(&w, len(s.nodes))
+	if err != nil {
+		return err
+	}
+	s.nodes = append(s.nodes, n)
+	return nil
 }
 
 // GetNode reads one node. slurmrestd answers an unknown name with HTTP 200,
@@ -120,35 +144,40 @@ func updateMsg(u model.NodeUpdate) updateNodeMsg {
 
 // DecodeNodes reads a /nodes/ or /node/X answer into model nodes.
 func DecodeNodes(body []byte) ([]model.Node, time.Time, error) {
-	var resp nodesResp
-	if err := json.Unmarshal(body, &resp); err != nil {
+	sink := &nodeSink{}
+	m, err := decodeStream(bytes.NewReader(body), "nodes", sink.elem)
+	if err != nil {
 		return nil, time.Time{}, err
 	}
-	out := make([]model.Node, 0, len(resp.Nodes))
-	for i := range resp.Nodes {
-		n := &resp.Nodes[i]
-		if deref(n.Name) == "" {
-			return nil, time.Time{}, fmt.Errorf("node %d of %d has no name", i, len(resp.Nodes))
-		}
-		out = append(out, model.Node{
-			Name:            deref(n.Name),
-			Hostname:        deref(n.Hostname),
-			Address:         deref(n.Address),
-			State:           model.NodeState(deref(n.State)),
-			Reason:          deref(n.Reason),
-			ReasonSetByUser: deref(n.ReasonSetByUser),
-			ReasonChanged:   unixTime(n.ReasonChangedAt),
-			Partitions:      deref(n.Partitions),
-			Features:        deref(n.Features),
-			CPUs:            int(deref(n.Cpus)),
-			RealMemoryMB:    deref(n.RealMemory),
-			Gres:            deref(n.Gres),
-			GresUsed:        deref(n.GresUsed),
-			Comment:         deref(n.Comment),
-			BootTime:        unixTime(n.BootTime),
-			SlurmdStarted:   unixTime(n.SlurmdStartTime),
-			SlurmVersion:    deref(n.Version),
-		})
+	last, err := m.lastUpdate()
+	if err != nil {
+		return nil, time.Time{}, err
 	}
-	return out, unixTime(&resp.LastUpdate), nil
+	return sink.nodes, unixTime(&last), nil
+}
+
+// toNode is the model node of the i-th node of an answer.
+func toNode(n *wireNode, i int) (model.Node, error) {
+	if deref(n.Name) == "" {
+		return model.Node{}, fmt.Errorf("node %d has no name", i)
+	}
+	return model.Node{
+		Name:            deref(n.Name),
+		Hostname:        deref(n.Hostname),
+		Address:         deref(n.Address),
+		State:           model.NodeState(deref(n.State)),
+		Reason:          deref(n.Reason),
+		ReasonSetByUser: deref(n.ReasonSetByUser),
+		ReasonChanged:   unixTime(n.ReasonChangedAt),
+		Partitions:      deref(n.Partitions),
+		Features:        deref(n.Features),
+		CPUs:            int(deref(n.Cpus)),
+		RealMemoryMB:    deref(n.RealMemory),
+		Gres:            deref(n.Gres),
+		GresUsed:        deref(n.GresUsed),
+		Comment:         deref(n.Comment),
+		BootTime:        unixTime(n.BootTime),
+		SlurmdStarted:   unixTime(n.SlurmdStartTime),
+		SlurmVersion:    deref(n.Version),
+	}, nil
 }

@@ -85,6 +85,11 @@ type request struct {
 	body             any
 	// db: one of slurmdbd's endpoints (slurmrestd's openapi/slurmdbd plugin).
 	db bool
+	// elem, when set, reads a successful answer as a stream: each element
+	// of the array under streamKey goes to elem as it arrives, the other
+	// members to response.members; the body is never held whole.
+	streamKey string
+	elem      func(*json.Decoder) error
 }
 
 // root is the request's path prefix: "/slurm/" or "/slurmdb/".
@@ -95,10 +100,12 @@ func (rq request) root() string {
 	return "/slurm/"
 }
 
-// response is one answer of slurmrestd, read in full.
+// response is one answer of slurmrestd: read in full (body), or streamed
+// (members: what is left of it once its array went to request.elem).
 type response struct {
-	status int
-	body   []byte
+	status  int
+	body    []byte
+	members members
 }
 
 // call sends one request and reads the answer. A transport failure, an HTTP
@@ -150,6 +157,9 @@ func (b *Backend) call(ctx context.Context, rq request) (*response, error) {
 		return nil, &model.APIError{Op: rq.op, Endpoint: ep, Kind: kind, Err: err}
 	}
 	defer resp.Body.Close()
+	if rq.elem != nil && resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return streamed(rq, ep, resp)
+	}
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	if err != nil {
 		return nil, &model.APIError{Op: rq.op, Endpoint: ep, StatusCode: resp.StatusCode, Kind: model.ErrUnreachable,
@@ -172,17 +182,49 @@ func (b *Backend) call(ctx context.Context, rq request) (*response, error) {
 	return r, check(rq.op, ep, r)
 }
 
+// streamed reads a successful answer as rq asks (request.elem). A read
+// that fails halfway is the transport's failure; an answer that is not the
+// JSON asked for is a bad response; an `errors` array in it fails the call
+// as check does.
+func streamed(rq request, ep string, resp *http.Response) (*response, error) {
+	cr := &countingReader{r: io.LimitReader(resp.Body, maxStreamBody+1)}
+	m, err := decodeStream(cr, rq.streamKey, rq.elem)
+	r := &response{status: resp.StatusCode, members: m}
+	switch {
+	case cr.n > maxStreamBody:
+		return nil, badResponse(rq.op, ep, r, "answer larger than %d bytes", maxStreamBody)
+	case cr.err != nil:
+		return nil, &model.APIError{Op: rq.op, Endpoint: ep, StatusCode: r.status, Kind: model.ErrUnreachable,
+			Err: fmt.Errorf("reading the answer: %w", cr.err)}
+	case err != nil:
+		return nil, badResponse(rq.op, ep, r, "decoding the answer: %w", err)
+	}
+	var errs []apiError
+	if raw, ok := m["errors"]; ok {
+		if err := json.Unmarshal(raw, &errs); err != nil {
+			return nil, badResponse(rq.op, ep, r, "decoding the answer's errors: %w", err)
+		}
+	}
+	return r, verdict(rq.op, ep, r.status, slurmErrors(errs), nil)
+}
+
 // check turns an answer that reports failure into an *model.APIError.
 func check(op, endpoint string, r *response) error {
 	errs, decodeErr := DecodeErrors(r.body)
-	ok := r.status >= 200 && r.status < 300
+	return verdict(op, endpoint, r.status, errs, decodeErr)
+}
+
+// verdict is what an answer of status with errs (or that could not be
+// decoded) means: nil for success, else an *model.APIError.
+func verdict(op, endpoint string, status int, errs []model.SlurmError, decodeErr error) error {
+	ok := status >= 200 && status < 300
 	if ok && decodeErr != nil {
-		return &model.APIError{Op: op, Endpoint: endpoint, StatusCode: r.status, Kind: model.ErrBadResponse, Err: decodeErr}
+		return &model.APIError{Op: op, Endpoint: endpoint, StatusCode: status, Kind: model.ErrBadResponse, Err: decodeErr}
 	}
 	if ok && len(errs) == 0 {
 		return nil
 	}
-	return &model.APIError{Op: op, Endpoint: endpoint, StatusCode: r.status, Errors: errs, Kind: model.Classify(r.status, errs)}
+	return &model.APIError{Op: op, Endpoint: endpoint, StatusCode: status, Errors: errs, Kind: model.Classify(status, errs)}
 }
 
 // DecodeErrors reads an answer's `errors` array.
@@ -194,13 +236,17 @@ func DecodeErrors(body []byte) ([]model.SlurmError, error) {
 	if err := json.Unmarshal(body, &env); err != nil {
 		return nil, fmt.Errorf("decoding the answer: %w", err)
 	}
-	out := make([]model.SlurmError, 0, len(env.Errors))
-	for _, e := range env.Errors {
+	return slurmErrors(env.Errors), nil
+}
+
+func slurmErrors(errs []apiError) []model.SlurmError {
+	out := make([]model.SlurmError, 0, len(errs))
+	for _, e := range errs {
 		out = append(out, model.SlurmError{
 			Errno: int(deref(e.ErrorNumber)), Error: deref(e.Error), Description: deref(e.Description), Source: deref(e.Source),
 		})
 	}
-	return out, nil
+	return out
 }
 
 // decode reads the data part of a successful answer into v.
