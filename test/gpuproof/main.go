@@ -48,7 +48,15 @@ func main() {
 	flag.IntVar(&o.count, "count", 2, "GPUs to claim (at most the node's)")
 	flag.StringVar(&o.driverRoot, "driver-root", "/", "the NVIDIA driver's root: its libraries go into the CDI spec (empty: none)")
 	flag.StringVar(&o.cdiHook, "cdi-hook", "", "NVIDIA's nvidia-cdi-hook for the spec's update-ldcache hook (default: /usr/bin/nvidia-cdi-hook where the NVIDIA Container Toolkit put it; empty and none there: no hook)")
+	mig := flag.Bool("mig", false, "instead of the proof: what NVML says of MIG on each GPU, read-only (mode, profiles, placements, instances)")
 	flag.Parse()
+	if *mig {
+		if err := migSurvey(os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "gpuproof --mig: %v\n", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	os.Exit(run(context.Background(), o, os.Stdout))
 }
 

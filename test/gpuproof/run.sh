@@ -141,6 +141,15 @@ main() {
 	cat "$WORK/kernel-minors.txt"
 	[[ -s $WORK/kernel-minors.txt ]] || echo "(none)"
 
+	section "6. MIG, read-only (informative: mode, GPU instance profiles, placements, instances; nothing is changed)"
+	if [[ -n $proof && -z $INVENTORY ]]; then
+		bounded "$proof" --mig || echo "(MIG survey: exit $?, not a proof failure)"
+		if [[ $smi == yes ]]; then
+			bounded nvidia-smi --query-gpu=index,mig.mode.current,mig.mode.pending --format=csv
+			bounded nvidia-smi mig -lgip
+		fi
+	fi
+
 	section "comparison"
 	# NVML as the proof program saw it: "index uuid minor".
 	sed -n 's/^gpu-id index=\([0-9]*\) uuid=\(.*\) minor=\([0-9]*\)$/\1 \2 \3/p' "$WORK/proof.txt" 2>/dev/null | sort >"$WORK/nvml.txt"
