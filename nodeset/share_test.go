@@ -205,3 +205,26 @@ func (e *nodeSetEnv) podOn(node, name, cpu, mem, scheduler string) {
 	p.Spec.Containers[0].Image = "busybox"
 	require.NoError(e.t, e.c.Create(context.Background(), &p))
 }
+
+// A Node's share is counted again every ShareCheck, and a slurmd pod made
+// moments ago was counted when it was made.
+func TestShareDue(t *testing.T) {
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	every := time.Minute
+	for _, tc := range []struct {
+		name                    string
+		lastChecked, podCreated time.Time
+		want                    bool
+	}{
+		{"never counted, pod made an hour ago", time.Time{}, now.Add(-time.Hour), true},
+		{"never counted again, pod made a second ago", time.Time{}, now.Add(-time.Second), false},
+		{"counted a minute ago, old pod", now.Add(-every), now.Add(-time.Hour), true},
+		{"counted ten seconds ago, old pod", now.Add(-10 * time.Second), now.Add(-time.Hour), false},
+		{"counted long ago, pod replaced ten seconds ago", now.Add(-time.Hour), now.Add(-10 * time.Second), false},
+		{"no creation time known", time.Time{}, time.Time{}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, shareDue(tc.lastChecked, tc.podCreated, now, every))
+		})
+	}
+}
