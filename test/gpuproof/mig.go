@@ -21,7 +21,7 @@ func migSurvey(out io.Writer) error {
 	if ret := nvml.Init(); ret != nvml.SUCCESS {
 		return fmt.Errorf("nvml init: %v", nvml.ErrorString(ret))
 	}
-	defer nvml.Shutdown()
+	defer func() { _ = nvml.Shutdown() }()
 	count, ret := nvml.DeviceGetCount()
 	if ret != nvml.SUCCESS {
 		return fmt.Errorf("device count: %v", nvml.ErrorString(ret))
