@@ -96,7 +96,7 @@ func TestRefusedNow(t *testing.T) {
 // release epilog keeps asking rather than letting the GPUs go.
 func TestReleaseAnswersUnavailableUntilSynced(t *testing.T) {
 	f := newCoreFixture(t)
-	f.core.synced = false
+	f.core.st.synced = false
 	srv := httptest.NewServer(f.core.releaseHandler())
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/v1/placeholders/77")
@@ -104,7 +104,7 @@ func TestReleaseAnswersUnavailableUntilSynced(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 
-	f.core.synced = true
+	f.core.st.synced = true
 	resp, err = http.Get(srv.URL + "/v1/placeholders/77")
 	require.NoError(t, err)
 	resp.Body.Close()
@@ -122,9 +122,9 @@ func TestCoreAsksNoAllocationWhereSlurmJustRefusedOrOnepoolWaits(t *testing.T) {
 	assert.False(t, f.core.mayAllocateNow("main"), "refused moments ago")
 	assert.True(t, f.core.mayAllocateNow("other"), "another partition")
 
-	f.core.mu.Lock()
-	f.core.refusedAt["main"] = time.Now().Add(-time.Minute)
-	f.core.mu.Unlock()
+	f.core.st.mu.Lock()
+	f.core.st.refusedAt["main"] = time.Now().Add(-time.Minute)
+	f.core.st.mu.Unlock()
 	queued := f.job(101, slurmrest.JobPending, "")
 	queued.Partition = "main"
 	f.core.observe(queued)

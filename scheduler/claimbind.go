@@ -17,23 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/onepool/onepool/keys"
-	"github.com/onepool/onepool/slurmrest"
 )
-
-// jobOnNodeLocked is the running placeholder job of the pod and the Slurm
-// node the pod was placed on.
-func (c *Core) jobOnNodeLocked(pod *corev1.Pod) (*slurmrest.Job, string, error) {
-	p := c.places[ownerOf(pod).key()]
-	if p == nil || p.job == nil || p.job.State.Base() != slurmrest.JobRunning {
-		return nil, "", fmt.Errorf("%w: the pod's Slurm job is not running", ErrGPUClaim)
-	}
-	n, ok := p.assigned[pod.UID]
-	if !ok {
-		return nil, "", fmt.Errorf("%w: the pod has no node of Slurm job %d yet", ErrGPUClaim, p.jobID)
-	}
-	j := *p.job
-	return &j, n, nil
-}
 
 // AllocateGPUClaim runs before the pod is bound to node: when the pod has
 // an onepool GPU claim, it writes the claim's allocation from the GRES
@@ -56,9 +40,9 @@ func (c *Core) allocateGPUClaim(ctx context.Context, pod *corev1.Pod, node strin
 	if c.slices == nil || c.claims == nil {
 		return fmt.Errorf("%w: this scheduler does not watch ResourceSlices and ResourceClaims", ErrGPUClaim)
 	}
-	c.mu.Lock()
-	job, slurmNode, err := c.jobOnNodeLocked(pod)
-	c.mu.Unlock()
+	c.st.mu.Lock()
+	job, slurmNode, err := c.st.jobOnNodeLocked(pod)
+	c.st.mu.Unlock()
 	if err != nil {
 		return err
 	}

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,22 +52,8 @@ type Core struct {
 	proof   *commentKeys
 	ownUser func() (string, error)
 
-	mu     sync.Mutex
-	synced bool
-	pods   map[types.UID]*corev1.Pod // onepool's pods that have not finished
-	// deleted: pods the informer reported deleted, so a scheduling cycle
-	// that still holds one (the framework's handlers run apart from
-	// ours) never brings it back as a member.
-	deleted  map[types.UID]time.Time
-	places   map[string]*placement
-	byJob    map[uint32]string
-	starting map[uint32]time.Time // submitted jobs polled until they start
-	invalid  map[types.UID]string // the last invalid-request event per pod
-	evicting map[types.UID]time.Time
-	released map[uint32]time.Time // jobs of dropped placements: their pods are gone
-	// refusedAt: when Slurm last refused an immediate allocation, by
-	// partition ("" the default one).
-	refusedAt map[string]time.Time
+	// st holds the records of pods and placements, under its lock.
+	st *store
 
 	submitQ workqueue.TypedRateLimitingInterface[string]
 	lifeQ   workqueue.TypedRateLimitingInterface[string]
@@ -142,16 +126,8 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 		leader: leader, metrics: m, proof: proof, ownUser: cfg.OwnUser,
 		args: cfg.Args, log: cfg.Log, slurm: cfg.Slurm, jobs: cfg.Jobs, kube: cfg.Kube, groups: cfg.Groups, tenants: cfg.Tenants,
 		nodes: cfg.Nodes, slices: cfg.Slices, claims: cfg.Claims, fit: cfg.Fit, slurmNodes: cfg.SlurmNodes, recorder: cfg.Recorder, activate: cfg.Activate,
-		script:    func(o owner) string { return placeholderScript(o, host, port) },
-		pods:      map[types.UID]*corev1.Pod{},
-		deleted:   map[types.UID]time.Time{},
-		places:    map[string]*placement{},
-		byJob:     map[uint32]string{},
-		starting:  map[uint32]time.Time{},
-		invalid:   map[types.UID]string{},
-		evicting:  map[types.UID]time.Time{},
-		released:  map[uint32]time.Time{},
-		refusedAt: map[string]time.Time{},
+		script: func(o owner) string { return placeholderScript(o, host, port) },
+		st:     newStore(),
 		submitQ: workqueue.NewTypedRateLimitingQueueWithConfig(rl,
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "onepool-submit"}),
 		lifeQ: workqueue.NewTypedRateLimitingQueueWithConfig(
@@ -185,24 +161,24 @@ func (c *Core) Place(pod *corev1.Pod) Decision {
 		return Decision{Message: "invalid Slurm request: " + err.Error()}
 	}
 	o := ownerOf(pod)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, gone := c.deleted[pod.UID]; gone {
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	if _, gone := c.st.deleted[pod.UID]; gone {
 		return Decision{Message: "the pod was deleted"}
 	}
-	if _, known := c.pods[pod.UID]; !known {
+	if _, known := c.st.pods[pod.UID]; !known {
 		// A cycle may see a pod before the informer tells onepool of it;
 		// after that the informer's copy is the newer one.
-		c.trackLocked(pod)
+		c.st.trackLocked(pod)
 	}
-	if !c.synced {
+	if !c.st.synced {
 		return Decision{Message: "onepool is reading Slurm's jobs; nothing is submitted until it knows them"}
 	}
-	p := c.places[o.key()]
+	p := c.st.places[o.key()]
 	if p == nil {
 		p = newPlacement(o)
-		p.note(c.membersLocked(o)...)
-		c.places[o.key()] = p
+		p.note(c.st.membersLocked(o)...)
+		c.st.places[o.key()] = p
 	}
 	if p.jobID == 0 {
 		if c.jobs.Stale() {
@@ -221,7 +197,7 @@ func (c *Core) Place(pod *corev1.Pod) Decision {
 	if p.ended() || p.job == nil || p.job.State.Base() != slurmrest.JobRunning {
 		return Decision{Message: p.pendingMessage()}
 	}
-	slurmNode := p.nodeFor(pod, c.membersLocked(o))
+	slurmNode := p.nodeFor(pod, c.st.membersLocked(o))
 	if slurmNode == "" {
 		return Decision{Message: fmt.Sprintf("Slurm job %d runs on %s; every node of it already has a pod of this group", p.jobID, p.job.Nodes)}
 	}
@@ -229,17 +205,17 @@ func (c *Core) Place(pod *corev1.Pod) Decision {
 	if err != nil {
 		return Decision{Message: fmt.Sprintf("Slurm job %d runs on Slurm node %s: %v", p.jobID, slurmNode, err)}
 	}
-	if why := c.misfit(node, pod); why != "" && !c.anyBoundLocked(o) {
+	if why := c.misfit(node, pod); why != "" && !c.st.anyBoundLocked(o) {
 		// Slurm started the job on a node the pod cannot use (cordoned
 		// before its drain reached Slurm, or a Node that changed after the
 		// job was asked): nothing of it runs yet, so it is given back and a
 		// new job asked for that leaves this node out.
 		id := p.jobID
-		delete(c.byJob, id)
+		delete(c.st.byJob, id)
 		p.abandon()
 		// No pod of it was bound: its placeholder may let go at once
 		// (the release answer), not at KillWait.
-		c.released[id] = time.Now()
+		c.st.released[id] = time.Now()
 		if !slices.Contains(p.avoid, slurmNode) {
 			p.avoid = append(p.avoid, slurmNode)
 		}
@@ -263,9 +239,9 @@ func (c *Core) Gate(pod *corev1.Pod) (string, bool) {
 	if d.Node != "" {
 		return "", false
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	p := c.places[ownerOf(pod).key()]
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	p := c.st.places[ownerOf(pod).key()]
 	return d.Message, p != nil && p.jobID == 0 && p.submitting && p.err == nil && p.waiting == ""
 }
 
@@ -292,11 +268,11 @@ func (c *Core) NodeEventHandler() cache.ResourceEventHandler {
 // queue have the nodes they leave out worked out again. Only the
 // placements with a pod only says (nil: all) are concerned.
 func (c *Core) wakeConstrained(only func(*corev1.Pod) bool) {
-	c.mu.Lock()
+	c.st.mu.Lock()
 	var wake []*corev1.Pod
 	var again []string
-	concerned := c.ownersLocked(only)
-	for key, p := range c.places {
+	concerned := c.st.ownersLocked(only)
+	for key, p := range c.st.places {
 		if concerned != nil && !concerned[key] {
 			continue
 		}
@@ -311,9 +287,9 @@ func (c *Core) wakeConstrained(only func(*corev1.Pod) bool) {
 		if p.rejected && p.constrained {
 			p.err, p.rejected, p.constrained = nil, false, false
 		}
-		wake = append(wake, c.membersLocked(p.owner)...)
+		wake = append(wake, c.st.membersLocked(p.owner)...)
 	}
-	c.mu.Unlock()
+	c.st.mu.Unlock()
 	for _, key := range again {
 		c.lifeQ.Add(key)
 	}
@@ -327,10 +303,10 @@ func (c *Core) kubeNode(slurmNode string) (string, error) {
 }
 
 func (c *Core) invalidRequest(pod *corev1.Pod, err error) {
-	c.mu.Lock()
-	last := c.invalid[pod.UID]
-	c.invalid[pod.UID] = err.Error()
-	c.mu.Unlock()
+	c.st.mu.Lock()
+	last := c.st.invalid[pod.UID]
+	c.st.invalid[pod.UID] = err.Error()
+	c.st.mu.Unlock()
 	if last != err.Error() {
 		reason := keys.EventInvalidRequest
 		if errors.Is(err, errPolicy) {
@@ -340,39 +316,8 @@ func (c *Core) invalidRequest(pod *corev1.Pod, err error) {
 	}
 }
 
-// trackLocked records a onepool pod (from the informer or a scheduling
-// cycle).
-func (c *Core) trackLocked(pod *corev1.Pod) {
-	if finished(pod) {
-		delete(c.pods, pod.UID)
-		return
-	}
-	c.pods[pod.UID] = pod
-	if p := c.places[ownerOf(pod).key()]; p != nil {
-		p.note(pod)
-	}
-}
-
 func finished(pod *corev1.Pod) bool {
 	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
-}
-
-// membersLocked lists the owner's pods that have not finished, by name.
-func (c *Core) membersLocked(o owner) []*corev1.Pod {
-	var out []*corev1.Pod
-	if !o.group() {
-		if p, ok := c.pods[o.UID]; ok {
-			out = append(out, p)
-		}
-		return out
-	}
-	for _, p := range c.pods {
-		if o.has(p) {
-			out = append(out, p)
-		}
-	}
-	slices.SortFunc(out, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
-	return out
 }
 
 // podChanged takes informer events for onepool's pods. The scheduling
@@ -380,14 +325,14 @@ func (c *Core) membersLocked(o owner) []*corev1.Pod {
 // changed ask clears what was decided on the old one.
 func (c *Core) podChanged(old, pod *corev1.Pod) {
 	o := ownerOf(pod)
-	c.mu.Lock()
-	if _, gone := c.deleted[pod.UID]; gone {
-		c.mu.Unlock()
+	c.st.mu.Lock()
+	if _, gone := c.st.deleted[pod.UID]; gone {
+		c.st.mu.Unlock()
 		return
 	}
-	c.trackLocked(pod)
+	c.st.trackLocked(pod)
 	var warn string
-	if p := c.places[o.key()]; p != nil && old != nil && old.Spec.NodeName == "" && pod.Spec.NodeName != "" {
+	if p := c.st.places[o.key()]; p != nil && old != nil && old.Spec.NodeName == "" && pod.Spec.NodeName != "" {
 		if !p.submitted.IsZero() {
 			c.metrics.submitToBound.Observe(time.Since(p.submitted).Seconds())
 		}
@@ -395,8 +340,8 @@ func (c *Core) podChanged(old, pod *corev1.Pod) {
 	}
 	var wake []*corev1.Pod
 	if old != nil && askChanged(old, pod) {
-		delete(c.invalid, pod.UID)
-		if p := c.places[o.key()]; p != nil && p.jobID == 0 {
+		delete(c.st.invalid, pod.UID)
+		if p := c.st.places[o.key()]; p != nil && p.jobID == 0 {
 			if p.err != nil || p.rejected {
 				// The scheduling queue may have run the pod's cycle on
 				// the old refusal before this handler ran: place it again.
@@ -405,7 +350,7 @@ func (c *Core) podChanged(old, pod *corev1.Pod) {
 			p.err, p.rejected = nil, false
 		}
 	}
-	c.mu.Unlock()
+	c.st.mu.Unlock()
 	if warn != "" {
 		c.recorder.Eventf(pod, nil, corev1.EventTypeWarning, keys.EventTimeLimit, keys.ActionSchedule, "%s", warn)
 	}
@@ -419,12 +364,12 @@ func (c *Core) podChanged(old, pod *corev1.Pod) {
 
 // podDeleted takes informer deletions.
 func (c *Core) podDeleted(pod *corev1.Pod) {
-	c.mu.Lock()
-	delete(c.pods, pod.UID)
-	c.deleted[pod.UID] = time.Now()
-	delete(c.invalid, pod.UID)
-	delete(c.evicting, pod.UID)
-	c.mu.Unlock()
+	c.st.mu.Lock()
+	delete(c.st.pods, pod.UID)
+	c.st.deleted[pod.UID] = time.Now()
+	delete(c.st.invalid, pod.UID)
+	delete(c.st.evicting, pod.UID)
+	c.st.mu.Unlock()
 	c.forgetRetry(pod)
 	c.lifeQ.Add(ownerOf(pod).key())
 }

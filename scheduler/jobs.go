@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
 )
 
@@ -23,21 +22,21 @@ func (c *Core) observe(j slurmrest.Job) {
 		return
 	}
 	var wake []*corev1.Pod
-	c.mu.Lock()
+	c.st.mu.Lock()
 	key := o.key()
 	lost := c.idReusedLocked(j.ID, key)
-	p := c.places[key]
+	p := c.st.places[key]
 	if p == nil {
 		p = newPlacement(o)
-		p.note(c.membersLocked(o)...)
-		c.places[key] = p
+		p.note(c.st.membersLocked(o)...)
+		c.st.places[key] = p
 	}
 	switch {
 	case p.jobID == j.ID:
 	case slices.Contains(p.abandoned, j.ID):
 		// Given back (it started on a cordoned node): never adopted.
 	case p.jobID == 0:
-		if j.State.Finished() && (!c.newerThanMembersLocked(o, j) || !c.anyBoundLocked(o)) {
+		if j.State.Finished() && (!c.st.newerThanMembersLocked(o, j) || !c.st.anyBoundLocked(o)) {
 			// An earlier incarnation's job, long over; or one that ended
 			// before any pod was bound to it, such as the record Slurm
 			// keeps of a submission it rejected (FAILED, BadConstraints).
@@ -45,41 +44,41 @@ func (c *Core) observe(j slurmrest.Job) {
 			break
 		}
 		p.jobID, p.err, p.rejected, p.waiting, p.rejections = j.ID, nil, false, "", 0
-		c.byJob[j.ID] = key
+		c.st.byJob[j.ID] = key
 	case !j.State.Finished():
 		// Two live jobs for one owner: keep the one onepool knows it made
 		// (submitted by this process, or recorded on a pod), else the
 		// older; cancel the other. A job's own Slurm user can copy its
 		// comment onto an older job of theirs: that copy never displaces
 		// the job onepool made.
-		if c.preferLocked(p, j.ID) {
+		if c.st.preferLocked(p, j.ID) {
 			p.extra = append(p.extra, p.jobID)
-			delete(c.byJob, p.jobID)
+			delete(c.st.byJob, p.jobID)
 			p.jobID, p.job, p.nodes = j.ID, nil, nil
-			c.byJob[j.ID] = key
+			c.st.byJob[j.ID] = key
 		} else {
 			p.extra = append(p.extra, j.ID)
 		}
 	}
 	if p.jobID == j.ID {
 		// The id is this owner's whatever another placement claimed.
-		c.byJob[j.ID] = key
+		c.st.byJob[j.ID] = key
 		started := j.State.Base() == slurmrest.JobRunning && (p.job == nil || p.job.State.Base() == slurmrest.JobPending)
 		changed, err := p.setJob(j)
 		if err != nil {
 			c.log.Error(err, "Reading the allocation of a placeholder job", "job", j.ID)
 		}
 		if changed {
-			wake = c.membersLocked(o)
+			wake = c.st.membersLocked(o)
 			if j.State.Base() != slurmrest.JobPending {
-				delete(c.starting, j.ID)
+				delete(c.st.starting, j.ID)
 			}
 			if started && !p.submitted.IsZero() {
 				c.metrics.pending.Observe(time.Since(p.submitted).Seconds())
 			}
 		}
 	}
-	c.mu.Unlock()
+	c.st.mu.Unlock()
 	c.lifeQ.Add(key)
 	if lost != "" {
 		c.lifeQ.Add(lost)
@@ -89,23 +88,6 @@ func (c *Core) observe(j slurmrest.Job) {
 	}
 }
 
-// preferLocked says whether job id should replace p's job as the owner's
-// placeholder, when both are live.
-func (c *Core) preferLocked(p *placement, id uint32) bool {
-	if p.ended() {
-		return false
-	}
-	recorded := func(id uint32) bool {
-		return slices.ContainsFunc(c.membersLocked(p.owner), func(m *corev1.Pod) bool { return m.Annotations[keys.AnnotationJobID] == itoa(id) })
-	}
-	curMine := !p.submitted.IsZero() || recorded(p.jobID)
-	newMine := recorded(id)
-	if curMine != newMine {
-		return newMine
-	}
-	return id < p.jobID
-}
-
 // idReusedLocked handles Slurm listing, under a job id another owner's
 // placement holds, a job of owner key: the job that placement recorded is
 // gone. slurmctld lost it (a crash rolled its state back) and gave its id
@@ -113,12 +95,12 @@ func (c *Core) preferLocked(p *placement, id uint32) bool {
 // the job is missing, and the pods go. It returns that owner's key ("" when
 // the id was no one else's).
 func (c *Core) idReusedLocked(id uint32, key string) string {
-	k, ok := c.byJob[id]
+	k, ok := c.st.byJob[id]
 	if !ok || k == key {
 		return ""
 	}
-	delete(c.byJob, id)
-	q := c.places[k]
+	delete(c.st.byJob, id)
+	q := c.st.places[k]
 	if q == nil || q.jobID != id || q.missing {
 		return ""
 	}
@@ -127,39 +109,18 @@ func (c *Core) idReusedLocked(id uint32, key string) string {
 	return k
 }
 
-// anyBoundLocked says whether one of the owner's pods is bound to a node.
-func (c *Core) anyBoundLocked(o owner) bool {
-	return slices.ContainsFunc(c.membersLocked(o), func(p *corev1.Pod) bool { return p.Spec.NodeName != "" })
-}
-
-// newerThanMembersLocked says whether job j was submitted after the owner's
-// oldest pod was created: an ended job that is older belongs to pods that
-// are gone.
-func (c *Core) newerThanMembersLocked(o owner, j slurmrest.Job) bool {
-	ms := c.membersLocked(o)
-	if len(ms) == 0 {
-		return false
-	}
-	for _, m := range ms {
-		if j.SubmitTime.Add(time.Second).Before(m.CreationTimestamp.Time) {
-			return false
-		}
-	}
-	return true
-}
-
 // forget drops a job Slurm purged from its records.
 func (c *Core) forget(j slurmrest.Job) {
-	c.mu.Lock()
-	key, ok := c.byJob[j.ID]
-	if p := c.places[key]; ok && p != nil && p.jobID == j.ID && p.job != nil && !p.job.State.Finished() {
+	c.st.mu.Lock()
+	key, ok := c.st.byJob[j.ID]
+	if p := c.st.places[key]; ok && p != nil && p.jobID == j.ID && p.job != nil && !p.job.State.Finished() {
 		// Slurm lists no more a job it last listed active (a job that ends
 		// is listed ended first): only Slurm can say whether it still has
 		// it. Unknown now, the lifecycle asks, and a job Slurm denies is
 		// missing.
 		p.job = nil
 	}
-	c.mu.Unlock()
+	c.st.mu.Unlock()
 	if ok {
 		c.lifeQ.Add(key)
 	}

@@ -45,10 +45,10 @@ func (c *Core) reconcile(ctx context.Context, key string) (time.Duration, error)
 	if c.jobs.Stale() || !c.leader.IsLeader() {
 		return 2 * time.Second, nil
 	}
-	c.mu.Lock()
-	p := c.places[key]
+	c.st.mu.Lock()
+	p := c.st.places[key]
 	if p == nil {
-		c.mu.Unlock()
+		c.st.mu.Unlock()
 		return 0, nil
 	}
 	o, jobID, extra := p.owner, p.jobID, p.extra
@@ -62,15 +62,15 @@ func (c *Core) reconcile(ctx context.Context, key string) (time.Duration, error)
 	// A gang's pods made after its job closed are not the job's: they
 	// wait for it to end (dropIfIdle then wakes them for a job of their
 	// own), and are neither evicted for it nor counted as its pods.
-	members, _ := p.split(c.membersLocked(o))
+	members, _ := p.split(c.st.membersLocked(o))
 	counts := p.goneCounts()
-	c.mu.Unlock()
+	c.st.mu.Unlock()
 
 	for _, id := range extra {
 		if err := c.slurm.CancelJob(ctx, id); err != nil && !errors.Is(err, slurmrest.ErrNotFound) {
-			c.mu.Lock()
+			c.st.mu.Lock()
 			p.extra = append(p.extra, id)
-			c.mu.Unlock()
+			c.st.mu.Unlock()
 			return 0, err
 		}
 		c.log.Info("Cancelled a duplicate placeholder job", "owner", o.String(), "job", id, "kept", jobID)
@@ -96,9 +96,9 @@ func (c *Core) reconcile(ctx context.Context, key string) (time.Duration, error)
 		j, err := c.slurm.GetJob(ctx, jobID)
 		switch {
 		case errors.Is(err, slurmrest.ErrNotFound):
-			c.mu.Lock()
+			c.st.mu.Lock()
 			p.missing = true
-			c.mu.Unlock()
+			c.st.mu.Unlock()
 			missing = true
 		case err != nil:
 			return 0, err
@@ -106,14 +106,14 @@ func (c *Core) reconcile(ctx context.Context, key string) (time.Duration, error)
 			// A recorded id (the pod's own word) naming a job that is not
 			// this owner's placeholder: never adopted, as adoptRecorded
 			// would have refused had the cache held that job.
-			c.mu.Lock()
+			c.st.mu.Lock()
 			if p.jobID == jobID && p.job == nil {
 				p.jobID = 0
-				if c.byJob[jobID] == key {
-					delete(c.byJob, jobID)
+				if c.st.byJob[jobID] == key {
+					delete(c.st.byJob, jobID)
 				}
 			}
-			c.mu.Unlock()
+			c.st.mu.Unlock()
 			return 0, nil
 		default:
 			c.observe(*j)
@@ -129,11 +129,11 @@ func (c *Core) reconcile(ctx context.Context, key string) (time.Duration, error)
 			return 2 * time.Second, nil // the informer is behind
 		}
 		if !missing && !job.State.Finished() {
-			c.mu.Lock()
+			c.st.mu.Lock()
 			if p.jobID == jobID {
 				p.closing = true // a pod made from now on waits for a job of its own
 			}
-			c.mu.Unlock()
+			c.st.mu.Unlock()
 			if err := c.slurm.CancelJob(ctx, jobID); err != nil && !errors.Is(err, slurmrest.ErrNotFound) {
 				return 0, err
 			}
@@ -151,11 +151,11 @@ func (c *Core) reconcile(ctx context.Context, key string) (time.Duration, error)
 				return 0, err
 			}
 		}
-		c.mu.Lock()
+		c.st.mu.Lock()
 		if p.jobID == jobID {
 			p.reexclude = false
 		}
-		c.mu.Unlock()
+		c.st.mu.Unlock()
 	}
 	if !missing && !job.State.Finished() {
 		// A job adopted from Slurm (its submitter died before it could
@@ -190,12 +190,12 @@ func (c *Core) reconcile(ctx context.Context, key string) (time.Duration, error)
 // GraceTime for a preempted one). Waiting on the budget would leave the
 // pod running on GPUs Slurm gave away.
 func (c *Core) evictOrDelete(ctx context.Context, pod *corev1.Pod, cause eviction, grace *int64) error {
-	c.mu.Lock()
-	_, seen := c.evicting[pod.UID]
+	c.st.mu.Lock()
+	_, seen := c.st.evicting[pod.UID]
 	if !seen {
-		c.evicting[pod.UID] = time.Now()
+		c.st.evicting[pod.UID] = time.Now()
 	}
-	c.mu.Unlock()
+	c.st.mu.Unlock()
 	if !seen {
 		c.recorder.Eventf(pod, nil, corev1.EventTypeWarning, cause.reason, keys.ActionEvict, "%s", cause.note)
 		c.metrics.evictions.WithLabelValues(cause.label).Inc()
@@ -229,28 +229,28 @@ func (c *Core) evictOrDelete(ctx context.Context, pod *corev1.Pod, cause evictio
 func (c *Core) dropIfIdle(key string, p *placement) {
 	var wake []*corev1.Pod
 	defer func() { c.activate(wake) }()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ofJob, later := p.split(c.membersLocked(p.owner))
-	if c.places[key] != p || p.submitting || len(ofJob) > 0 {
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	ofJob, later := p.split(c.st.membersLocked(p.owner))
+	if c.st.places[key] != p || p.submitting || len(ofJob) > 0 {
 		return
 	}
 	// A gang's pods made after its job closed ask for a job of their own.
 	wake = append(wake, later...)
-	for _, q := range c.places {
+	for _, q := range c.st.places {
 		if q.capped {
 			q.capped = false
-			wake = append(wake, c.membersLocked(q.owner)...)
+			wake = append(wake, c.st.membersLocked(q.owner)...)
 		}
 	}
-	delete(c.places, key)
-	delete(c.byJob, p.jobID)
+	delete(c.st.places, key)
+	delete(c.st.byJob, p.jobID)
 	if p.jobID != 0 {
-		c.released[p.jobID] = time.Now() // its pods are confirmed gone
+		c.st.released[p.jobID] = time.Now() // its pods are confirmed gone
 	}
-	delete(c.starting, p.jobID)
+	delete(c.st.starting, p.jobID)
 	for uid := range p.assigned {
-		delete(c.evicting, uid)
+		delete(c.st.evicting, uid)
 	}
 }
 
@@ -273,9 +273,9 @@ func (c *Core) recordJobID(ctx context.Context, members []*corev1.Pod, id uint32
 // fits any more the job is left as it is: a job started where the pod
 // cannot run is given back then (Place).
 func (c *Core) reexclude(ctx context.Context, p *placement, jobID uint32, members []*corev1.Pod) error {
-	c.mu.Lock()
+	c.st.mu.Lock()
 	avoid, was := slices.Clone(p.avoid), slices.Clone(p.excluded)
-	c.mu.Unlock()
+	c.st.mu.Unlock()
 	excluded, unfit, err := c.nodeConstraints(ctx, members, avoid)
 	if err != nil || unfit != "" || slices.Equal(excluded, was) {
 		return err
@@ -286,11 +286,11 @@ func (c *Core) reexclude(ctx context.Context, p *placement, jobID uint32, member
 	if err := c.slurm.UpdateJob(ctx, jobID, slurmrest.JobUpdate{ExcludedNodes: &excluded}); err != nil {
 		return fmt.Errorf("tell Slurm the nodes job %d now leaves out: %w", jobID, err)
 	}
-	c.mu.Lock()
+	c.st.mu.Lock()
 	if p.jobID == jobID {
 		p.excluded = excluded
 	}
-	c.mu.Unlock()
+	c.st.mu.Unlock()
 	c.log.Info("Nodes changed while a placeholder job waited; told Slurm the nodes it leaves out now", "owner", p.owner.String(), "job", jobID, "excluded", excluded, "before", was)
 	return nil
 }

@@ -162,9 +162,9 @@ func TestReconcileASubmittedJobNeverListed(t *testing.T) {
 			f := newCoreFixture(t)
 			require.NoError(t, f.submitOnce(t)) // job 101
 			key := ownerOf(f.pod).key()
-			f.core.mu.Lock()
-			f.core.places[key].submitted = time.Now().Add(-tc.age)
-			f.core.mu.Unlock()
+			f.core.st.mu.Lock()
+			f.core.st.places[key].submitted = time.Now().Add(-tc.age)
+			f.core.st.mu.Unlock()
 			if tc.slurmHasIt {
 				j := f.job(101, slurmrest.JobPending, "")
 				f.slurm.jobs = map[uint32]*slurmrest.Job{101: &j}
@@ -204,13 +204,13 @@ func TestReconcileCancelsDuplicatesUntilSlurmTakesTheCancel(t *testing.T) {
 	f.core.slurm = failing
 	_, err := f.core.reconcile(context.Background(), key)
 	require.Error(t, err)
-	assert.Equal(t, []uint32{9}, f.core.places[key].extra, "kept to cancel again")
+	assert.Equal(t, []uint32{9}, f.core.st.places[key].extra, "kept to cancel again")
 
 	failing.err = &slurmrest.APIError{Kind: slurmrest.ErrNotFound}
 	_, err = f.core.reconcile(context.Background(), key)
 	require.NoError(t, err)
-	assert.Empty(t, f.core.places[key].extra)
-	assert.Equal(t, uint32(7), f.core.places[key].jobID)
+	assert.Empty(t, f.core.st.places[key].extra)
+	assert.Equal(t, uint32(7), f.core.st.places[key].jobID)
 }
 
 type failingCancel struct {

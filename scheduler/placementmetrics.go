@@ -48,11 +48,11 @@ func (pc placementCollector) Collect(ch chan<- prometheus.Metric) {
 // placementStats counts the placements by state and finds the longest
 // wait in Slurm's queue.
 func (c *Core) placementStats(now time.Time) (map[string]int, time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
 	counts := map[string]int{}
 	var oldest time.Duration
-	for _, p := range c.places {
+	for _, p := range c.st.places {
 		s := p.metricState()
 		counts[s]++
 		if s == placementPending && !p.submitted.IsZero() && now.Sub(p.submitted) > oldest {

@@ -52,27 +52,27 @@ func (c *Core) releaseAnswer(ctx context.Context, id uint32) releaseReply {
 		return releaseReply{http.StatusServiceUnavailable, "standby scheduler replica", "standby"}
 	}
 	gone := releaseReply{http.StatusOK, "gone", "gone"}
-	c.mu.Lock()
-	if !c.synced {
+	c.st.mu.Lock()
+	if !c.st.synced {
 		// Until Slurm's jobs are read, an unknown job may be one whose
 		// pods live: "unknown" would let the release epilog go.
-		c.mu.Unlock()
+		c.st.mu.Unlock()
 		return releaseReply{http.StatusServiceUnavailable, "reading Slurm's jobs", "syncing"}
 	}
-	key, ok := c.byJob[id]
+	key, ok := c.st.byJob[id]
 	var p *placement
 	if ok {
-		p = c.places[key]
+		p = c.st.places[key]
 	}
 	present := 0
 	var counts func(types.UID) bool
 	if p != nil {
-		ofJob, _ := p.split(c.membersLocked(p.owner))
+		ofJob, _ := p.split(c.st.membersLocked(p.owner))
 		present, counts = len(ofJob), p.goneCounts()
 	}
-	c.mu.Unlock()
+	c.st.mu.Unlock()
 	if p == nil {
-		if c.wasReleased(id) {
+		if c.st.wasReleased(id) {
 			return gone
 		}
 		return releaseReply{http.StatusNotFound, "unknown job", "unknown"}
@@ -112,26 +112,3 @@ func (c *Core) serveRelease(ctx context.Context, l net.Listener) {
 // releasedFor: how long a dropped placement's job is still answered "gone"
 // (a script may ask during the whole of KillWait or GraceTime).
 const releasedFor = 15 * time.Minute
-
-func (c *Core) wasReleased(id uint32) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	at, ok := c.released[id]
-	return ok && time.Since(at) < releasedFor
-}
-
-// pruneReleased forgets old release answers.
-func (c *Core) pruneReleased() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for id, at := range c.released {
-		if time.Since(at) > releasedFor {
-			delete(c.released, id)
-		}
-	}
-	for uid, at := range c.deleted {
-		if time.Since(at) > releasedFor {
-			delete(c.deleted, uid)
-		}
-	}
-}

@@ -91,18 +91,18 @@ func (c *Core) retryWorker(ctx context.Context) {
 // toRetry returns the pods of it that still wait: a refused placement's
 // pods, or the pod unless it was bound or deleted.
 func (c *Core) toRetry(it retryItem) []*corev1.Pod {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
 	if it.Owner != "" {
-		if p := c.places[it.Owner]; p != nil && p.jobID == 0 && p.rejected {
-			return c.membersLocked(p.owner)
+		if p := c.st.places[it.Owner]; p != nil && p.jobID == 0 && p.rejected {
+			return c.st.membersLocked(p.owner)
 		}
 		return nil
 	}
-	if _, gone := c.deleted[it.UID]; gone {
+	if _, gone := c.st.deleted[it.UID]; gone {
 		return nil
 	}
-	if pod, ok := c.pods[it.UID]; ok {
+	if pod, ok := c.st.pods[it.UID]; ok {
 		if pod.Spec.NodeName != "" {
 			return nil
 		}

@@ -116,15 +116,15 @@ func (c *Core) Run(ctx context.Context, podsSynced cache.InformerSynced, jobs Jo
 		}
 		c.log.Info("Still waiting for a first listing of Slurm's jobs", "err", err.Error())
 	}
-	c.mu.Lock()
-	c.synced = true
+	c.st.mu.Lock()
+	c.st.synced = true
 	var all []*corev1.Pod
-	for _, p := range c.pods {
+	for _, p := range c.st.pods {
 		if p.Spec.NodeName == "" {
 			all = append(all, p)
 		}
 	}
-	c.mu.Unlock()
+	c.st.mu.Unlock()
 	c.log.Info("Read Slurm's jobs; placing pods", "pendingPods", len(all))
 	c.activate(all)
 	c.requeueAll()
@@ -147,7 +147,7 @@ loop:
 		case <-ctx.Done():
 			break loop
 		case <-t.C:
-			c.pruneReleased()
+			c.st.prune()
 			c.requeueAll()
 		}
 	}
@@ -185,12 +185,12 @@ func (c *Core) waitForKey(ctx context.Context) bool {
 // job (an orphan pod whose job Slurm no longer has).
 func (c *Core) requeueAll() {
 	c.adoptRecorded()
-	c.mu.Lock()
-	all := make([]string, 0, len(c.places))
-	for k := range c.places {
+	c.st.mu.Lock()
+	all := make([]string, 0, len(c.st.places))
+	for k := range c.st.places {
 		all = append(all, k)
 	}
-	c.mu.Unlock()
+	c.st.mu.Unlock()
 	for _, k := range all {
 		c.lifeQ.Add(k)
 	}
@@ -209,9 +209,9 @@ type recorded struct {
 // owner: not one onepool already holds for someone else, and not one
 // Slurm lists with a comment that is not this owner's, signed.
 func (c *Core) adoptRecorded() {
-	c.mu.Lock()
+	c.st.mu.Lock()
 	var claims []recorded
-	for _, pod := range c.pods {
+	for _, pod := range c.st.pods {
 		v, ok := pod.Annotations[keys.AnnotationJobID]
 		if !ok || pod.Spec.NodeName == "" {
 			continue
@@ -222,7 +222,7 @@ func (c *Core) adoptRecorded() {
 		}
 		claims = append(claims, recorded{pod, uint32(id)})
 	}
-	c.mu.Unlock()
+	c.st.mu.Unlock()
 	var ok []recorded
 	for _, r := range claims {
 		if j, err := c.jobs.Job(r.id); err == nil && !c.jobOf(j, ownerOf(r.pod)) {
@@ -230,25 +230,25 @@ func (c *Core) adoptRecorded() {
 		}
 		ok = append(ok, r)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
 	for _, r := range ok {
-		if _, live := c.pods[r.pod.UID]; !live {
+		if _, live := c.st.pods[r.pod.UID]; !live {
 			continue
 		}
 		o := ownerOf(r.pod)
-		if k, taken := c.byJob[r.id]; taken && k != o.key() {
+		if k, taken := c.st.byJob[r.id]; taken && k != o.key() {
 			continue
 		}
-		p := c.places[o.key()]
+		p := c.st.places[o.key()]
 		if p == nil {
 			p = newPlacement(o)
-			p.note(c.membersLocked(o)...)
-			c.places[o.key()] = p
+			p.note(c.st.membersLocked(o)...)
+			c.st.places[o.key()] = p
 		}
 		if p.jobID == 0 && !p.submitting {
 			p.jobID = r.id
-			c.byJob[p.jobID] = o.key()
+			c.st.byJob[p.jobID] = o.key()
 		}
 	}
 }

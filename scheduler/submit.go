@@ -37,39 +37,28 @@ func (c *Core) submitWorker(ctx context.Context) {
 // errAskMoved: the pods' Slurm settings changed during a submission.
 var errAskMoved = errors.New("the pod's Slurm settings changed while its job was being asked for; asking again")
 
-// askMovedLocked says whether a pod onepool knows now asks other Slurm
-// settings than its copy in members (what a submission judged).
-func (c *Core) askMovedLocked(members []*corev1.Pod) bool {
-	for _, m := range members {
-		if now, ok := c.pods[m.UID]; ok && askChanged(m, now) {
-			return true
-		}
-	}
-	return false
-}
-
 // submit makes the placeholder job of one owner, once.
 func (c *Core) submit(ctx context.Context, key string) error {
-	c.mu.Lock()
-	p := c.places[key]
+	c.st.mu.Lock()
+	p := c.st.places[key]
 	if p == nil || p.jobID != 0 {
 		if p != nil {
 			p.submitting = false
 		}
-		c.mu.Unlock()
+		c.st.mu.Unlock()
 		return nil
 	}
 	o := p.owner
-	members := c.membersLocked(o)
+	members := c.st.membersLocked(o)
 	stale := c.jobs.Stale()
 	doubt := p.inDoubt
-	c.mu.Unlock()
+	c.st.mu.Unlock()
 
 	// finish records the outcome and wakes the pods so their message
 	// says it; a failure that passes is retried after backoff.
 	finish := func(err error, rejected bool, waiting string, members []*corev1.Pod) error {
-		c.mu.Lock()
-		if (err != nil || waiting != "") && c.askMovedLocked(members) {
+		c.st.mu.Lock()
+		if (err != nil || waiting != "") && c.st.askMovedLocked(members) {
 			// A pod's Slurm settings changed while this submission judged
 			// the old ones (the scheduling queue placed the new pod before
 			// onepool's informer had it): its refusal is not the new
@@ -94,7 +83,7 @@ func (c *Core) submit(ctx context.Context, key string) error {
 			p.rejections++
 			again = rejectDelay(p.rejections)
 		}
-		c.mu.Unlock()
+		c.st.mu.Unlock()
 		if again > 0 {
 			c.retryRejected(key, again)
 		}
@@ -149,22 +138,22 @@ func (c *Core) submit(ctx context.Context, key string) error {
 		}
 	}
 	if msg := c.overCap(o, req, nodes); msg != "" {
-		c.mu.Lock()
+		c.st.mu.Lock()
 		p.capped = true
-		c.mu.Unlock()
+		c.st.mu.Unlock()
 		return finish(nil, false, msg, members)
 	}
-	c.mu.Lock()
+	c.st.mu.Lock()
 	avoid := slices.Clone(p.avoid)
-	c.mu.Unlock()
+	c.st.mu.Unlock()
 	excluded, unfit, err := c.nodeConstraints(ctx, members, avoid)
 	if err != nil {
 		return finish(err, false, "", members)
 	}
-	c.mu.Lock()
+	c.st.mu.Lock()
 	told := p.unfit
 	p.unfit = unfit
-	c.mu.Unlock()
+	c.st.mu.Unlock()
 	if unfit != "" {
 		if unfit != told {
 			for _, m := range members {
@@ -185,9 +174,9 @@ func (c *Core) submit(ctx context.Context, key string) error {
 	if err != nil {
 		if rejected(err) {
 			err = explainRejection(err, members[0], req, largestOffer(c.nodes), excluded)
-			c.mu.Lock()
+			c.st.mu.Lock()
 			p.constrained = len(excluded) > 0
-			c.mu.Unlock()
+			c.st.mu.Unlock()
 			for _, m := range members {
 				c.recorder.Eventf(m, nil, corev1.EventTypeWarning, keys.EventJobRejected, keys.ActionSubmit, "Slurm rejected the placeholder job: %v", err)
 			}
@@ -196,27 +185,27 @@ func (c *Core) submit(ctx context.Context, key string) error {
 		if !refusedNow(err) {
 			// No answer from Slurm itself (cut, timed out, a proxy's
 			// error): the job may exist.
-			c.mu.Lock()
+			c.st.mu.Lock()
 			p.inDoubt = time.Now()
-			c.mu.Unlock()
+			c.st.mu.Unlock()
 		}
 		c.log.V(2).Info("Submitting a placeholder job failed; retrying", "owner", o.String(), "err", err.Error())
 		return finish(err, false, "", members)
 	}
-	c.mu.Lock()
+	c.st.mu.Lock()
 	lost := c.idReusedLocked(id, key)
 	if p.jobID == 0 { // the cache may have reported it already
 		p.jobID = id
-		c.byJob[id] = key
+		c.st.byJob[id] = key
 	}
 	p.submitting, p.err, p.rejected, p.waiting, p.rejections = false, nil, false, "", 0
 	p.inDoubt, p.reserved = time.Time{}, 0
 	p.excluded = excluded
 	p.submitted = time.Now()
 	if !now {
-		c.starting[id] = time.Now()
+		c.st.starting[id] = time.Now()
 	}
-	c.mu.Unlock()
+	c.st.mu.Unlock()
 	c.jobs.Track(id) // held from Slurm's first word on it, no listing needed
 	msg := "Slurm job %d holds this pod's place in Slurm's queue"
 	if now {
@@ -226,9 +215,9 @@ func (c *Core) submit(ctx context.Context, key string) error {
 		if j, err := c.slurm.GetJob(ctx, id); err == nil {
 			c.observe(*j)
 		} else {
-			c.mu.Lock()
-			c.starting[id] = time.Now() // the watch reads it
-			c.mu.Unlock()
+			c.st.mu.Lock()
+			c.st.starting[id] = time.Now() // the watch reads it
+			c.st.mu.Unlock()
 		}
 	} else {
 		c.metrics.submissions.WithLabelValues(submitSubmitted).Inc()
@@ -273,9 +262,9 @@ func (c *Core) place(ctx context.Context, o owner, j slurmrest.JobSubmit) (id ui
 			// Refused for what it asks: a batch job would be too.
 			return 0, false, err
 		}
-		c.mu.Lock()
-		c.refusedAt[j.Partition] = time.Now()
-		c.mu.Unlock()
+		c.st.mu.Lock()
+		c.st.refusedAt[j.Partition] = time.Now()
+		c.st.mu.Unlock()
 		c.log.V(3).Info("Slurm cannot place the job now; queueing it", "owner", o.String(), "answer", err.Error())
 	}
 	j.Script = c.script(o)
@@ -294,12 +283,12 @@ const allocRetry = 10 * time.Second
 // is full, and Slurm would not let a newer job pass it), nor within
 // allocRetry of a refusal there.
 func (c *Core) mayAllocateNow(partition string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if time.Since(c.refusedAt[partition]) < allocRetry {
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	if time.Since(c.st.refusedAt[partition]) < allocRetry {
 		return false
 	}
-	for _, p := range c.places {
+	for _, p := range c.st.places {
 		if p.job != nil && p.job.State.Base() == slurmrest.JobPending && (partition == "" || p.job.Partition == partition) {
 			return false
 		}

@@ -123,13 +123,13 @@ func (c *Core) overCap(o owner, req request, nodes int) string {
 		return ""
 	}
 	want := req.GPUs * int64(nodes)
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
 	held := c.gpusHeldLocked(req.Policy, o.key())
 	if held+want > int64(p.Spec.MaxGPUs) {
 		return fmt.Sprintf("waiting for GPUs under TenantPolicy %q: its pods hold %d of its %d, this one asks %d", p.Name, held, p.Spec.MaxGPUs, want)
 	}
-	if pl := c.places[o.key()]; pl != nil {
+	if pl := c.st.places[o.key()]; pl != nil {
 		pl.reserved = want
 	}
 	return ""
@@ -140,7 +140,7 @@ func (c *Core) overCap(o owner, req request, nodes int) string {
 // not.
 func (c *Core) gpusHeldLocked(policy, skip string) int64 {
 	var n int64
-	for k, p := range c.places {
+	for k, p := range c.st.places {
 		if k == skip {
 			continue
 		}
@@ -151,7 +151,7 @@ func (c *Core) gpusHeldLocked(policy, skip string) int64 {
 		if p.ended() {
 			continue
 		}
-		ms := c.membersLocked(p.owner)
+		ms := c.st.membersLocked(p.owner)
 		if len(ms) == 0 {
 			continue
 		}
@@ -199,22 +199,22 @@ func (c *Core) NamespaceEventHandler() cache.ResourceEventHandler {
 // wakePending forgets the refusals of the onepool pods not yet bound, in
 // namespace ("" every namespace), and places them again.
 func (c *Core) wakePending(namespace string) {
-	c.mu.Lock()
+	c.st.mu.Lock()
 	var pending []*corev1.Pod
-	for _, p := range c.pods {
+	for _, p := range c.st.pods {
 		if namespace != "" && p.Namespace != namespace {
 			continue
 		}
 		if p.Spec.NodeName == "" {
 			pending = append(pending, p)
 		}
-		delete(c.invalid, p.UID)
+		delete(c.st.invalid, p.UID)
 	}
-	for _, p := range c.places {
+	for _, p := range c.st.places {
 		if (namespace == "" || p.owner.Namespace == namespace) && p.jobID == 0 && p.rejected {
 			p.err, p.rejected = nil, false
 		}
 	}
-	c.mu.Unlock()
+	c.st.mu.Unlock()
 	c.activate(pending)
 }

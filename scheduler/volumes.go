@@ -57,18 +57,3 @@ func claimNames(pod *corev1.Pod) []string {
 	}
 	return out
 }
-
-// ownersLocked are the keys of the placements with a pod only says (nil
-// when only is nil: every placement).
-func (c *Core) ownersLocked(only func(*corev1.Pod) bool) map[string]bool {
-	if only == nil {
-		return nil
-	}
-	out := map[string]bool{}
-	for _, p := range c.pods {
-		if only(p) {
-			out[ownerOf(p).key()] = true
-		}
-	}
-	return out
-}

@@ -94,18 +94,18 @@ func takeTurns(ids []uint32, turn, n int) ([]uint32, int) {
 // (nil: not seen yet): those submitted within startWindow, and with all
 // every job of a placement that has not ended.
 func (c *Core) ownedJobs(all bool) map[uint32]slurmrest.JobState {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
 	out := map[uint32]slurmrest.JobState{}
-	for id, at := range c.starting {
+	for id, at := range c.st.starting {
 		if time.Since(at) > startWindow {
-			delete(c.starting, id)
+			delete(c.st.starting, id)
 			continue
 		}
 		out[id] = nil
 	}
-	for id, key := range c.byJob {
-		p := c.places[key]
+	for id, key := range c.st.byJob {
+		p := c.st.places[key]
 		if p == nil || p.jobID != id || p.ended() {
 			continue
 		}

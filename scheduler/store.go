@@ -1,0 +1,187 @@
+package scheduler
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/slurmrest"
+)
+
+// store holds the scheduler's records of onepool's pods and placements,
+// under one lock: what the plugin's cycles, the submission and lifecycle
+// workers, the job watch, the release endpoint and the GPU claims read and
+// change. Its methods named *Locked expect mu held.
+type store struct {
+	mu     sync.Mutex
+	synced bool
+	pods   map[types.UID]*corev1.Pod // onepool's pods that have not finished
+	// deleted: pods the informer reported deleted, so a scheduling cycle
+	// that still holds one (the framework's handlers run apart from
+	// ours) never brings it back as a member.
+	deleted  map[types.UID]time.Time
+	places   map[string]*placement
+	byJob    map[uint32]string
+	starting map[uint32]time.Time // submitted jobs polled until they start
+	invalid  map[types.UID]string // the last invalid-request event per pod
+	evicting map[types.UID]time.Time
+	released map[uint32]time.Time // jobs of dropped placements: their pods are gone
+	// refusedAt: when Slurm last refused an immediate allocation, by
+	// partition ("" the default one).
+	refusedAt map[string]time.Time
+}
+
+func newStore() *store {
+	return &store{
+		pods:      map[types.UID]*corev1.Pod{},
+		deleted:   map[types.UID]time.Time{},
+		places:    map[string]*placement{},
+		byJob:     map[uint32]string{},
+		starting:  map[uint32]time.Time{},
+		invalid:   map[types.UID]string{},
+		evicting:  map[types.UID]time.Time{},
+		released:  map[uint32]time.Time{},
+		refusedAt: map[string]time.Time{},
+	}
+}
+
+// jobOnNodeLocked is the running placeholder job of the pod and the Slurm
+// node the pod was placed on.
+func (s *store) jobOnNodeLocked(pod *corev1.Pod) (*slurmrest.Job, string, error) {
+	p := s.places[ownerOf(pod).key()]
+	if p == nil || p.job == nil || p.job.State.Base() != slurmrest.JobRunning {
+		return nil, "", fmt.Errorf("%w: the pod's Slurm job is not running", ErrGPUClaim)
+	}
+	n, ok := p.assigned[pod.UID]
+	if !ok {
+		return nil, "", fmt.Errorf("%w: the pod has no node of Slurm job %d yet", ErrGPUClaim, p.jobID)
+	}
+	j := *p.job
+	return &j, n, nil
+}
+
+// trackLocked records a onepool pod (from the informer or a scheduling
+// cycle).
+func (s *store) trackLocked(pod *corev1.Pod) {
+	if finished(pod) {
+		delete(s.pods, pod.UID)
+		return
+	}
+	s.pods[pod.UID] = pod
+	if p := s.places[ownerOf(pod).key()]; p != nil {
+		p.note(pod)
+	}
+}
+
+// membersLocked lists the owner's pods that have not finished, by name.
+func (s *store) membersLocked(o owner) []*corev1.Pod {
+	var out []*corev1.Pod
+	if !o.group() {
+		if p, ok := s.pods[o.UID]; ok {
+			out = append(out, p)
+		}
+		return out
+	}
+	for _, p := range s.pods {
+		if o.has(p) {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// preferLocked says whether job id should replace p's job as the owner's
+// placeholder, when both are live.
+func (s *store) preferLocked(p *placement, id uint32) bool {
+	if p.ended() {
+		return false
+	}
+	recorded := func(id uint32) bool {
+		return slices.ContainsFunc(s.membersLocked(p.owner), func(m *corev1.Pod) bool { return m.Annotations[keys.AnnotationJobID] == itoa(id) })
+	}
+	curMine := !p.submitted.IsZero() || recorded(p.jobID)
+	newMine := recorded(id)
+	if curMine != newMine {
+		return newMine
+	}
+	return id < p.jobID
+}
+
+// anyBoundLocked says whether one of the owner's pods is bound to a node.
+func (s *store) anyBoundLocked(o owner) bool {
+	return slices.ContainsFunc(s.membersLocked(o), func(p *corev1.Pod) bool { return p.Spec.NodeName != "" })
+}
+
+// newerThanMembersLocked says whether job j was submitted after the owner's
+// oldest pod was created: an ended job that is older belongs to pods that
+// are gone.
+func (s *store) newerThanMembersLocked(o owner, j slurmrest.Job) bool {
+	ms := s.membersLocked(o)
+	if len(ms) == 0 {
+		return false
+	}
+	for _, m := range ms {
+		if j.SubmitTime.Add(time.Second).Before(m.CreationTimestamp.Time) {
+			return false
+		}
+	}
+	return true
+}
+
+// wasReleased says whether job id was a dropped placement's within
+// releasedFor: its pods are gone.
+func (s *store) wasReleased(id uint32) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, ok := s.released[id]
+	return ok && time.Since(at) < releasedFor
+}
+
+// prune forgets release answers and deleted pods older than releasedFor.
+func (s *store) prune() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, at := range s.released {
+		if time.Since(at) > releasedFor {
+			delete(s.released, id)
+		}
+	}
+	for uid, at := range s.deleted {
+		if time.Since(at) > releasedFor {
+			delete(s.deleted, uid)
+		}
+	}
+}
+
+// askMovedLocked says whether a pod onepool knows now asks other Slurm
+// settings than its copy in members (what a submission judged).
+func (s *store) askMovedLocked(members []*corev1.Pod) bool {
+	for _, m := range members {
+		if now, ok := s.pods[m.UID]; ok && askChanged(m, now) {
+			return true
+		}
+	}
+	return false
+}
+
+// ownersLocked are the keys of the placements with a pod only says (nil
+// when only is nil: every placement).
+func (s *store) ownersLocked(only func(*corev1.Pod) bool) map[string]bool {
+	if only == nil {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, p := range s.pods {
+		if only(p) {
+			out[ownerOf(p).key()] = true
+		}
+	}
+	return out
+}
