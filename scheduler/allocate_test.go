@@ -97,7 +97,7 @@ func TestRefusedNow(t *testing.T) {
 func TestReleaseAnswersUnavailableUntilSynced(t *testing.T) {
 	f := newCoreFixture(t)
 	f.core.st.synced = false
-	srv := httptest.NewServer(f.core.releaseHandler())
+	srv := httptest.NewServer(f.core.rel.handler())
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/v1/placeholders/77")
 	require.NoError(t, err)

@@ -53,11 +53,12 @@ type Core struct {
 	ownUser func() (string, error)
 
 	// st holds the records of pods and placements, under its lock.
-	st *store
+	st  *store
+	rel *releaser
 
 	submitQ workqueue.TypedRateLimitingInterface[string]
 	lifeQ   workqueue.TypedRateLimitingInterface[string]
-	retryQ  workqueue.TypedRateLimitingInterface[retryItem]
+	retry   *retrier
 }
 
 // CoreConfig wires a Core.
@@ -122,19 +123,22 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 			return nil, fmt.Errorf("onepool: %w", err)
 		}
 	}
-	return &Core{
+	st := newStore()
+	c := &Core{
 		leader: leader, metrics: m, proof: proof, ownUser: cfg.OwnUser,
 		args: cfg.Args, log: cfg.Log, slurm: cfg.Slurm, jobs: cfg.Jobs, kube: cfg.Kube, groups: cfg.Groups, tenants: cfg.Tenants,
 		nodes: cfg.Nodes, slices: cfg.Slices, claims: cfg.Claims, fit: cfg.Fit, slurmNodes: cfg.SlurmNodes, recorder: cfg.Recorder, activate: cfg.Activate,
 		script: func(o owner) string { return placeholderScript(o, host, port) },
-		st:     newStore(),
+		st:     st,
 		submitQ: workqueue.NewTypedRateLimitingQueueWithConfig(rl,
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "onepool-submit"}),
 		lifeQ: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "onepool-lifecycle"}),
-		retryQ: newRetryQueue(),
-	}, nil
+	}
+	c.retry = newRetrier(st, func(pods []*corev1.Pod) { c.activate(pods) })
+	c.rel = &releaser{st: st, kube: cfg.Kube, leader: leader, answers: m.release, log: cfg.Log}
+	return c, nil
 }
 
 // Decision is where a pod goes: Node (a Kubernetes node) once Slurm
@@ -151,7 +155,7 @@ func (c *Core) Place(pod *corev1.Pod) Decision {
 		if errors.Is(err, errNotCached) {
 			// Not the pod's fault, and soon over: no event (a standby that
 			// takes over mid-burst sees many namespaces made a moment ago).
-			c.retryPod(pod)
+			c.retry.pod(pod)
 			return Decision{Message: "waiting: " + err.Error()}
 		}
 		c.invalidRequest(pod, err)
@@ -370,7 +374,7 @@ func (c *Core) podDeleted(pod *corev1.Pod) {
 	delete(c.st.invalid, pod.UID)
 	delete(c.st.evicting, pod.UID)
 	c.st.mu.Unlock()
-	c.forgetRetry(pod)
+	c.retry.forget(pod)
 	c.lifeQ.Add(ownerOf(pod).key())
 }
 
@@ -384,14 +388,14 @@ func askChanged(a, b *corev1.Pod) bool {
 	return false
 }
 
-// confirmGone asks the API server (not the informer) whether the owner's
+// podsGone asks the API server (not the informer) whether the owner's
 // pods are gone: deleted, replaced by another uid, or finished. Of a
 // gang, only the pods counts says are its job's count.
-func (c *Core) confirmGone(ctx context.Context, o owner, counts func(types.UID) bool) (bool, error) {
+func podsGone(ctx context.Context, kube kubernetes.Interface, o owner, counts func(types.UID) bool) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if !o.group() {
-		p, err := c.kube.CoreV1().Pods(o.Namespace).Get(ctx, o.Name, metav1GetOptions)
+		p, err := kube.CoreV1().Pods(o.Namespace).Get(ctx, o.Name, metav1GetOptions)
 		switch {
 		case apierrors.IsNotFound(err):
 			return true, nil
@@ -400,7 +404,7 @@ func (c *Core) confirmGone(ctx context.Context, o owner, counts func(types.UID) 
 		}
 		return p.UID != o.UID || finished(p), nil
 	}
-	list, err := c.kube.CoreV1().Pods(o.Namespace).List(ctx, listOf(o))
+	list, err := kube.CoreV1().Pods(o.Namespace).List(ctx, listOf(o))
 	if err != nil {
 		return false, err
 	}

@@ -156,7 +156,7 @@ func newCoreFixture(t *testing.T) *coreFixture {
 	}
 	f.core.st.synced = true
 	f.core.podChanged(nil, pod)
-	t.Cleanup(func() { f.core.submitQ.ShutDown(); f.core.lifeQ.ShutDown(); f.core.retryQ.ShutDown() })
+	t.Cleanup(func() { f.core.submitQ.ShutDown(); f.core.lifeQ.ShutDown(); f.core.retry.q.ShutDown() })
 	return f
 }
 
@@ -311,7 +311,7 @@ func TestCoreRejectedSubmitLeavesPodPendingWithTheReason(t *testing.T) {
 	// waits twice as long.
 	p := f.core.st.places[key]
 	assert.Equal(t, 1, p.rejections)
-	assert.Equal(t, []string{"p"}, names(f.core.toRetry(retryItem{Owner: key})))
+	assert.Equal(t, []string{"p"}, names(f.core.retry.due(retryItem{Owner: key})))
 	p.errAt = time.Now().Add(-rejectDelay(1))
 	f.core.Place(f.pod)
 	queued, _ = f.core.submitQ.Get()
@@ -330,7 +330,7 @@ func TestCoreRejectedSubmitLeavesPodPendingWithTheReason(t *testing.T) {
 	require.NoError(t, f.core.submit(context.Background(), queued))
 	f.core.submitQ.Done(queued)
 	assert.Zero(t, p.rejections)
-	assert.Empty(t, f.core.toRetry(retryItem{Owner: key}))
+	assert.Empty(t, f.core.retry.due(retryItem{Owner: key}))
 }
 
 func names(pods []*corev1.Pod) []string {

@@ -103,6 +103,7 @@ func TestLeaderGateLeadsForGoodWithoutElection(t *testing.T) {
 func TestCoreOnAStandbyReplicaActsOnNothing(t *testing.T) {
 	f := newCoreFixture(t)
 	f.core.leader = NewLeaderGate()
+	f.core.rel.leader = f.core.leader
 	key := ownerOf(f.pod).key()
 
 	f.core.observe(f.job(9, slurmrest.JobRunning, "gpu-1"))
@@ -123,7 +124,7 @@ func TestCoreOnAStandbyReplicaActsOnNothing(t *testing.T) {
 	assert.Error(t, f.core.submit(context.Background(), ownerOf(other).key()))
 	assert.Empty(t, f.slurm.submitted, "a standby submitted a job")
 
-	srv := httptest.NewServer(f.core.releaseHandler())
+	srv := httptest.NewServer(f.core.rel.handler())
 	defer srv.Close()
 	f.core.podDeleted(f.pod)
 	resp, err := http.Get(srv.URL + "/v1/placeholders/7")

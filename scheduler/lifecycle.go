@@ -121,7 +121,7 @@ func (c *Core) reconcile(ctx context.Context, key string) (time.Duration, error)
 		}
 	}
 	if len(members) == 0 {
-		gone, err := c.confirmGone(ctx, o, counts)
+		gone, err := podsGone(ctx, c.kube, o, counts)
 		if err != nil {
 			return 0, err
 		}

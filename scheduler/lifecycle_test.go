@@ -70,8 +70,7 @@ func TestConfirmGone(t *testing.T) {
 					return true, nil, apierrors.NewServiceUnavailable("etcd")
 				})
 			}
-			c := &Core{kube: kube}
-			gone, err := c.confirmGone(context.Background(), tc.o, func(types.UID) bool { return true })
+			gone, err := podsGone(context.Background(), kube, tc.o, func(types.UID) bool { return true })
 			assert.Equal(t, tc.error, err != nil, "err %v", err)
 			assert.Equal(t, tc.gone, gone)
 		})

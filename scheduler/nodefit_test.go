@@ -222,7 +222,7 @@ func TestCoreGivesBackAJobOnANodeThePodCannotUse(t *testing.T) {
 	_, err := f.core.reconcile(context.Background(), ownerOf(f.pod).key())
 	require.NoError(t, err)
 	assert.Contains(t, f.slurm.cancelled, uint32(7))
-	assert.Equal(t, 200, f.core.releaseAnswer(context.Background(), 7).code, "the given-back job's placeholder must let go at once")
+	assert.Equal(t, 200, f.core.rel.answer(context.Background(), 7).code, "the given-back job's placeholder must let go at once")
 
 	// The fixture's Nodes: gpu-1 only; label a second one for the pod.
 	n2 := node("gpu-2", map[string]string{"pool": "a"})

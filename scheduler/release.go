@@ -8,27 +8,40 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
 
 	"github.com/onepool/onepool/keys"
 )
 
-// releaseHandler answers placeholder scripts: GET /v1/placeholders/{job}
+// releaser serves the placeholder scripts' release endpoint from the
+// store's records; only the lease holder answers.
+type releaser struct {
+	st      *store
+	kube    kubernetes.Interface
+	leader  Leadership
+	answers *prometheus.CounterVec // onepool_scheduler_release_answers_total{answer}
+	log     klog.Logger
+}
+
+// handler answers placeholder scripts: GET /v1/placeholders/{job}
 // is 200 when the job's pods are gone (the script may end and free the
 // allocation), 409 while a pod still exists, 404 for a job onepool does not
 // know (the script keeps waiting; Slurm's KillWait bounds it), 503 from a
 // replica that does not hold the scheduler's lease. It reveals
 // nothing but that answer.
-func (c *Core) releaseHandler() http.Handler {
+func (r *releaser) handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+keys.ReleasePath+"{job}", func(w http.ResponseWriter, r *http.Request) {
-		id, err := strconv.ParseUint(r.PathValue("job"), 10, 32)
+	mux.HandleFunc("GET "+keys.ReleasePath+"{job}", func(w http.ResponseWriter, req *http.Request) {
+		id, err := strconv.ParseUint(req.PathValue("job"), 10, 32)
 		if err != nil || id == 0 {
 			http.Error(w, "not a job id", http.StatusBadRequest)
 			return
 		}
-		a := c.releaseAnswer(r.Context(), uint32(id))
-		c.metrics.release.WithLabelValues(a.label).Inc()
+		a := r.answer(req.Context(), uint32(id))
+		r.answers.WithLabelValues(a.label).Inc()
 		if a.code != http.StatusOK {
 			http.Error(w, a.text, a.code)
 			return
@@ -45,40 +58,40 @@ type releaseReply struct {
 	label string // onepool_scheduler_release_answers_total{answer}
 }
 
-// releaseAnswer says whether job id's pods are gone.
-func (c *Core) releaseAnswer(ctx context.Context, id uint32) releaseReply {
-	if !c.leader.IsLeader() {
+// answer says whether job id's pods are gone.
+func (r *releaser) answer(ctx context.Context, id uint32) releaseReply {
+	if !r.leader.IsLeader() {
 		// Only the lease holder knows; the script asks again.
 		return releaseReply{http.StatusServiceUnavailable, "standby scheduler replica", "standby"}
 	}
 	gone := releaseReply{http.StatusOK, "gone", "gone"}
-	c.st.mu.Lock()
-	if !c.st.synced {
+	r.st.mu.Lock()
+	if !r.st.synced {
 		// Until Slurm's jobs are read, an unknown job may be one whose
 		// pods live: "unknown" would let the release epilog go.
-		c.st.mu.Unlock()
+		r.st.mu.Unlock()
 		return releaseReply{http.StatusServiceUnavailable, "reading Slurm's jobs", "syncing"}
 	}
-	key, ok := c.st.byJob[id]
+	key, ok := r.st.byJob[id]
 	var p *placement
 	if ok {
-		p = c.st.places[key]
+		p = r.st.places[key]
 	}
 	present := 0
 	var counts func(types.UID) bool
 	if p != nil {
-		ofJob, _ := p.split(c.st.membersLocked(p.owner))
+		ofJob, _ := p.split(r.st.membersLocked(p.owner))
 		present, counts = len(ofJob), p.goneCounts()
 	}
-	c.st.mu.Unlock()
+	r.st.mu.Unlock()
 	if p == nil {
-		if c.st.wasReleased(id) {
+		if r.st.wasReleased(id) {
 			return gone
 		}
 		return releaseReply{http.StatusNotFound, "unknown job", "unknown"}
 	}
 	if present == 0 {
-		ok, err := c.confirmGone(ctx, p.owner, counts)
+		ok, err := podsGone(ctx, r.kube, p.owner, counts)
 		if err != nil {
 			return releaseReply{http.StatusServiceUnavailable, "cannot tell", "error"}
 		}
@@ -89,10 +102,10 @@ func (c *Core) releaseAnswer(ctx context.Context, id uint32) releaseReply {
 	return releaseReply{http.StatusConflict, "pod present", "present"}
 }
 
-// serveRelease serves the release endpoint on l until ctx ends.
-func (c *Core) serveRelease(ctx context.Context, l net.Listener) {
+// serve serves the release endpoint on l until ctx ends.
+func (r *releaser) serve(ctx context.Context, l net.Listener) {
 	srv := &http.Server{
-		Handler:           c.releaseHandler(),
+		Handler:           r.handler(),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       5 * time.Second,
 		WriteTimeout:      10 * time.Second,
@@ -105,7 +118,7 @@ func (c *Core) serveRelease(ctx context.Context, l net.Listener) {
 		_ = srv.Shutdown(sctx)
 	}()
 	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
-		c.log.Error(err, "The placeholder release endpoint stopped")
+		r.log.Error(err, "The placeholder release endpoint stopped")
 	}
 }
 

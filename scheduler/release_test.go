@@ -35,6 +35,7 @@ func TestReleaseAnswer(t *testing.T) {
 	}{
 		{name: "a standby replica", code: http.StatusServiceUnavailable, label: "standby", prepare: func(t *testing.T, f *coreFixture) {
 			f.core.leader = NewLeaderGate()
+			f.core.rel.leader = f.core.leader
 		}},
 		{name: "still reading Slurm's jobs", code: http.StatusServiceUnavailable, label: "syncing", prepare: func(t *testing.T, f *coreFixture) {
 			f.core.st.synced = false
@@ -77,7 +78,7 @@ func TestReleaseAnswer(t *testing.T) {
 			if tc.prepare != nil {
 				tc.prepare(t, f)
 			}
-			srv := httptest.NewServer(f.core.releaseHandler())
+			srv := httptest.NewServer(f.core.rel.handler())
 			defer srv.Close()
 			resp, err := http.Get(srv.URL + "/v1/placeholders/7")
 			require.NoError(t, err)
@@ -91,7 +92,7 @@ func TestReleaseAnswer(t *testing.T) {
 
 func TestReleaseHandlerRefusesWhatIsNotAJobID(t *testing.T) {
 	f := newCoreFixture(t)
-	srv := httptest.NewServer(f.core.releaseHandler())
+	srv := httptest.NewServer(f.core.rel.handler())
 	defer srv.Close()
 	for path, want := range map[string]int{
 		"/v1/placeholders/abc":        http.StatusBadRequest,
@@ -135,7 +136,7 @@ func TestServeReleaseStopsWithItsContext(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); f.core.serveRelease(ctx, l) }()
+	go func() { defer close(done); f.core.rel.serve(ctx, l) }()
 	resp, err := http.Get("http://" + l.Addr().String() + "/v1/placeholders/77")
 	require.NoError(t, err)
 	resp.Body.Close()

@@ -38,10 +38,22 @@ type retryItem struct {
 	UID types.UID
 }
 
-func newRetryQueue() workqueue.TypedRateLimitingInterface[retryItem] {
-	return workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[retryItem](notCachedFirst, notCachedMax),
-		workqueue.TypedRateLimitingQueueConfig[retryItem]{Name: "onepool-retry"})
+// retrier places pods again after a delay: a refused placement's pods,
+// or a pod refused before it could be judged, unless bound or deleted by
+// then (read from the store).
+type retrier struct {
+	q        workqueue.TypedRateLimitingInterface[retryItem]
+	st       *store
+	activate func(pods []*corev1.Pod)
+}
+
+func newRetrier(st *store, activate func(pods []*corev1.Pod)) *retrier {
+	return &retrier{
+		q: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[retryItem](notCachedFirst, notCachedMax),
+			workqueue.TypedRateLimitingQueueConfig[retryItem]{Name: "onepool-retry"}),
+		st: st, activate: activate,
+	}
 }
 
 // rejectDelay is how long a job Slurm has refused n times in a row waits
@@ -54,55 +66,56 @@ func rejectDelay(n int) time.Duration {
 	return min(d, rejectRetry)
 }
 
-// retryRejected places the pods of placement key again once its refusal's
+// rejected places the pods of placement key again once its refusal's
 // delay has passed (Place then asks Slurm again).
-func (c *Core) retryRejected(key string, after time.Duration) {
-	c.retryQ.AddAfter(retryItem{Owner: key}, after)
+func (r *retrier) rejected(key string, after time.Duration) {
+	r.q.AddAfter(retryItem{Owner: key}, after)
 }
 
-// retryPod places a pod again soon; each call for the same pod waits
-// longer, up to notCachedMax.
-func (c *Core) retryPod(pod *corev1.Pod) {
-	c.retryQ.AddRateLimited(podRetry(pod))
+// pod places a pod again soon; each call for the same pod waits longer,
+// up to notCachedMax.
+func (r *retrier) pod(pod *corev1.Pod) {
+	r.q.AddRateLimited(podRetry(pod))
 }
 
-// forgetRetry drops a deleted pod's backoff.
-func (c *Core) forgetRetry(pod *corev1.Pod) {
-	c.retryQ.Forget(podRetry(pod))
+// forget drops a deleted pod's backoff.
+func (r *retrier) forget(pod *corev1.Pod) {
+	r.q.Forget(podRetry(pod))
 }
 
 func podRetry(pod *corev1.Pod) retryItem {
 	return retryItem{Pod: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}, UID: pod.UID}
 }
 
-func (c *Core) retryWorker(ctx context.Context) {
+// run places pods again until the queue shuts down.
+func (r *retrier) run(ctx context.Context) {
 	for {
-		it, quit := c.retryQ.Get()
+		it, quit := r.q.Get()
 		if quit {
 			return
 		}
 		if ctx.Err() == nil {
-			c.activate(c.toRetry(it))
+			r.activate(r.due(it))
 		}
-		c.retryQ.Done(it)
+		r.q.Done(it)
 	}
 }
 
-// toRetry returns the pods of it that still wait: a refused placement's
-// pods, or the pod unless it was bound or deleted.
-func (c *Core) toRetry(it retryItem) []*corev1.Pod {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
+// due returns the pods of it that still wait: a refused placement's pods,
+// or the pod unless it was bound or deleted.
+func (r *retrier) due(it retryItem) []*corev1.Pod {
+	r.st.mu.Lock()
+	defer r.st.mu.Unlock()
 	if it.Owner != "" {
-		if p := c.st.places[it.Owner]; p != nil && p.jobID == 0 && p.rejected {
-			return c.st.membersLocked(p.owner)
+		if p := r.st.places[it.Owner]; p != nil && p.jobID == 0 && p.rejected {
+			return r.st.membersLocked(p.owner)
 		}
 		return nil
 	}
-	if _, gone := c.st.deleted[it.UID]; gone {
+	if _, gone := r.st.deleted[it.UID]; gone {
 		return nil
 	}
-	if pod, ok := c.st.pods[it.UID]; ok {
+	if pod, ok := r.st.pods[it.UID]; ok {
 		if pod.Spec.NodeName != "" {
 			return nil
 		}

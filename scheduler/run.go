@@ -65,9 +65,9 @@ func (c *Core) Listen() (net.Listener, error) {
 func (c *Core) Run(ctx context.Context, podsSynced cache.InformerSynced, jobs JobEvents, l net.Listener) {
 	defer c.submitQ.ShutDown()
 	defer c.lifeQ.ShutDown()
-	defer c.retryQ.ShutDown()
+	defer c.retry.q.ShutDown()
 	done := make(chan struct{})
-	go func() { defer close(done); c.serveRelease(ctx, l) }()
+	go func() { defer close(done); c.rel.serve(ctx, l) }()
 	defer func() { <-done }()
 
 	select {
@@ -138,7 +138,7 @@ func (c *Core) Run(ctx context.Context, podsSynced cache.InformerSynced, jobs Jo
 		go func() { defer func() { workers <- struct{}{} }(); c.lifecycleWorker(ctx) }()
 	}
 	go func() { defer func() { workers <- struct{}{} }(); c.watchOwned(ctx) }()
-	go func() { defer func() { workers <- struct{}{} }(); c.retryWorker(ctx) }()
+	go func() { defer func() { workers <- struct{}{} }(); c.retry.run(ctx) }()
 	t := time.NewTicker(resyncEvery)
 	defer t.Stop()
 loop:
@@ -153,7 +153,7 @@ loop:
 	}
 	c.submitQ.ShutDown()
 	c.lifeQ.ShutDown()
-	c.retryQ.ShutDown()
+	c.retry.q.ShutDown()
 	for range n {
 		<-workers
 	}

@@ -85,7 +85,7 @@ func (c *Core) submit(ctx context.Context, key string) error {
 		}
 		c.st.mu.Unlock()
 		if again > 0 {
-			c.retryRejected(key, again)
+			c.retry.rejected(key, again)
 		}
 		// The pods woken may run a cycle (Place) at once: what it marks
 		// on p is its own, read only under the lock.

@@ -25,7 +25,7 @@ type Tenants interface {
 var errPolicy = errors.New("tenancy")
 
 // errNotCached: a pod's namespace has not reached the scheduler's
-// informer yet; the pod is placed again soon (retryPod).
+// informer yet; the pod is placed again soon (retrier.pod).
 var errNotCached = errors.New("not in the scheduler's cache yet")
 
 // policyError wraps a tenancy decision so callers can tell it apart.
@@ -51,7 +51,7 @@ func (t InformerTenants) PolicyFor(namespace string) (*v1alpha1.TenantPolicy, er
 		// A namespace made a moment before its pod: deciding on its name
 		// alone could pick another policy than its labels select. The pod
 		// is placed again when the namespace reaches the cache
-		// (NamespaceEventHandler), and soon after in any case (retryPod).
+		// (NamespaceEventHandler), and soon after in any case (retrier.pod).
 		return nil, fmt.Errorf("namespace %s is %w", namespace, errNotCached)
 	} else if err != nil {
 		return nil, fmt.Errorf("namespace %s: %w", namespace, err)

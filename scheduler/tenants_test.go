@@ -130,13 +130,13 @@ func TestCoreWaitsForANamespaceItHasNotSeen(t *testing.T) {
 	// woken again soon in any case.
 	got := make(chan retryItem, 1)
 	go func() {
-		it, _ := f.core.retryQ.Get()
-		f.core.retryQ.Done(it)
+		it, _ := f.core.retry.q.Get()
+		f.core.retry.q.Done(it)
 		got <- it
 	}()
 	select {
 	case it := <-got:
-		assert.Equal(t, []string{f.pod.Name}, names(f.core.toRetry(it)))
+		assert.Equal(t, []string{f.pod.Name}, names(f.core.retry.due(it)))
 	case <-time.After(10 * time.Second):
 		t.Fatal("a pod refused for a namespace not yet cached is not woken again")
 	}

@@ -62,7 +62,7 @@ func TestCoreNeverTakesAJobIDFromAPodsAnnotation(t *testing.T) {
 
 	assert.Equal(t, ownerOf(f.pod).key(), f.core.st.byJob[7], "job 7 stays the victim's")
 	assert.Nil(t, f.core.st.places[ownerOf(thief).key()], "the thief's pod gets no placement for job 7")
-	a := f.core.releaseAnswer(context.Background(), 7)
+	a := f.core.rel.answer(context.Background(), 7)
 	assert.Equal(t, http.StatusConflict, a.code, "the release endpoint says the victim's pod is present: %s", a.text)
 }
 
