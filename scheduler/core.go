@@ -53,8 +53,9 @@ type Core struct {
 	ownUser func() (string, error)
 
 	// st holds the records of pods and placements, under its lock.
-	st  *store
-	rel *releaser
+	st    *store
+	rel   *releaser
+	watch *watcher
 
 	submitQ workqueue.TypedRateLimitingInterface[string]
 	lifeQ   workqueue.TypedRateLimitingInterface[string]
@@ -137,6 +138,8 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "onepool-lifecycle"}),
 	}
 	c.retry = newRetrier(st, func(pods []*corev1.Pod) { c.activate(pods) })
+	c.watch = &watcher{st: st, slurm: cfg.Slurm, log: cfg.Log, startPoll: cfg.Args.StartPollInterval.Duration,
+		watchAll: cfg.Args.WatchInterval.Duration, observe: func(j slurmrest.Job) { c.observe(j) }}
 	c.rel = &releaser{st: st, kube: cfg.Kube, leader: leader, answers: m.release, log: cfg.Log}
 	return c, nil
 }

@@ -137,7 +137,7 @@ func (c *Core) Run(ctx context.Context, podsSynced cache.InformerSynced, jobs Jo
 	for range 4 {
 		go func() { defer func() { workers <- struct{}{} }(); c.lifecycleWorker(ctx) }()
 	}
-	go func() { defer func() { workers <- struct{}{} }(); c.watchOwned(ctx) }()
+	go func() { defer func() { workers <- struct{}{} }(); c.watch.run(ctx) }()
 	go func() { defer func() { workers <- struct{}{} }(); c.retry.run(ctx) }()
 	t := time.NewTicker(resyncEvery)
 	defer t.Stop()

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/klog/v2"
+
 	"github.com/onepool/onepool/slurmrest"
 )
 
@@ -29,14 +31,26 @@ const maxRunningReads = 32
 // StartPollInterval; later at WatchInterval, like every live job.
 const startWindow = 10 * time.Second
 
-// watchOwned asks slurmrestd for the state of the jobs onepool owns, in
+// watcher follows onepool's own jobs by id (issue 38): their states in
+// one request per tick, a job whose state moved read in full and handed to
+// observe. It reads the store for which jobs are onepool's.
+type watcher struct {
+	st        *store
+	slurm     Slurm
+	log       klog.Logger
+	startPoll time.Duration // Args.StartPollInterval
+	watchAll  time.Duration // Args.WatchInterval
+	observe   func(slurmrest.Job)
+}
+
+// run asks slurmrestd for the state of the jobs onepool owns, in
 // one /jobs/state request per tick: jobs submitted moments ago every
 // StartPollInterval, every other live job every WatchInterval. A job whose
 // state moved is read in full and observed, so its pods bind, or are
 // evicted, without waiting for the cache's next listing. With no live
 // onepool job it asks nothing: idle clusters see only the cache's polls.
-func (c *Core) watchOwned(ctx context.Context) {
-	t := time.NewTicker(c.args.StartPollInterval.Duration)
+func (w *watcher) run(ctx context.Context) {
+	t := time.NewTicker(w.startPoll)
 	defer t.Stop()
 	var lastAll, lastRefresh time.Time
 	turn := 0 // where the next running reads begin
@@ -46,11 +60,11 @@ func (c *Core) watchOwned(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		all := time.Since(lastAll) >= c.args.WatchInterval.Duration
+		all := time.Since(lastAll) >= w.watchAll
 		if all {
 			lastAll = time.Now()
 		}
-		known := c.ownedJobs(all)
+		known := w.owned(all)
 		if len(known) == 0 {
 			continue
 		}
@@ -61,9 +75,9 @@ func (c *Core) watchOwned(ctx context.Context) {
 			lastRefresh = time.Now()
 			each, turn = takeTurns(running, turn, maxRunningReads)
 		}
-		states, err := c.slurm.JobStates(ctx, slices.Sorted(maps.Keys(known)))
+		states, err := w.slurm.JobStates(ctx, slices.Sorted(maps.Keys(known)))
 		if err != nil {
-			c.log.V(3).Info("Asking Slurm for the state of onepool's jobs failed", "jobs", len(known), "err", err.Error())
+			w.log.V(3).Info("Asking Slurm for the state of onepool's jobs failed", "jobs", len(known), "err", err.Error())
 			states = nil
 		}
 		moved := movedJobs(known, states)
@@ -72,7 +86,7 @@ func (c *Core) watchOwned(ctx context.Context) {
 				moved = append(moved, id)
 			}
 		}
-		c.readJobs(ctx, moved)
+		w.read(ctx, moved)
 	}
 }
 
@@ -90,22 +104,22 @@ func takeTurns(ids []uint32, turn, n int) ([]uint32, int) {
 	return out, (turn + n) % len(ids)
 }
 
-// ownedJobs are the live jobs to ask about with their last known state
+// owned are the live jobs to ask about with their last known state
 // (nil: not seen yet): those submitted within startWindow, and with all
 // every job of a placement that has not ended.
-func (c *Core) ownedJobs(all bool) map[uint32]slurmrest.JobState {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
+func (w *watcher) owned(all bool) map[uint32]slurmrest.JobState {
+	w.st.mu.Lock()
+	defer w.st.mu.Unlock()
 	out := map[uint32]slurmrest.JobState{}
-	for id, at := range c.st.starting {
+	for id, at := range w.st.starting {
 		if time.Since(at) > startWindow {
-			delete(c.st.starting, id)
+			delete(w.st.starting, id)
 			continue
 		}
 		out[id] = nil
 	}
-	for id, key := range c.st.byJob {
-		p := c.st.places[key]
+	for id, key := range w.st.byJob {
+		p := w.st.places[key]
 		if p == nil || p.jobID != id || p.ended() {
 			continue
 		}
@@ -138,8 +152,8 @@ func movedJobs(known map[uint32]slurmrest.JobState, states []slurmrest.JobStateE
 	return moved
 }
 
-// readJobs reads jobs in full, a few at a time, and observes them.
-func (c *Core) readJobs(ctx context.Context, ids []uint32) {
+// read reads jobs in full, a few at a time, and observes them.
+func (w *watcher) read(ctx context.Context, ids []uint32) {
 	sem := make(chan struct{}, 8)
 	var wg sync.WaitGroup
 	for _, id := range ids {
@@ -147,12 +161,12 @@ func (c *Core) readJobs(ctx context.Context, ids []uint32) {
 		sem <- struct{}{}
 		go func(id uint32) {
 			defer func() { <-sem; wg.Done() }()
-			j, err := c.slurm.GetJob(ctx, id)
+			j, err := w.slurm.GetJob(ctx, id)
 			if err != nil {
-				c.log.V(3).Info("Reading a placeholder job whose state moved failed", "job", id, "err", err.Error())
+				w.log.V(3).Info("Reading a placeholder job whose state moved failed", "job", id, "err", err.Error())
 				return
 			}
-			c.observe(*j)
+			w.observe(*j)
 		}(id)
 	}
 	wg.Wait()

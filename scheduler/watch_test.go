@@ -29,20 +29,20 @@ func TestMovedJobs(t *testing.T) {
 // on a WatchInterval tick, and about nothing when onepool owns no live job.
 func TestOwnedJobs(t *testing.T) {
 	f := newCoreFixture(t)
-	assert.Empty(t, f.core.ownedJobs(true), "no onepool job: nothing to ask")
+	assert.Empty(t, f.core.watch.owned(true), "no onepool job: nothing to ask")
 
 	f.core.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
-	assert.Equal(t, map[uint32]slurmrest.JobState{7: {"RUNNING"}}, f.core.ownedJobs(true))
-	assert.Empty(t, f.core.ownedJobs(false), "a running job waits for the WatchInterval tick")
+	assert.Equal(t, map[uint32]slurmrest.JobState{7: {"RUNNING"}}, f.core.watch.owned(true))
+	assert.Empty(t, f.core.watch.owned(false), "a running job waits for the WatchInterval tick")
 
 	f.core.st.mu.Lock()
 	f.core.st.starting[8] = time.Now()
 	f.core.st.starting[9] = time.Now().Add(-time.Minute)
 	f.core.st.mu.Unlock()
-	assert.Equal(t, map[uint32]slurmrest.JobState{8: nil}, f.core.ownedJobs(false), "a job submitted moments ago is asked every tick; an old one no longer")
+	assert.Equal(t, map[uint32]slurmrest.JobState{8: nil}, f.core.watch.owned(false), "a job submitted moments ago is asked every tick; an old one no longer")
 
 	f.core.observe(f.job(7, "COMPLETED", "gpu-1"))
-	assert.Equal(t, map[uint32]slurmrest.JobState{8: nil}, f.core.ownedJobs(true), "an ended job is not asked again")
+	assert.Equal(t, map[uint32]slurmrest.JobState{8: nil}, f.core.watch.owned(true), "an ended job is not asked again")
 }
 
 func TestRunningJobs(t *testing.T) {
@@ -89,7 +89,7 @@ func TestWatchReadsRunningJobsOneByOne(t *testing.T) {
 	f.core.observe(j)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); f.core.watchOwned(ctx) }()
+	go func() { defer close(done); f.core.watch.run(ctx) }()
 	defer func() { cancel(); <-done }()
 	go func() {
 		for {
