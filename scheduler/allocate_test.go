@@ -219,7 +219,7 @@ func TestCoreCancelsAGrantedJobOfAPodDeletedWhileAsked(t *testing.T) {
 	// An update the informer delivered late changes nothing either.
 	f.core.podChanged(f.pod, f.pod)
 
-	_, err := f.core.reconcile(ctx, ownerOf(f.pod).key())
+	_, err := f.core.life.reconcile(ctx, ownerOf(f.pod).key())
 	require.NoError(t, err)
 	assert.Equal(t, []uint32{55}, f.slurm.cancelled, "the granted job of a deleted pod is cancelled")
 }

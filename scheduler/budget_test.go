@@ -45,7 +45,7 @@ func TestCoreOverridesADisruptionBudgetSlurmHasDecidedAgainst(t *testing.T) {
 			f.core.observe(j)
 			j.PreemptTime, j.EndTime = time.Now(), time.Now().Add(30*time.Second)
 			f.core.observe(j)
-			_, err := f.core.reconcile(context.Background(), ownerOf(f.pod).key())
+			_, err := f.core.life.reconcile(context.Background(), ownerOf(f.pod).key())
 			var deleted *int64
 			sawDelete := false
 			for _, a := range f.kube.Actions() {

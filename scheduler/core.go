@@ -56,6 +56,7 @@ type Core struct {
 	st    *store
 	rel   *releaser
 	watch *watcher
+	life  *lifecycle
 
 	submitQ workqueue.TypedRateLimitingInterface[string]
 	lifeQ   workqueue.TypedRateLimitingInterface[string]
@@ -140,6 +141,13 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 	c.retry = newRetrier(st, func(pods []*corev1.Pod) { c.activate(pods) })
 	c.watch = &watcher{st: st, slurm: cfg.Slurm, log: cfg.Log, startPoll: cfg.Args.StartPollInterval.Duration,
 		watchAll: cfg.Args.WatchInterval.Duration, observe: func(j slurmrest.Job) { c.observe(j) }}
+	c.life = &lifecycle{st: st, q: c.lifeQ, slurm: cfg.Slurm, jobs: cfg.Jobs, kube: cfg.Kube, recorder: cfg.Recorder,
+		leader: leader, metrics: m, log: cfg.Log,
+		observe: func(j slurmrest.Job) { c.observe(j) }, jobOf: func(j slurmrest.Job, o owner) bool { return c.jobOf(j, o) },
+		constraints: func(ctx context.Context, members []*corev1.Pod, avoid []string) ([]string, string, error) {
+			return c.nodeConstraints(ctx, members, avoid)
+		},
+		activate: func(pods []*corev1.Pod) { c.activate(pods) }}
 	c.rel = &releaser{st: st, kube: cfg.Kube, leader: leader, answers: m.release, log: cfg.Log}
 	return c, nil
 }

@@ -193,7 +193,7 @@ func TestCoreKeepsOlderOfTwoLiveJobsAndCancelsTheOther(t *testing.T) {
 	f := newCoreFixture(t)
 	f.core.observe(f.job(9, slurmrest.JobRunning, "gpu-1"))
 	f.core.observe(f.job(7, slurmrest.JobPending, ""))
-	if _, err := f.core.reconcile(context.Background(), ownerOf(f.pod).key()); err != nil {
+	if _, err := f.core.life.reconcile(context.Background(), ownerOf(f.pod).key()); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(f.slurm.cancelled, []uint32{9}) {
@@ -212,7 +212,7 @@ func TestCoreEvictsPodWhoseJobEnded(t *testing.T) {
 	if d := f.core.Place(f.pod); d.Node != "" || !strings.Contains(d.Message, "PREEMPTED") {
 		t.Fatalf("a pod whose job ended may still bind: %+v", d)
 	}
-	if _, err := f.core.reconcile(context.Background(), ownerOf(f.pod).key()); err != nil {
+	if _, err := f.core.life.reconcile(context.Background(), ownerOf(f.pod).key()); err != nil {
 		t.Fatal(err)
 	}
 	evicted := false
@@ -233,7 +233,7 @@ func TestCoreCancelsJobOfPodThatIsGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.core.podDeleted(f.pod)
-	if _, err := f.core.reconcile(context.Background(), ownerOf(f.pod).key()); err != nil {
+	if _, err := f.core.life.reconcile(context.Background(), ownerOf(f.pod).key()); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(f.slurm.cancelled, []uint32{7}) {
@@ -246,7 +246,7 @@ func TestCoreDoesNothingWhileSlurmIsUnknown(t *testing.T) {
 	f.core.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
 	f.core.observe(f.job(7, slurmrest.JobCancelled, "gpu-1"))
 	f.jobs.stale = true
-	after, err := f.core.reconcile(context.Background(), ownerOf(f.pod).key())
+	after, err := f.core.life.reconcile(context.Background(), ownerOf(f.pod).key())
 	if err != nil || after == 0 {
 		t.Fatalf("reconcile while stale = %v, %v; want a later look", after, err)
 	}
@@ -283,7 +283,7 @@ func TestCoreRejectedSubmitLeavesPodPendingWithTheReason(t *testing.T) {
 	leftover := f.job(41, slurmrest.JobFailed, "")
 	leftover.Reason = "BadConstraints"
 	f.core.observe(leftover)
-	if _, err := f.core.reconcile(context.Background(), key); err != nil {
+	if _, err := f.core.life.reconcile(context.Background(), key); err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range f.kube.Actions() {
@@ -353,7 +353,7 @@ func TestRejectDelayDoublesUpToRejectRetry(t *testing.T) {
 func TestCoreRecordsAnAdoptedJobOnThePod(t *testing.T) {
 	f := newCoreFixture(t)
 	f.core.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
-	if _, err := f.core.reconcile(context.Background(), ownerOf(f.pod).key()); err != nil {
+	if _, err := f.core.life.reconcile(context.Background(), ownerOf(f.pod).key()); err != nil {
 		t.Fatal(err)
 	}
 	p, err := f.kube.CoreV1().Pods("ns").Get(context.Background(), "p", metav1.GetOptions{})
@@ -387,7 +387,7 @@ func TestCoreGivesBackAJobOnACordonedNode(t *testing.T) {
 	if d := f.core.Place(f.pod); d.Node != "" {
 		t.Fatalf("the given-back job was adopted again: %+v", d)
 	}
-	if _, err := f.core.reconcile(context.Background(), ownerOf(f.pod).key()); err != nil {
+	if _, err := f.core.life.reconcile(context.Background(), ownerOf(f.pod).key()); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Contains(f.slurm.cancelled, 7) {

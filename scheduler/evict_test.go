@@ -85,13 +85,13 @@ func TestCoreEvictsPodOfAPreemptedJobBeforeTheDeadline(t *testing.T) {
 	j := f.job(7, slurmrest.JobRunning, "gpu-1")
 	f.core.observe(j)
 	key := ownerOf(f.pod).key()
-	_, err := f.core.reconcile(context.Background(), key)
+	_, err := f.core.life.reconcile(context.Background(), key)
 	require.NoError(t, err)
 	require.Empty(t, evictions(f), "a running job's pod was evicted")
 
 	j.QOS, j.PreemptTime, j.EndTime = "low", time.Now(), time.Now().Add(30*time.Second)
 	f.core.observe(j)
-	_, err = f.core.reconcile(context.Background(), key)
+	_, err = f.core.life.reconcile(context.Background(), key)
 	require.NoError(t, err)
 	ev := evictions(f)
 	require.Len(t, ev, 1)
@@ -133,7 +133,7 @@ func TestBudgetOverrideMarksTheDisruption(t *testing.T) {
 		return true, nil, err
 	})
 	cause := evictionCause(7, &slurmrest.Job{ID: 7, State: slurmrest.JobState{"PREEMPTED"}}, false)
-	require.NoError(t, f.core.evictOrDelete(context.Background(), f.pod, cause, nil))
+	require.NoError(t, f.core.life.evictOrDelete(context.Background(), f.pod, cause, nil))
 
 	var order []string
 	for _, a := range f.kube.Actions() {

@@ -278,7 +278,7 @@ func TestCoreGangMadeAgainAfterItsJobClosedWaitsForAJobOfItsOwn(t *testing.T) {
 			if how == "preempted" {
 				job.PreemptTime = time.Now()
 				f.core.observe(job)
-				_, err := f.core.reconcile(context.Background(), key)
+				_, err := f.core.life.reconcile(context.Background(), key)
 				require.NoError(t, err)
 				assert.True(t, f.evicted(), "the job's own pods are evicted")
 			}
@@ -288,7 +288,7 @@ func TestCoreGangMadeAgainAfterItsJobClosedWaitsForAJobOfItsOwn(t *testing.T) {
 				// onepool sees them gone and cancels the job before the new
 				// pods come (new pods that came first would take the nodes
 				// as replacements do).
-				_, err := f.core.reconcile(context.Background(), key)
+				_, err := f.core.life.reconcile(context.Background(), key)
 				require.NoError(t, err)
 			}
 			f.kube.ClearActions()
@@ -307,7 +307,7 @@ func TestCoreGangMadeAgainAfterItsJobClosedWaitsForAJobOfItsOwn(t *testing.T) {
 
 			// The job's pods are gone: its job is cancelled (if running),
 			// the new pods untouched.
-			_, err := f.core.reconcile(context.Background(), key)
+			_, err := f.core.life.reconcile(context.Background(), key)
 			require.NoError(t, err)
 			assert.False(t, f.evicted(), "a pod made after the job closed is evicted for it")
 			assert.Contains(t, f.slurm.cancelled, uint32(101), "the job of the pods that are gone is cancelled")
@@ -319,7 +319,7 @@ func TestCoreGangMadeAgainAfterItsJobClosedWaitsForAJobOfItsOwn(t *testing.T) {
 			// Slurm ends it: the group asks for a job of its own.
 			job.State, job.EndTime = slurmrest.JobState{slurmrest.JobCancelled}, time.Now()
 			f.core.observe(job)
-			_, err = f.core.reconcile(context.Background(), key)
+			_, err = f.core.life.reconcile(context.Background(), key)
 			require.NoError(t, err)
 			assert.False(t, f.evicted())
 			require.NoError(t, f.submitGang(t, leader2))

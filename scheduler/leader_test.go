@@ -104,12 +104,13 @@ func TestCoreOnAStandbyReplicaActsOnNothing(t *testing.T) {
 	f := newCoreFixture(t)
 	f.core.leader = NewLeaderGate()
 	f.core.rel.leader = f.core.leader
+	f.core.life.leader = f.core.leader
 	key := ownerOf(f.pod).key()
 
 	f.core.observe(f.job(9, slurmrest.JobRunning, "gpu-1"))
 	f.core.observe(f.job(7, slurmrest.JobPending, ""))
 	f.core.observe(f.job(9, slurmrest.JobCancelled, "gpu-1"))
-	after, err := f.core.reconcile(context.Background(), key)
+	after, err := f.core.life.reconcile(context.Background(), key)
 	require.NoError(t, err)
 	assert.Positive(t, after, "a standby drops the placement instead of looking again")
 	assert.Empty(t, f.slurm.cancelled, "a standby cancelled a job")

@@ -10,15 +10,41 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
 )
 
-func (c *Core) lifecycleWorker(ctx context.Context) {
+// lifecycle ends pods and jobs together, one placement (by key) at a
+// time from its queue: it cancels the job of pods that are gone and
+// evicts the pods of a job that ended or is being preempted.
+type lifecycle struct {
+	st       *store
+	q        workqueue.TypedRateLimitingInterface[string]
+	slurm    Slurm
+	jobs     JobCache
+	kube     kubernetes.Interface
+	recorder events.EventRecorder
+	leader   Leadership
+	metrics  *metrics
+	log      klog.Logger
+	// observe takes a job read from Slurm; jobOf says whether a job is an
+	// owner's placeholder; constraints works out the nodes a job leaves
+	// out; activate moves pods back into the scheduling queue.
+	observe     func(slurmrest.Job)
+	jobOf       func(slurmrest.Job, owner) bool
+	constraints func(ctx context.Context, members []*corev1.Pod, avoid []string) ([]string, string, error)
+	activate    func(pods []*corev1.Pod)
+}
+
+// run reconciles placements until the queue shuts down.
+func (c *lifecycle) run(ctx context.Context) {
 	for {
-		key, quit := c.lifeQ.Get()
+		key, quit := c.q.Get()
 		if quit {
 			return
 		}
@@ -26,14 +52,14 @@ func (c *Core) lifecycleWorker(ctx context.Context) {
 		switch {
 		case err != nil && ctx.Err() == nil:
 			c.log.V(2).Info("Reconciling a placement failed; retrying", "placement", key, "err", err.Error())
-			c.lifeQ.AddRateLimited(key)
+			c.q.AddRateLimited(key)
 		case after > 0:
-			c.lifeQ.Forget(key)
-			c.lifeQ.AddAfter(key, after)
+			c.q.Forget(key)
+			c.q.AddAfter(key, after)
 		default:
-			c.lifeQ.Forget(key)
+			c.q.Forget(key)
 		}
-		c.lifeQ.Done(key)
+		c.q.Done(key)
 	}
 }
 
@@ -41,7 +67,7 @@ func (c *Core) lifecycleWorker(ctx context.Context) {
 // cancelled, pods whose job ended are evicted, duplicates are cancelled.
 // Nothing happens while Slurm's state is unknown or another replica may
 // lead.
-func (c *Core) reconcile(ctx context.Context, key string) (time.Duration, error) {
+func (c *lifecycle) reconcile(ctx context.Context, key string) (time.Duration, error) {
 	if c.jobs.Stale() || !c.leader.IsLeader() {
 		return 2 * time.Second, nil
 	}
@@ -189,7 +215,7 @@ func (c *Core) reconcile(ctx context.Context, key string) (time.Duration, error)
 // job when it ends (at once for an ended job, at the end of the QOS
 // GraceTime for a preempted one). Waiting on the budget would leave the
 // pod running on GPUs Slurm gave away.
-func (c *Core) evictOrDelete(ctx context.Context, pod *corev1.Pod, cause eviction, grace *int64) error {
+func (c *lifecycle) evictOrDelete(ctx context.Context, pod *corev1.Pod, cause eviction, grace *int64) error {
 	c.st.mu.Lock()
 	_, seen := c.st.evicting[pod.UID]
 	if !seen {
@@ -226,7 +252,7 @@ func (c *Core) evictOrDelete(ctx context.Context, pod *corev1.Pod, cause evictio
 
 // dropIfIdle forgets a placement whose pods and job are both done; pods
 // that wait for their TenantPolicy's GPU cap try again.
-func (c *Core) dropIfIdle(key string, p *placement) {
+func (c *lifecycle) dropIfIdle(key string, p *placement) {
 	var wake []*corev1.Pod
 	defer func() { c.activate(wake) }()
 	c.st.mu.Lock()
@@ -255,7 +281,7 @@ func (c *Core) dropIfIdle(key string, p *placement) {
 }
 
 // recordJobID writes the job id on the members that do not carry it yet.
-func (c *Core) recordJobID(ctx context.Context, members []*corev1.Pod, id uint32) error {
+func (c *lifecycle) recordJobID(ctx context.Context, members []*corev1.Pod, id uint32) error {
 	var errs []error
 	for _, m := range members {
 		if m.DeletionTimestamp != nil || m.Annotations[keys.AnnotationJobID] == itoa(id) {
@@ -272,11 +298,11 @@ func (c *Core) recordJobID(ctx context.Context, members []*corev1.Pod, id uint32
 // could start the job there, and it would be given back). When no node
 // fits any more the job is left as it is: a job started where the pod
 // cannot run is given back then (Place).
-func (c *Core) reexclude(ctx context.Context, p *placement, jobID uint32, members []*corev1.Pod) error {
+func (c *lifecycle) reexclude(ctx context.Context, p *placement, jobID uint32, members []*corev1.Pod) error {
 	c.st.mu.Lock()
 	avoid, was := slices.Clone(p.avoid), slices.Clone(p.excluded)
 	c.st.mu.Unlock()
-	excluded, unfit, err := c.nodeConstraints(ctx, members, avoid)
+	excluded, unfit, err := c.constraints(ctx, members, avoid)
 	if err != nil || unfit != "" || slices.Equal(excluded, was) {
 		return err
 	}

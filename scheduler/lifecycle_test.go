@@ -136,9 +136,9 @@ func TestRecordJobIDSkipsWhatNeedsNoWrite(t *testing.T) {
 	leaving := f.pod.DeepCopy()
 	leaving.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 	f.kube.ClearActions()
-	require.NoError(t, f.core.recordJobID(context.Background(), []*corev1.Pod{carries, leaving}, 7))
+	require.NoError(t, f.core.life.recordJobID(context.Background(), []*corev1.Pod{carries, leaving}, 7))
 	assert.Empty(t, f.kube.Actions())
-	require.NoError(t, f.core.recordJobID(context.Background(), []*corev1.Pod{f.pod}, 7))
+	require.NoError(t, f.core.life.recordJobID(context.Background(), []*corev1.Pod{f.pod}, 7))
 	require.Len(t, f.kube.Actions(), 1)
 	assert.Equal(t, "patch", f.kube.Actions()[0].GetVerb())
 }
@@ -168,7 +168,7 @@ func TestReconcileASubmittedJobNeverListed(t *testing.T) {
 				j := f.job(101, slurmrest.JobPending, "")
 				f.slurm.jobs = map[uint32]*slurmrest.Job{101: &j}
 			}
-			after, err := f.core.reconcile(context.Background(), key)
+			after, err := f.core.life.reconcile(context.Background(), key)
 			require.NoError(t, err)
 			assert.Equal(t, tc.after, after)
 			assert.Equal(t, tc.evicted, f.evicted())
@@ -201,12 +201,13 @@ func TestReconcileCancelsDuplicatesUntilSlurmTakesTheCancel(t *testing.T) {
 	f.core.observe(f.job(9, slurmrest.JobPending, ""))
 	failing := &failingCancel{fakeSlurm: f.slurm, err: &slurmrest.APIError{Kind: slurmrest.ErrUnreachable}}
 	f.core.slurm = failing
-	_, err := f.core.reconcile(context.Background(), key)
+	f.core.life.slurm = failing
+	_, err := f.core.life.reconcile(context.Background(), key)
 	require.Error(t, err)
 	assert.Equal(t, []uint32{9}, f.core.st.places[key].extra, "kept to cancel again")
 
 	failing.err = &slurmrest.APIError{Kind: slurmrest.ErrNotFound}
-	_, err = f.core.reconcile(context.Background(), key)
+	_, err = f.core.life.reconcile(context.Background(), key)
 	require.NoError(t, err)
 	assert.Empty(t, f.core.st.places[key].extra)
 	assert.Equal(t, uint32(7), f.core.st.places[key].jobID)

@@ -34,7 +34,7 @@ func TestCoreEvictsAPodWhoseRunningJobSlurmLost(t *testing.T) {
 			f.slurm.jobs = map[uint32]*slurmrest.Job{7: &j}
 		}
 		f.core.forget(j) // the listing lacks it
-		_, err := f.core.reconcile(context.Background(), ownerOf(f.pod).key())
+		_, err := f.core.life.reconcile(context.Background(), ownerOf(f.pod).key())
 		require.NoError(t, err)
 		assert.Equal(t, !stillThere, f.evicted(), "job still in Slurm: %v", stillThere)
 		assert.Empty(t, f.slurm.cancelled)
@@ -54,7 +54,7 @@ func TestCoreAJobIDGivenAgainMeansTheOldJobIsGone(t *testing.T) {
 	reused := slurmrest.Job{ID: 7, Comment: f.core.proof.comment(ownerOf(other), ""), State: slurmrest.JobState{slurmrest.JobRunning}, Nodes: "gpu-1"}
 	f.core.observe(reused)
 
-	_, err := f.core.reconcile(context.Background(), ownerOf(f.pod).key())
+	_, err := f.core.life.reconcile(context.Background(), ownerOf(f.pod).key())
 	require.NoError(t, err)
 	assert.True(t, f.evicted(), "the pod whose job Slurm lost is evicted")
 	assert.Empty(t, f.slurm.cancelled, "job 7 is the other pod's now: never cancelled for the first")

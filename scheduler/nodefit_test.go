@@ -106,6 +106,7 @@ func TestCoreSubmitsNodeConstraints(t *testing.T) {
 	f := newCoreFixture(t)
 	rec := events.NewFakeRecorder(10)
 	f.core.recorder = rec
+	f.core.life.recorder = rec
 	fit, err := NewNodeFit(context.Background(), nil)
 	require.NoError(t, err)
 	nodes := []*corev1.Node{node("gpu-1", map[string]string{"pool": "a"}), node("gpu-2", map[string]string{"pool": "b"})}
@@ -211,6 +212,7 @@ func TestCoreGivesBackAJobOnANodeThePodCannotUse(t *testing.T) {
 	f := newCoreFixture(t)
 	rec := events.NewFakeRecorder(10)
 	f.core.recorder = rec
+	f.core.life.recorder = rec
 	f.pod.Spec.NodeSelector = map[string]string{"pool": "a"}
 	f.core.podChanged(nil, f.pod)
 	f.core.observe(f.job(7, slurmrest.JobRunning, "gpu-1")) // gpu-1 has no pool=a label
@@ -219,7 +221,7 @@ func TestCoreGivesBackAJobOnANodeThePodCannotUse(t *testing.T) {
 	assert.Contains(t, d.Message, "Slurm job 7 started on gpu-1, where the pod cannot run (node(s) didn't match Pod's node affinity/selector)")
 	require.Len(t, rec.Events, 1)
 	assert.Contains(t, <-rec.Events, "Warning SlurmJobMisplaced Slurm job 7 started on gpu-1")
-	_, err := f.core.reconcile(context.Background(), ownerOf(f.pod).key())
+	_, err := f.core.life.reconcile(context.Background(), ownerOf(f.pod).key())
 	require.NoError(t, err)
 	assert.Contains(t, f.slurm.cancelled, uint32(7))
 	assert.Equal(t, 200, f.core.rel.answer(context.Background(), 7).code, "the given-back job's placeholder must let go at once")
@@ -342,7 +344,7 @@ func TestCorePendingJobFollowsNodeChanges(t *testing.T) {
 		f.core.NodeEventHandler().OnUpdate(old, n)
 		for f.core.lifeQ.Len() > 0 {
 			k, _ := f.core.lifeQ.Get()
-			_, err := f.core.reconcile(context.Background(), k)
+			_, err := f.core.life.reconcile(context.Background(), k)
 			require.NoError(t, err)
 			f.core.lifeQ.Done(k)
 		}

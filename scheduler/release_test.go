@@ -36,6 +36,7 @@ func TestReleaseAnswer(t *testing.T) {
 		{name: "a standby replica", code: http.StatusServiceUnavailable, label: "standby", prepare: func(t *testing.T, f *coreFixture) {
 			f.core.leader = NewLeaderGate()
 			f.core.rel.leader = f.core.leader
+			f.core.life.leader = f.core.leader
 		}},
 		{name: "still reading Slurm's jobs", code: http.StatusServiceUnavailable, label: "syncing", prepare: func(t *testing.T, f *coreFixture) {
 			f.core.st.synced = false

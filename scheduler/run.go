@@ -135,7 +135,7 @@ func (c *Core) Run(ctx context.Context, podsSynced cache.InformerSynced, jobs Jo
 		go func() { defer func() { workers <- struct{}{} }(); c.submitWorker(ctx) }()
 	}
 	for range 4 {
-		go func() { defer func() { workers <- struct{}{} }(); c.lifecycleWorker(ctx) }()
+		go func() { defer func() { workers <- struct{}{} }(); c.life.run(ctx) }()
 	}
 	go func() { defer func() { workers <- struct{}{} }(); c.watch.run(ctx) }()
 	go func() { defer func() { workers <- struct{}{} }(); c.retry.run(ctx) }()

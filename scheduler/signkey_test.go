@@ -121,6 +121,8 @@ func TestWaitForKeyRetriesUntilTheSecretCanBeRead(t *testing.T) {
 		return false, nil, nil
 	})
 	f.core.kube = kube
+	f.core.life.kube = kube
+	f.core.rel.kube = kube
 	f.core.args.PlaceholderKeySecret = keyRef
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -34,7 +34,7 @@ func TestCoreIgnoresAJobWithAForgedComment(t *testing.T) {
 			assert.Empty(t, f.core.Place(f.pod).Node, "the pod is never bound into the attacker's allocation")
 
 			f.core.observe(f.job(9, slurmrest.JobRunning, "gpu-1")) // onepool's own
-			_, err := f.core.reconcile(context.Background(), ownerOf(f.pod).key())
+			_, err := f.core.life.reconcile(context.Background(), ownerOf(f.pod).key())
 			require.NoError(t, err)
 			assert.Empty(t, f.slurm.cancelled, "nothing is cancelled: the forged job is not onepool's, its own is kept")
 			assert.Equal(t, uint32(9), f.core.st.places[ownerOf(f.pod).key()].jobID)
@@ -113,14 +113,14 @@ func TestCoreACopiedCommentTakesNothing(t *testing.T) {
 
 	// alice's older job, with the copied comment.
 	f.core.observe(slurmrest.Job{ID: 50, Comment: signed, User: "alice", State: slurmrest.JobState{slurmrest.JobRunning}, Nodes: "gpu-1"})
-	_, err := f.core.reconcile(context.Background(), ownerOf(f.pod).key())
+	_, err := f.core.life.reconcile(context.Background(), ownerOf(f.pod).key())
 	require.NoError(t, err)
 	assert.Equal(t, uint32(101), f.core.st.places[ownerOf(f.pod).key()].jobID, "onepool keeps its own job")
 	assert.Empty(t, f.slurm.cancelled, "and cancels nothing: alice's job is not onepool's")
 
 	// The same user's older job with the copy: still not the placeholder.
 	f.core.observe(slurmrest.Job{ID: 60, Comment: signed, User: "slurm", State: slurmrest.JobState{slurmrest.JobRunning}, Nodes: "gpu-1"})
-	_, err = f.core.reconcile(context.Background(), ownerOf(f.pod).key())
+	_, err = f.core.life.reconcile(context.Background(), ownerOf(f.pod).key())
 	require.NoError(t, err)
 	assert.Equal(t, uint32(101), f.core.st.places[ownerOf(f.pod).key()].jobID, "a job onepool made is never displaced by an older copy")
 }

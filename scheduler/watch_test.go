@@ -97,7 +97,7 @@ func TestWatchReadsRunningJobsOneByOne(t *testing.T) {
 			if quit {
 				return
 			}
-			_, _ = f.core.reconcile(ctx, key)
+			_, _ = f.core.life.reconcile(ctx, key)
 			f.core.lifeQ.Done(key)
 		}
 	}()
