@@ -42,6 +42,7 @@ func newClaimFixture(t *testing.T, jobState string) *claimFixture {
 	s.Name = "gpu-1-gpus"
 	require.NoError(t, f.slices.Add(s))
 	f.core.slices = resourcelisters.NewResourceSliceLister(f.slices)
+	f.core.fitter.slices = f.core.slices
 	f.core.claims = resourcelisters.NewResourceClaimLister(f.claims)
 	j := f.job(7, jobState, "gpu-1")
 	j.GresDetail = map[string]string{"gpu-1": "gpu:h100:2(IDX:5-6)"}

@@ -22,7 +22,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/onepool/onepool/keys"
-	"github.com/onepool/onepool/slurmnode"
 	"github.com/onepool/onepool/slurmrest"
 )
 
@@ -30,23 +29,21 @@ import (
 // placement per pod (or gang), submits placeholder jobs, answers where a
 // pod goes, and ends pods and jobs together.
 type Core struct {
-	args       *Args
-	log        klog.Logger
-	slurm      Slurm
-	jobs       JobCache
-	kube       kubernetes.Interface
-	groups     GroupReader
-	tenants    Tenants
-	nodes      corelisters.NodeLister
-	slices     resourcelisters.ResourceSliceLister
-	claims     resourcelisters.ResourceClaimLister
-	fit        *NodeFit
-	slurmNodes func(ctx context.Context, want []string) (map[string]bool, error)
-	recorder   events.EventRecorder
-	activate   func(pods []*corev1.Pod)
-	script     func(owner) string
-	leader     Leadership
-	metrics    *metrics
+	args     *Args
+	log      klog.Logger
+	slurm    Slurm
+	jobs     JobCache
+	kube     kubernetes.Interface
+	groups   GroupReader
+	tenants  Tenants
+	slices   resourcelisters.ResourceSliceLister
+	claims   resourcelisters.ResourceClaimLister
+	fitter   *fitter
+	recorder events.EventRecorder
+	activate func(pods []*corev1.Pod)
+	script   func(owner) string
+	leader   Leadership
+	metrics  *metrics
 	// proof signs and checks placeholder comments; set before any job is
 	// read (Run loads it) and never changed after.
 	proof   *commentKeys
@@ -129,7 +126,7 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 	c := &Core{
 		leader: leader, metrics: m, proof: proof, ownUser: cfg.OwnUser,
 		args: cfg.Args, log: cfg.Log, slurm: cfg.Slurm, jobs: cfg.Jobs, kube: cfg.Kube, groups: cfg.Groups, tenants: cfg.Tenants,
-		nodes: cfg.Nodes, slices: cfg.Slices, claims: cfg.Claims, fit: cfg.Fit, slurmNodes: cfg.SlurmNodes, recorder: cfg.Recorder, activate: cfg.Activate,
+		slices: cfg.Slices, claims: cfg.Claims, fitter: &fitter{fit: cfg.Fit, nodes: cfg.Nodes, slices: cfg.Slices, slurmNodes: cfg.SlurmNodes}, recorder: cfg.Recorder, activate: cfg.Activate,
 		script: func(o owner) string { return placeholderScript(o, host, port) },
 		st:     st,
 		submitQ: workqueue.NewTypedRateLimitingQueueWithConfig(rl,
@@ -145,7 +142,7 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 		leader: leader, metrics: m, log: cfg.Log,
 		observe: func(j slurmrest.Job) { c.observe(j) }, jobOf: func(j slurmrest.Job, o owner) bool { return c.jobOf(j, o) },
 		constraints: func(ctx context.Context, members []*corev1.Pod, avoid []string) ([]string, string, error) {
-			return c.nodeConstraints(ctx, members, avoid)
+			return c.fitter.exclude(ctx, members, avoid)
 		},
 		activate: func(pods []*corev1.Pod) { c.activate(pods) }}
 	c.rel = &releaser{st: st, kube: cfg.Kube, leader: leader, answers: m.release, log: cfg.Log}
@@ -216,11 +213,11 @@ func (c *Core) Place(pod *corev1.Pod) Decision {
 	if slurmNode == "" {
 		return Decision{Message: fmt.Sprintf("Slurm job %d runs on %s; every node of it already has a pod of this group", p.jobID, p.job.Nodes)}
 	}
-	node, err := c.kubeNode(slurmNode)
+	node, err := c.fitter.kubeNode(slurmNode)
 	if err != nil {
 		return Decision{Message: fmt.Sprintf("Slurm job %d runs on Slurm node %s: %v", p.jobID, slurmNode, err)}
 	}
-	if why := c.misfit(node, pod); why != "" && !c.st.anyBoundLocked(o) {
+	if why := c.fitter.misfit(node, pod); why != "" && !c.st.anyBoundLocked(o) {
 		// Slurm started the job on a node the pod cannot use (cordoned
 		// before its drain reached Slurm, or a Node that changed after the
 		// job was asked): nothing of it runs yet, so it is given back and a
@@ -291,7 +288,7 @@ func (c *Core) wakeConstrained(only func(*corev1.Pod) bool) {
 		if concerned != nil && !concerned[key] {
 			continue
 		}
-		if p.jobID != 0 && (p.job == nil || p.job.State.Base() == slurmrest.JobPending) && c.fit != nil {
+		if p.jobID != 0 && (p.job == nil || p.job.State.Base() == slurmrest.JobPending) && c.fitter.fit != nil {
 			p.reexclude = true
 			again = append(again, key)
 			continue
@@ -309,12 +306,6 @@ func (c *Core) wakeConstrained(only func(*corev1.Pod) bool) {
 		c.lifeQ.Add(key)
 	}
 	c.activate(wake)
-}
-
-// kubeNode maps a Slurm node name to its Kubernetes node: the node of that
-// name, unless a node claims it with the override label.
-func (c *Core) kubeNode(slurmNode string) (string, error) {
-	return slurmnode.KubeNode(c.nodes, slurmNode)
 }
 
 func (c *Core) invalidRequest(pod *corev1.Pod, err error) {

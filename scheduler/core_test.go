@@ -370,7 +370,7 @@ func TestCoreRecordsAnAdoptedJobOnThePod(t *testing.T) {
 // a pod that tolerates the cordon is bound there.
 func TestCoreGivesBackAJobOnACordonedNode(t *testing.T) {
 	f := newCoreFixture(t)
-	node, err := f.core.nodes.Get("gpu-1")
+	node, err := f.core.fitter.nodes.Get("gpu-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,7 +395,7 @@ func TestCoreGivesBackAJobOnACordonedNode(t *testing.T) {
 	}
 
 	tolerant := newCoreFixture(t)
-	tn, _ := tolerant.core.nodes.Get("gpu-1")
+	tn, _ := tolerant.core.fitter.nodes.Get("gpu-1")
 	tn.Spec.Unschedulable = true
 	tolerant.pod.Spec.Tolerations = []corev1.Toleration{{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
 	tolerant.core.podChanged(nil, tolerant.pod)

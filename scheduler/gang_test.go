@@ -107,7 +107,7 @@ func TestCoreGangGetsOneJobAndANodeEach(t *testing.T) {
 	for _, n := range []string{"gpu-1", "gpu-2", "gpu-3"} {
 		require.NoError(t, idx.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}))
 	}
-	f.core.nodes = corelisters.NewNodeLister(idx)
+	f.core.fitter.nodes = corelisters.NewNodeLister(idx)
 	running := slurmrest.Job{ID: 101, Comment: j.Comment, State: slurmrest.JobState{slurmrest.JobRunning}, Nodes: "gpu-[1-3]", SubmitTime: time.Now()}
 	f.core.observe(running)
 	seen := map[string]string{}
@@ -264,7 +264,7 @@ func TestCoreGangMadeAgainAfterItsJobClosedWaitsForAJobOfItsOwn(t *testing.T) {
 			for _, n := range []string{"gpu-1", "gpu-2"} {
 				require.NoError(t, idx.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}))
 			}
-			f.core.nodes = corelisters.NewNodeLister(idx)
+			f.core.fitter.nodes = corelisters.NewNodeLister(idx)
 			leader, worker := f.lwsMember("vllm-0", "0", 8), f.lwsMember("vllm-0-1", "0", 8)
 			require.NoError(t, f.submitGang(t, leader))
 			require.Len(t, f.slurm.submitted, 1)

@@ -183,23 +183,6 @@ func (f *NodeFit) Unfit(ctx context.Context, pod *corev1.Pod, nodes []*corev1.No
 	return unfit, nil
 }
 
-// misfit says why the pod cannot use node, as kube-scheduler's filters
-// NodeFit runs say ("" it can): the framework would never bind it there.
-// A passing Node condition is no reason (the pod waits it out), nor is a
-// rejection of the pod on every node (a PVC not bound yet): the scheduling
-// cycle says that one, and the job keeps its node.
-func (c *Core) misfit(node string, pod *corev1.Pod) string {
-	if c.fit == nil {
-		return ""
-	}
-	n, err := c.nodes.Get(node)
-	if err != nil {
-		return ""
-	}
-	unfit, _ := c.fit.Unfit(context.Background(), pod, []*corev1.Node{n})
-	return strings.Join(unfit[node], ", ")
-}
-
 // conditionTaints are the taints Kubernetes puts on a Node for a passing
 // condition (not ready, unreachable, under pressure). A job's node list is
 // fixed while it waits in Slurm's queue, so a Node is not left out for

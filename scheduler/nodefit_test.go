@@ -115,8 +115,8 @@ func TestCoreSubmitsNodeConstraints(t *testing.T) {
 	for _, n := range nodes {
 		require.NoError(t, inf.Core().V1().Nodes().Informer().GetIndexer().Add(n))
 	}
-	f.core.nodes, f.core.fit = inf.Core().V1().Nodes().Lister(), fit
-	f.core.slurmNodes = func(context.Context, []string) (map[string]bool, error) {
+	f.core.fitter.nodes, f.core.fitter.fit = inf.Core().V1().Nodes().Lister(), fit
+	f.core.fitter.slurmNodes = func(context.Context, []string) (map[string]bool, error) {
 		return map[string]bool{"gpu-1": true, "gpu-2": true}, nil
 	}
 	submitOnce := func() {
@@ -145,7 +145,7 @@ func TestCoreSubmitsNodeConstraints(t *testing.T) {
 	// A Node labelled pool=c appears: the job is asked, the other node left out.
 	n3 := node("gpu-3", map[string]string{"pool": "c"})
 	require.NoError(t, inf.Core().V1().Nodes().Informer().GetIndexer().Add(n3))
-	f.core.slurmNodes = func(context.Context, []string) (map[string]bool, error) {
+	f.core.fitter.slurmNodes = func(context.Context, []string) (map[string]bool, error) {
 		return map[string]bool{"gpu-1": true, "gpu-2": true, "gpu-3": true}, nil
 	}
 	submitOnce()
@@ -192,8 +192,8 @@ func TestCoreUnconstrainedPodReadsNoSlurmNodes(t *testing.T) {
 	f := newCoreFixture(t)
 	fit, err := NewNodeFit(context.Background(), nil)
 	require.NoError(t, err)
-	f.core.fit = fit
-	f.core.slurmNodes = func(context.Context, []string) (map[string]bool, error) {
+	f.core.fitter.fit = fit
+	f.core.fitter.slurmNodes = func(context.Context, []string) (map[string]bool, error) {
 		t.Error("Slurm's nodes were read for a pod without node constraints")
 		return nil, nil
 	}
@@ -230,13 +230,13 @@ func TestCoreGivesBackAJobOnANodeThePodCannotUse(t *testing.T) {
 	n2 := node("gpu-2", map[string]string{"pool": "a"})
 	kube := fake.NewSimpleClientset()
 	inf := informers.NewSharedInformerFactory(kube, 0)
-	n1, err := f.core.nodes.Get("gpu-1")
+	n1, err := f.core.fitter.nodes.Get("gpu-1")
 	require.NoError(t, err)
 	n1.Labels = map[string]string{"pool": "a"} // changed back: still avoided
 	for _, n := range []*corev1.Node{n1, n2} {
 		require.NoError(t, inf.Core().V1().Nodes().Informer().GetIndexer().Add(n))
 	}
-	f.core.nodes = inf.Core().V1().Nodes().Lister()
+	f.core.fitter.nodes = inf.Core().V1().Nodes().Lister()
 	key, _ := f.core.submitQ.Get()
 	require.NoError(t, f.core.submit(context.Background(), key))
 	f.core.submitQ.Done(key)
@@ -255,8 +255,9 @@ func TestCoreGPUClaimPodLeavesOutNodesWithoutDevices(t *testing.T) {
 	for _, n := range []*corev1.Node{node("gpu-1", nil), node("gpu-2", nil)} {
 		require.NoError(t, inf.Core().V1().Nodes().Informer().GetIndexer().Add(n))
 	}
-	f.core.nodes = inf.Core().V1().Nodes().Lister()
+	f.core.fitter.nodes = inf.Core().V1().Nodes().Lister()
 	f.core.slices = inf.Resource().V1().ResourceSlices().Lister()
+	f.core.fitter.slices = f.core.slices
 	f.pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: keys.PodClaimGPUs, ResourceClaimName: ptr.To("p-gpus")}}
 	f.pod.Annotations = map[string]string{keys.AnnotationGPUs: "1"}
 	f.pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
@@ -322,8 +323,8 @@ func TestCorePendingJobFollowsNodeChanges(t *testing.T) {
 	gpu1, gpu2 := node("gpu-1", map[string]string{"pool": "a"}), node("gpu-2", map[string]string{"pool": "b"})
 	require.NoError(t, idx.Add(gpu1))
 	require.NoError(t, idx.Add(gpu2))
-	f.core.nodes, f.core.fit = inf.Core().V1().Nodes().Lister(), fit
-	f.core.slurmNodes = func(context.Context, []string) (map[string]bool, error) {
+	f.core.fitter.nodes, f.core.fitter.fit = inf.Core().V1().Nodes().Lister(), fit
+	f.core.fitter.slurmNodes = func(context.Context, []string) (map[string]bool, error) {
 		return map[string]bool{"gpu-1": true, "gpu-2": true}, nil
 	}
 	f.pod.Spec.NodeSelector = map[string]string{"pool": "a"}

@@ -174,7 +174,7 @@ func TestCoreWaitsForAnUnboundClaimAndWakesWhenItBinds(t *testing.T) {
 		node("gpu-2", map[string]string{corev1.LabelHostname: "gpu-2"}))
 	f := newCoreFixture(t)
 	rec := events.NewFakeRecorder(10)
-	f.core.recorder, f.core.fit, f.core.nodes = rec, fit, inf.Core().V1().Nodes().Lister()
+	f.core.recorder, f.core.fitter.fit, f.core.fitter.nodes = rec, fit, inf.Core().V1().Nodes().Lister()
 	withClaim(f.pod, "data")
 	f.core.podChanged(nil, f.pod)
 	submit := func() {

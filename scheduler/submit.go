@@ -8,10 +8,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/onepool/onepool/keys"
-	"github.com/onepool/onepool/slurmnode"
 	"github.com/onepool/onepool/slurmrest"
 )
 
@@ -146,7 +144,7 @@ func (c *Core) submit(ctx context.Context, key string) error {
 	c.st.mu.Lock()
 	avoid := slices.Clone(p.avoid)
 	c.st.mu.Unlock()
-	excluded, unfit, err := c.nodeConstraints(ctx, members, avoid)
+	excluded, unfit, err := c.fitter.exclude(ctx, members, avoid)
 	if err != nil {
 		return finish(err, false, "", members)
 	}
@@ -173,7 +171,7 @@ func (c *Core) submit(ctx context.Context, key string) error {
 	id, now, err := c.place(slurmrest.AsUser(ctx, req.User), o, job)
 	if err != nil {
 		if rejected(err) {
-			err = explainRejection(err, members[0], req, largestOffer(c.nodes), excluded)
+			err = explainRejection(err, members[0], req, largestOffer(c.fitter.nodes), excluded)
 			c.st.mu.Lock()
 			p.constrained = len(excluded) > 0
 			c.st.mu.Unlock()
@@ -294,98 +292,4 @@ func (c *Core) mayAllocateNow(partition string) bool {
 		}
 	}
 	return true
-}
-
-// nodeConstraints is what the pods' node constraints tell Slurm: the Slurm
-// nodes their job must leave out. msg says why nothing can be asked when
-// no Slurm node fits, or a pod fits no node at all (NodeFit's Unplaceable);
-// err is a failure to find out (retried).
-func (c *Core) nodeConstraints(ctx context.Context, members []*corev1.Pod, avoid []string) (excluded []string, msg string, err error) {
-	if c.fit == nil || c.nodes == nil {
-		return avoid, "", nil
-	}
-	nodes, err := c.nodes.List(labels.Everything())
-	if err != nil {
-		return nil, "", fmt.Errorf("listing Nodes: %w", err)
-	}
-	noDevices, err := c.nodesWithoutGPUDevices(members, nodes)
-	if err != nil {
-		return nil, "", err
-	}
-	unfit := make([]map[string][]string, len(members))
-	for i, m := range members {
-		var nowhere *Unplaceable
-		unfit[i], err = c.fit.Unfit(ctx, m, nodes)
-		if errors.As(err, &nowhere) {
-			// No Node can take the pod now (a claim not bound yet): its
-			// job would hold nodes it cannot use. It waits for a change.
-			if len(members) > 1 {
-				return nil, fmt.Sprintf("no Slurm node fits pod %s: %v", m.Name, nowhere), nil
-			}
-			return nil, fmt.Sprintf("no Slurm node fits the pod: %v", nowhere), nil
-		}
-		if err != nil {
-			return nil, "", fmt.Errorf("node filters: %w", err)
-		}
-		if _, claimed, _ := gpuClaimName(m); claimed {
-			for _, n := range noDevices {
-				if _, ok := unfit[i][n]; !ok {
-					unfit[i][n] = []string{reasonNoGPUDevices}
-				}
-			}
-		}
-		if len(unfit[i]) == 0 {
-			return avoid, "", nil // a pod of the job may use any node
-		}
-	}
-	var want []string
-	for _, n := range nodes {
-		if slices.ContainsFunc(unfit, func(u map[string][]string) bool { _, ok := u[n.Name]; return ok }) {
-			want = append(want, slurmnode.Of(n))
-		}
-	}
-	names, err := c.slurmNodes(ctx, want)
-	if err != nil {
-		return nil, "", fmt.Errorf("reading Slurm's node names (to leave out the nodes the pod cannot use): %w", err)
-	}
-	excluded, msg = constraintsFor(unfit, nodes, names)
-	if msg != "" {
-		return nil, msg, nil
-	}
-	for _, a := range avoid {
-		if !slices.Contains(excluded, a) {
-			excluded = append(excluded, a)
-		}
-	}
-	slices.Sort(excluded)
-	return excluded, "", nil
-}
-
-// reasonNoGPUDevices: a pod with a GPU claim cannot use a Node whose node
-// agent publishes no devices (its claim could never be allocated there).
-var reasonNoGPUDevices = fmt.Sprintf("node(s) publish no GPU devices of %s (DRA)", keys.GPUDriverName)
-
-// nodesWithoutGPUDevices lists the Nodes that publish no ResourceSlice of
-// onepool's DRA driver, when one of members has a GPU claim (nil else).
-func (c *Core) nodesWithoutGPUDevices(members []*corev1.Pod, nodes []*corev1.Node) ([]string, error) {
-	if c.slices == nil || !slices.ContainsFunc(members, func(m *corev1.Pod) bool { _, ok, _ := gpuClaimName(m); return ok }) {
-		return nil, nil
-	}
-	rs, err := c.slices.List(labels.Everything())
-	if err != nil {
-		return nil, fmt.Errorf("listing ResourceSlices: %w", err)
-	}
-	has := map[string]bool{}
-	for _, s := range rs {
-		if s.Spec.Driver == keys.GPUDriverName {
-			has[s.Spec.Pool.Name] = true
-		}
-	}
-	var out []string
-	for _, n := range nodes {
-		if !has[n.Name] {
-			out = append(out, n.Name)
-		}
-	}
-	return out, nil
 }
