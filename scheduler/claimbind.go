@@ -14,25 +14,40 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	resourcelisters "k8s.io/client-go/listers/resource/v1"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 
 	"github.com/onepool/onepool/keys"
 )
 
-// AllocateGPUClaim runs before the pod is bound to node: when the pod has
+// claimer writes the allocation of onepool's GPU claims from the GRES
+// indices Slurm gave the pod's job (read from the store).
+type claimer struct {
+	st       *store
+	kube     kubernetes.Interface
+	slices   resourcelisters.ResourceSliceLister
+	claims   resourcelisters.ResourceClaimLister
+	recorder events.EventRecorder
+	// request is what the pod asks of Slurm (its GPU count).
+	request func(pod *corev1.Pod) (request, error)
+}
+
+// allocate runs before the pod is bound to node: when the pod has
 // an onepool GPU claim, it writes the claim's allocation from the GRES
 // indices of the pod's job on that node and reserves the claim for the
 // pod. An error (wrapping ErrGPUClaim when Slurm's answer and the node's
 // devices do not fit) leaves the pod unbound and says why in an event.
-func (c *Core) AllocateGPUClaim(ctx context.Context, pod *corev1.Pod, node string) error {
-	err := c.allocateGPUClaim(ctx, pod, node)
+func (c *claimer) allocate(ctx context.Context, pod *corev1.Pod, node string) error {
+	err := c.allocateClaim(ctx, pod, node)
 	if err != nil && errors.Is(err, ErrGPUClaim) {
 		c.recorder.Eventf(pod, nil, corev1.EventTypeWarning, keys.EventGPUClaimFailed, keys.ActionBind, "%v", err)
 	}
 	return err
 }
 
-func (c *Core) allocateGPUClaim(ctx context.Context, pod *corev1.Pod, node string) error {
+func (c *claimer) allocateClaim(ctx context.Context, pod *corev1.Pod, node string) error {
 	name, ok, err := gpuClaimName(pod)
 	if !ok || err != nil {
 		return err

@@ -41,9 +41,9 @@ func newClaimFixture(t *testing.T, jobState string) *claimFixture {
 	s := slice("gpu-1", 3, map[string]int64{"gpu-a": 5, "gpu-b": 6, "gpu-c": 7})
 	s.Name = "gpu-1-gpus"
 	require.NoError(t, f.slices.Add(s))
-	f.core.slices = resourcelisters.NewResourceSliceLister(f.slices)
-	f.core.fitter.slices = f.core.slices
-	f.core.claims = resourcelisters.NewResourceClaimLister(f.claims)
+	f.core.claimer.slices = resourcelisters.NewResourceSliceLister(f.slices)
+	f.core.fitter.slices = f.core.claimer.slices
+	f.core.claimer.claims = resourcelisters.NewResourceClaimLister(f.claims)
 	j := f.job(7, jobState, "gpu-1")
 	j.GresDetail = map[string]string{"gpu-1": "gpu:h100:2(IDX:5-6)"}
 	f.core.observe(j)
@@ -88,7 +88,7 @@ func TestAllocateGPUClaimFromTheJobsGRESIndices(t *testing.T) {
 	ctx := context.Background()
 	require.Equal(t, Decision{Node: "gpu-1"}, f.core.Place(f.pod))
 
-	require.NoError(t, f.core.AllocateGPUClaim(ctx, f.pod, "gpu-1"))
+	require.NoError(t, f.core.claimer.allocate(ctx, f.pod, "gpu-1"))
 	c := f.claim(t)
 	require.NotNil(t, c.Status.Allocation, "the claim the pod named is made and allocated")
 	var devs []string
@@ -110,7 +110,7 @@ func TestAllocateGPUClaimFromTheJobsGRESIndices(t *testing.T) {
 	assert.Contains(t, evs[len(evs)-1], "GRES indices 5,6")
 
 	before := f.writes()
-	require.NoError(t, f.core.AllocateGPUClaim(ctx, f.pod, "gpu-1"))
+	require.NoError(t, f.core.claimer.allocate(ctx, f.pod, "gpu-1"))
 	assert.Equal(t, before, f.writes(), "an allocation already in place is not written again")
 }
 
@@ -147,7 +147,7 @@ func TestAllocateGPUClaimRefusals(t *testing.T) {
 		}, want: "gpu-b on gpu-1 (GRES index 6) is allocated to claim ns/other"},
 		{name: "no DRA informers", state: slurmrest.JobRunning, prepare: func(f *claimFixture) {
 			f.place()
-			f.core.slices = nil
+			f.core.claimer.slices = nil
 		}, want: "does not watch ResourceSlices"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -157,7 +157,7 @@ func TestAllocateGPUClaimRefusals(t *testing.T) {
 			} else {
 				f.place()
 			}
-			err := f.core.AllocateGPUClaim(context.Background(), f.pod, "gpu-1")
+			err := f.core.claimer.allocate(context.Background(), f.pod, "gpu-1")
 			require.ErrorIs(t, err, ErrGPUClaim)
 			assert.ErrorContains(t, err, tc.want)
 			evs := eventsOf(f.coreFixture)

@@ -36,9 +36,8 @@ type Core struct {
 	kube     kubernetes.Interface
 	groups   GroupReader
 	tenants  Tenants
-	slices   resourcelisters.ResourceSliceLister
-	claims   resourcelisters.ResourceClaimLister
 	fitter   *fitter
+	claimer  *claimer
 	recorder events.EventRecorder
 	activate func(pods []*corev1.Pod)
 	script   func(owner) string
@@ -126,7 +125,7 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 	c := &Core{
 		leader: leader, metrics: m, proof: proof, ownUser: cfg.OwnUser,
 		args: cfg.Args, log: cfg.Log, slurm: cfg.Slurm, jobs: cfg.Jobs, kube: cfg.Kube, groups: cfg.Groups, tenants: cfg.Tenants,
-		slices: cfg.Slices, claims: cfg.Claims, fitter: &fitter{fit: cfg.Fit, nodes: cfg.Nodes, slices: cfg.Slices, slurmNodes: cfg.SlurmNodes}, recorder: cfg.Recorder, activate: cfg.Activate,
+		fitter: &fitter{fit: cfg.Fit, nodes: cfg.Nodes, slices: cfg.Slices, slurmNodes: cfg.SlurmNodes}, recorder: cfg.Recorder, activate: cfg.Activate,
 		script: func(o owner) string { return placeholderScript(o, host, port) },
 		st:     st,
 		submitQ: workqueue.NewTypedRateLimitingQueueWithConfig(rl,
@@ -145,6 +144,8 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 			return c.fitter.exclude(ctx, members, avoid)
 		},
 		activate: func(pods []*corev1.Pod) { c.activate(pods) }}
+	c.claimer = &claimer{st: st, kube: cfg.Kube, slices: cfg.Slices, claims: cfg.Claims, recorder: cfg.Recorder,
+		request: func(pod *corev1.Pod) (request, error) { return c.request(pod) }}
 	c.rel = &releaser{st: st, kube: cfg.Kube, leader: leader, answers: m.release, log: cfg.Log}
 	return c, nil
 }

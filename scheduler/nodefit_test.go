@@ -256,8 +256,8 @@ func TestCoreGPUClaimPodLeavesOutNodesWithoutDevices(t *testing.T) {
 		require.NoError(t, inf.Core().V1().Nodes().Informer().GetIndexer().Add(n))
 	}
 	f.core.fitter.nodes = inf.Core().V1().Nodes().Lister()
-	f.core.slices = inf.Resource().V1().ResourceSlices().Lister()
-	f.core.fitter.slices = f.core.slices
+	f.core.claimer.slices = inf.Resource().V1().ResourceSlices().Lister()
+	f.core.fitter.slices = f.core.claimer.slices
 	f.pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: keys.PodClaimGPUs, ResourceClaimName: ptr.To("p-gpus")}}
 	f.pod.Annotations = map[string]string{keys.AnnotationGPUs: "1"}
 	f.pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{}

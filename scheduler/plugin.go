@@ -208,7 +208,7 @@ func (pl *Plugin) PreBindPreFlight(_ context.Context, _ fwk.CycleState, pod *cor
 // PreBind writes the pod's GPU claim from Slurm's GRES indices before the
 // pod is bound; a claim that cannot be written keeps the pod unbound.
 func (pl *Plugin) PreBind(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, node string) *fwk.Status {
-	if err := pl.core.AllocateGPUClaim(ctx, pod, node); err != nil {
+	if err := pl.core.claimer.allocate(ctx, pod, node); err != nil {
 		if errors.Is(err, ErrGPUClaim) {
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 		}
