@@ -35,8 +35,8 @@ type Core struct {
 	jobs     JobCache
 	kube     kubernetes.Interface
 	groups   GroupReader
-	tenants  Tenants
 	fitter   *fitter
+	pol      *policies
 	claimer  *claimer
 	recorder events.EventRecorder
 	activate func(pods []*corev1.Pod)
@@ -122,12 +122,13 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 		}
 	}
 	st := newStore()
+	pol := &policies{args: cfg.Args, tenants: cfg.Tenants, st: st}
 	c := &Core{
 		leader: leader, metrics: m, proof: proof, ownUser: cfg.OwnUser,
-		args: cfg.Args, log: cfg.Log, slurm: cfg.Slurm, jobs: cfg.Jobs, kube: cfg.Kube, groups: cfg.Groups, tenants: cfg.Tenants,
+		args: cfg.Args, log: cfg.Log, slurm: cfg.Slurm, jobs: cfg.Jobs, kube: cfg.Kube, groups: cfg.Groups,
 		fitter: &fitter{fit: cfg.Fit, nodes: cfg.Nodes, slices: cfg.Slices, slurmNodes: cfg.SlurmNodes}, recorder: cfg.Recorder, activate: cfg.Activate,
 		script: func(o owner) string { return placeholderScript(o, host, port) },
-		st:     st,
+		pol:    pol, st: st,
 		submitQ: workqueue.NewTypedRateLimitingQueueWithConfig(rl,
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "onepool-submit"}),
 		lifeQ: workqueue.NewTypedRateLimitingQueueWithConfig(
@@ -145,7 +146,7 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 		},
 		activate: func(pods []*corev1.Pod) { c.activate(pods) }}
 	c.claimer = &claimer{st: st, kube: cfg.Kube, slices: cfg.Slices, claims: cfg.Claims, recorder: cfg.Recorder,
-		request: func(pod *corev1.Pod) (request, error) { return c.request(pod) }}
+		request: c.pol.request}
 	c.rel = &releaser{st: st, kube: cfg.Kube, leader: leader, answers: m.release, log: cfg.Log}
 	return c, nil
 }
@@ -160,7 +161,7 @@ type Decision struct {
 // Place decides for one pod in a scheduling cycle. It never calls Slurm:
 // it reads onepool's records and queues work.
 func (c *Core) Place(pod *corev1.Pod) Decision {
-	if _, err := c.request(pod); err != nil {
+	if _, err := c.pol.request(pod); err != nil {
 		if errors.Is(err, errNotCached) {
 			// Not the pod's fault, and soon over: no event (a standby that
 			// takes over mid-burst sees many namespaces made a moment ago).

@@ -125,17 +125,17 @@ func (c *Core) submit(ctx context.Context, key string) error {
 		nodes, members = g.MinMember, members[:g.MinMember]
 		o.UID = g.UID
 	}
-	req, err := c.request(members[0])
+	req, err := c.pol.request(members[0])
 	if err != nil {
 		return finish(err, true, "", members)
 	}
 	for _, m := range members[1:] {
-		r, err := c.request(m)
+		r, err := c.pol.request(m)
 		if err != nil || !sameShape(req, r) {
 			return finish(fmt.Errorf("the pods of %s ask different resources or Slurm settings; one job gives every node the same", o), true, "", members)
 		}
 	}
-	if msg := c.overCap(o, req, nodes); msg != "" {
+	if msg := c.pol.overCap(o, req, nodes); msg != "" {
 		c.st.mu.Lock()
 		p.capped = true
 		c.st.mu.Unlock()

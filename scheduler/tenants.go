@@ -88,9 +88,18 @@ func toPolicy(o runtime.Object) (*v1alpha1.TenantPolicy, error) {
 	return p, nil
 }
 
+// policies applies the TenantPolicies: what a pod may ask of Slurm, and
+// whether its job must wait for its policy's cap on GPUs (counted from
+// the store's placements).
+type policies struct {
+	args    *Args
+	tenants Tenants // nil: no policy applies
+	st      *store
+}
+
 // request is what a pod asks of Slurm, as its TenantPolicy allows it. A
 // refusal by the policy is a policyError.
-func (c *Core) request(pod *corev1.Pod) (request, error) {
+func (c *policies) request(pod *corev1.Pod) (request, error) {
 	r, err := requestFor(pod, c.args)
 	if err != nil || c.tenants == nil {
 		return r, err
@@ -114,7 +123,7 @@ func (c *Core) request(pod *corev1.Pod) (request, error) {
 // those being submitted, plus this one's, may not pass spec.maxGPUs. When
 // it need not wait, its GPUs are counted as being submitted until the
 // submission ends (release).
-func (c *Core) overCap(o owner, req request, nodes int) string {
+func (c *policies) overCap(o owner, req request, nodes int) string {
 	if c.tenants == nil || req.Policy == "" || req.GPUs == 0 {
 		return ""
 	}
@@ -138,7 +147,7 @@ func (c *Core) overCap(o owner, req request, nodes int) string {
 // gpusHeldLocked counts the GPUs of policy's pods: those their live
 // placeholder jobs hold or wait for, and those being submitted; skip's
 // not.
-func (c *Core) gpusHeldLocked(policy, skip string) int64 {
+func (c *policies) gpusHeldLocked(policy, skip string) int64 {
 	var n int64
 	for k, p := range c.st.places {
 		if k == skip {

@@ -37,7 +37,7 @@ func teamPolicy(spec v1alpha1.TenantPolicySpec) *v1alpha1.TenantPolicy {
 // the webhook let in (the policy narrowed since), and submits nothing.
 func TestCoreRefusesWhatTheTenantPolicyDoesNotAllow(t *testing.T) {
 	f := newCoreFixture(t)
-	f.core.tenants = fixedTenants{p: teamPolicy(v1alpha1.TenantPolicySpec{QOS: v1alpha1.Choice{Allowed: []string{"normal"}}})}
+	f.core.pol.tenants = fixedTenants{p: teamPolicy(v1alpha1.TenantPolicySpec{QOS: v1alpha1.Choice{Allowed: []string{"normal"}}})}
 	f.pod.Annotations = map[string]string{keys.AnnotationJobQOS: "high"}
 	d := f.core.Place(f.pod)
 	assert.Empty(t, d.Node)
@@ -46,7 +46,7 @@ func TestCoreRefusesWhatTheTenantPolicyDoesNotAllow(t *testing.T) {
 	ev := <-f.core.recorder.(*events.FakeRecorder).Events
 	assert.True(t, strings.HasPrefix(ev, "Warning "+keys.EventPolicyRefused+" "), ev)
 
-	f.core.tenants = fixedTenants{err: tenancy.ErrNoPolicy}
+	f.core.pol.tenants = fixedTenants{err: tenancy.ErrNoPolicy}
 	f.pod.Annotations = nil
 	assert.Contains(t, f.core.Place(f.pod).Message, "refused: no TenantPolicy covers the namespace")
 }
@@ -54,9 +54,9 @@ func TestCoreRefusesWhatTheTenantPolicyDoesNotAllow(t *testing.T) {
 // What the policy grants goes into the job: its Slurm user and defaults.
 func TestCoreSubmitsWithThePolicysUserAndDefaults(t *testing.T) {
 	f := newCoreFixture(t)
-	f.core.tenants = fixedTenants{p: teamPolicy(v1alpha1.TenantPolicySpec{SlurmUser: "team-b",
+	f.core.pol.tenants = fixedTenants{p: teamPolicy(v1alpha1.TenantPolicySpec{SlurmUser: "team-b",
 		Accounts: v1alpha1.Choice{Default: "team-b"}, QOS: v1alpha1.Choice{Default: "normal"}})}
-	r, err := f.core.request(f.pod)
+	r, err := f.core.pol.request(f.pod)
 	require.NoError(t, err)
 	assert.Equal(t, "team-b", r.User)
 	assert.Equal(t, "team-b", r.Account)
@@ -71,7 +71,7 @@ func TestCoreSubmitsWithThePolicysUserAndDefaults(t *testing.T) {
 // pod is woken and submitted.
 func TestCoreTenantGPUCap(t *testing.T) {
 	f := newCoreFixture(t) // f.pod asks 1 GPU
-	f.core.tenants = fixedTenants{p: teamPolicy(v1alpha1.TenantPolicySpec{MaxGPUs: 1})}
+	f.core.pol.tenants = fixedTenants{p: teamPolicy(v1alpha1.TenantPolicySpec{MaxGPUs: 1})}
 	f.core.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
 
 	second := podWith(nil, 1, "", "")
@@ -115,7 +115,7 @@ func TestCoreWaitsForANamespaceItHasNotSeen(t *testing.T) {
 	open := &v1alpha1.TenantPolicy{ObjectMeta: metav1.ObjectMeta{Name: "open"}, Spec: v1alpha1.TenantPolicySpec{QOS: v1alpha1.Choice{Allowed: []string{"*"}}}}
 	require.NoError(t, policies.Add(teamB))
 	require.NoError(t, policies.Add(open))
-	f.core.tenants = InformerTenants{Policies: cache.NewGenericLister(policies, v1alpha1.Resource.GroupResource()),
+	f.core.pol.tenants = InformerTenants{Policies: cache.NewGenericLister(policies, v1alpha1.Resource.GroupResource()),
 		Namespaces: corelisters.NewNamespaceLister(namespaces), Default: "open"}
 	f.pod.Annotations = map[string]string{keys.AnnotationJobQOS: "high"}
 
