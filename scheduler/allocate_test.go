@@ -22,7 +22,7 @@ func (f *coreFixture) submitOnce(t *testing.T) error {
 	f.core.Place(f.pod)
 	key, _ := f.core.submitQ.Get()
 	defer f.core.submitQ.Done(key)
-	return f.core.submit(context.Background(), key)
+	return f.core.sub.submit(context.Background(), key)
 }
 
 func TestCorePlacesAtOnceWhenSlurmGrantsAnAllocation(t *testing.T) {
@@ -68,7 +68,7 @@ func TestCoreDoesNotQueueAfterAnAllocationWithoutAnswer(t *testing.T) {
 	// Slurm had granted it: the cache's listing brings it, and the next
 	// try submits nothing.
 	f.core.observe(f.job(60, slurmrest.JobRunning, "gpu-1"))
-	require.NoError(t, f.core.submit(context.Background(), ownerOf(f.pod).key()))
+	require.NoError(t, f.core.sub.submit(context.Background(), ownerOf(f.pod).key()))
 	assert.Len(t, f.slurm.allocated, 1)
 	assert.Empty(t, f.slurm.submitted)
 	assert.Equal(t, Decision{Node: "gpu-1"}, f.core.Place(f.pod))
@@ -119,8 +119,8 @@ func TestCoreAsksNoAllocationWhereSlurmJustRefusedOrOnepoolWaits(t *testing.T) {
 	f.core.args.ImmediateAllocation = true
 	require.NoError(t, f.submitOnce(t)) // refused: queued as job 101
 	require.Len(t, f.slurm.allocated, 1)
-	assert.False(t, f.core.mayAllocateNow("main"), "refused moments ago")
-	assert.True(t, f.core.mayAllocateNow("other"), "another partition")
+	assert.False(t, f.core.sub.mayAllocateNow("main"), "refused moments ago")
+	assert.True(t, f.core.sub.mayAllocateNow("other"), "another partition")
 
 	f.core.st.mu.Lock()
 	f.core.st.refusedAt["main"] = time.Now().Add(-time.Minute)
@@ -128,11 +128,11 @@ func TestCoreAsksNoAllocationWhereSlurmJustRefusedOrOnepoolWaits(t *testing.T) {
 	queued := f.job(101, slurmrest.JobPending, "")
 	queued.Partition = "main"
 	f.core.observe(queued)
-	assert.False(t, f.core.mayAllocateNow("main"), "onepool's job 101 waits in main's queue")
+	assert.False(t, f.core.sub.mayAllocateNow("main"), "onepool's job 101 waits in main's queue")
 	queued.State = slurmrest.JobState{slurmrest.JobRunning}
 	queued.Nodes = "gpu-1"
 	f.core.observe(queued)
-	assert.True(t, f.core.mayAllocateNow("main"))
+	assert.True(t, f.core.sub.mayAllocateNow("main"))
 }
 
 // Refused for what it asks (more GPUs than any node has): that is the
@@ -147,7 +147,7 @@ func TestCoreTakesAPermanentAllocationRefusalAsTheRejection(t *testing.T) {
 	require.NoError(t, f.submitOnce(t))
 	assert.Empty(t, f.slurm.submitted)
 	assert.Contains(t, f.core.Place(f.pod).Message, "Slurm rejected the placeholder job")
-	assert.True(t, f.core.mayAllocateNow("main"), "a pod's own rejection says nothing of the partition")
+	assert.True(t, f.core.sub.mayAllocateNow("main"), "a pod's own rejection says nothing of the partition")
 }
 
 func TestNotNow(t *testing.T) {
@@ -175,7 +175,7 @@ func TestCoreGatesAPodWhileItsFirstAskIsInFlight(t *testing.T) {
 	assert.True(t, gated, "the submission was just queued")
 	assert.Contains(t, msg, "submitting a placeholder job")
 	key, _ := f.core.submitQ.Get()
-	require.NoError(t, f.core.submit(context.Background(), key)) // queued as a batch job (no immediate allocation)
+	require.NoError(t, f.core.sub.submit(context.Background(), key)) // queued as a batch job (no immediate allocation)
 	f.core.submitQ.Done(key)
 	_, gated = f.core.Gate(f.pod)
 	assert.False(t, gated, "Slurm answered: a cycle says the pod waits in the queue")
@@ -185,7 +185,7 @@ func TestCoreGatesAPodWhileItsFirstAskIsInFlight(t *testing.T) {
 	g.slurm.reject = &slurmrest.APIError{Op: "submit job", Kind: slurmrest.ErrUnreachable, Err: context.DeadlineExceeded}
 	g.core.Gate(g.pod)
 	key, _ = g.core.submitQ.Get()
-	require.ErrorIs(t, g.core.submit(context.Background(), key), errRetry)
+	require.ErrorIs(t, g.core.sub.submit(context.Background(), key), errRetry)
 	g.core.submitQ.Done(key)
 	msg, gated = g.core.Gate(g.pod)
 	assert.False(t, gated, "after a failed ask the pod's status must say why")

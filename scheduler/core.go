@@ -37,6 +37,7 @@ type Core struct {
 	groups   GroupReader
 	fitter   *fitter
 	pol      *policies
+	sub      *submitter
 	claimer  *claimer
 	recorder events.EventRecorder
 	activate func(pods []*corev1.Pod)
@@ -147,6 +148,10 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 		activate: func(pods []*corev1.Pod) { c.activate(pods) }}
 	c.claimer = &claimer{st: st, kube: cfg.Kube, slices: cfg.Slices, claims: cfg.Claims, recorder: cfg.Recorder,
 		request: c.pol.request}
+	c.sub = &submitter{st: st, q: c.submitQ, lifeQ: c.lifeQ, retry: c.retry, args: cfg.Args, slurm: cfg.Slurm, jobs: cfg.Jobs,
+		groups: cfg.Groups, pol: pol, fitter: c.fitter, leader: leader, metrics: m, recorder: cfg.Recorder, log: cfg.Log,
+		script: c.script, ownUser: cfg.OwnUser, proof: func() *commentKeys { return c.proof },
+		observe: func(j slurmrest.Job) { c.observe(j) }, activate: func(pods []*corev1.Pod) { c.activate(pods) }}
 	c.rel = &releaser{st: st, kube: cfg.Kube, leader: leader, answers: m.release, log: cfg.Log}
 	return c, nil
 }

@@ -123,6 +123,13 @@ type coreFixture struct {
 	woken []string
 }
 
+// standby makes the Core a replica that does not hold the lease, as every
+// part of it sees.
+func (f *coreFixture) standby() {
+	g := NewLeaderGate()
+	f.core.leader, f.core.rel.leader, f.core.life.leader, f.core.sub.leader = g, g, g, g
+}
+
 func newCoreFixture(t *testing.T) *coreFixture {
 	pod := podWith(nil, 1, "", "")
 	pod.Spec.SchedulerName = "onepool"
@@ -275,7 +282,7 @@ func TestCoreRejectedSubmitLeavesPodPendingWithTheReason(t *testing.T) {
 	key := ownerOf(f.pod).key()
 	f.core.Place(f.pod)
 	queued, _ := f.core.submitQ.Get() // as a submit worker would
-	if err := f.core.submit(context.Background(), queued); err != nil {
+	if err := f.core.sub.submit(context.Background(), queued); err != nil {
 		t.Fatalf("submit: %v", err)
 	}
 	f.core.submitQ.Done(queued)
@@ -315,7 +322,7 @@ func TestCoreRejectedSubmitLeavesPodPendingWithTheReason(t *testing.T) {
 	p.errAt = time.Now().Add(-rejectDelay(1))
 	f.core.Place(f.pod)
 	queued, _ = f.core.submitQ.Get()
-	require.NoError(t, f.core.submit(context.Background(), queued))
+	require.NoError(t, f.core.sub.submit(context.Background(), queued))
 	f.core.submitQ.Done(queued)
 	assert.Len(t, f.slurm.submitted, 2, "asked again after the delay")
 	assert.Equal(t, 2, p.rejections)
@@ -327,7 +334,7 @@ func TestCoreRejectedSubmitLeavesPodPendingWithTheReason(t *testing.T) {
 	p.errAt = time.Now().Add(-rejectDelay(2))
 	f.core.Place(f.pod)
 	queued, _ = f.core.submitQ.Get()
-	require.NoError(t, f.core.submit(context.Background(), queued))
+	require.NoError(t, f.core.sub.submit(context.Background(), queued))
 	f.core.submitQ.Done(queued)
 	assert.Zero(t, p.rejections)
 	assert.Empty(t, f.core.retry.due(retryItem{Owner: key}))
@@ -436,7 +443,7 @@ func TestCoreAskChangedDuringSubmitIsAskedAgain(t *testing.T) {
 	}
 	f.core.Place(fixed) // the cycle has the new pod; onepool's copy is the old one
 	key, _ := f.core.submitQ.Get()
-	err := f.core.submit(context.Background(), key)
+	err := f.core.sub.submit(context.Background(), key)
 	f.core.submitQ.Done(key)
 	if !errors.Is(err, errRetry) {
 		t.Fatalf("submit judged the old settings and returned %v; want a retry", err)
@@ -446,7 +453,7 @@ func TestCoreAskChangedDuringSubmitIsAskedAgain(t *testing.T) {
 		t.Fatalf("placement kept rejected=%v err=%v", p.rejected, p.err)
 	}
 	f.slurm.reject = nil
-	if err := f.core.submit(context.Background(), key); err != nil {
+	if err := f.core.sub.submit(context.Background(), key); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(f.slurm.submitted); n != 2 || f.slurm.submitted[1].Partition != "main" {

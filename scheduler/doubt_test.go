@@ -38,13 +38,13 @@ func TestCoreSubmitsAgainOnlyAfterAListingShowsNoJob(t *testing.T) {
 			f.slurm.reject = tc.err
 			f.core.Place(f.pod)
 			q, _ := f.core.submitQ.Get()
-			require.ErrorIs(t, f.core.submit(context.Background(), q), errRetry)
+			require.ErrorIs(t, f.core.sub.submit(context.Background(), q), errRetry)
 			f.core.submitQ.Done(q)
 			require.Len(t, f.slurm.submitted, 1)
 			f.slurm.reject = nil
 
 			// Retried before any listing began after the failure.
-			err := f.core.submit(context.Background(), key)
+			err := f.core.sub.submit(context.Background(), key)
 			if !tc.inDoubt {
 				require.NoError(t, err)
 				assert.Len(t, f.slurm.submitted, 2, "Slurm said no: nothing was made, submit again")
@@ -60,7 +60,7 @@ func TestCoreSubmitsAgainOnlyAfterAListingShowsNoJob(t *testing.T) {
 			if tc.jobInSlurm {
 				f.core.observe(f.job(7, slurmrest.JobPending, ""))
 			}
-			require.NoError(t, f.core.submit(context.Background(), key))
+			require.NoError(t, f.core.sub.submit(context.Background(), key))
 			if tc.jobInSlurm {
 				assert.Len(t, f.slurm.submitted, 1, "the job the cut answer made is adopted, no second one")
 			} else {

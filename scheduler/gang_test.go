@@ -57,6 +57,7 @@ func gangFixture(t *testing.T, groups GroupReader) *coreFixture {
 	t.Helper()
 	f := newCoreFixture(t)
 	f.core.groups = groups
+	f.core.sub.groups = groups
 	f.core.podDeleted(f.pod)
 	return f
 }
@@ -77,7 +78,7 @@ func (f *coreFixture) submitGang(t *testing.T, anyMember *corev1.Pod) error {
 	f.core.Place(anyMember)
 	key, _ := f.core.submitQ.Get()
 	defer f.core.submitQ.Done(key)
-	return f.core.submit(context.Background(), key)
+	return f.core.sub.submit(context.Background(), key)
 }
 
 // A gang waits for its PodGroup's minMember pods, then gets one job of

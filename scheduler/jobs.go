@@ -24,7 +24,7 @@ func (c *Core) observe(j slurmrest.Job) {
 	var wake []*corev1.Pod
 	c.st.mu.Lock()
 	key := o.key()
-	lost := c.idReusedLocked(j.ID, key)
+	lost := c.st.idReusedLocked(j.ID, key, c.log)
 	p := c.st.places[key]
 	if p == nil {
 		p = newPlacement(o)
@@ -86,27 +86,6 @@ func (c *Core) observe(j slurmrest.Job) {
 	if len(wake) > 0 {
 		c.activate(wake)
 	}
-}
-
-// idReusedLocked handles Slurm listing, under a job id another owner's
-// placement holds, a job of owner key: the job that placement recorded is
-// gone. slurmctld lost it (a crash rolled its state back) and gave its id
-// again. The placement's pods sit on GPUs Slurm no longer holds for them:
-// the job is missing, and the pods go. It returns that owner's key ("" when
-// the id was no one else's).
-func (c *Core) idReusedLocked(id uint32, key string) string {
-	k, ok := c.st.byJob[id]
-	if !ok || k == key {
-		return ""
-	}
-	delete(c.st.byJob, id)
-	q := c.st.places[k]
-	if q == nil || q.jobID != id || q.missing {
-		return ""
-	}
-	q.missing = true
-	c.log.Info("Slurm lists another job under a placeholder job's id: the placeholder job is gone", "owner", q.owner.String(), "job", id)
-	return k
 }
 
 // forget drops a job Slurm purged from its records.

@@ -102,9 +102,7 @@ func TestLeaderGateLeadsForGoodWithoutElection(t *testing.T) {
 // placeholder that its pod is gone.
 func TestCoreOnAStandbyReplicaActsOnNothing(t *testing.T) {
 	f := newCoreFixture(t)
-	f.core.leader = NewLeaderGate()
-	f.core.rel.leader = f.core.leader
-	f.core.life.leader = f.core.leader
+	f.standby()
 	key := ownerOf(f.pod).key()
 
 	f.core.observe(f.job(9, slurmrest.JobRunning, "gpu-1"))
@@ -122,7 +120,7 @@ func TestCoreOnAStandbyReplicaActsOnNothing(t *testing.T) {
 	other.Name, other.UID, other.Spec.SchedulerName = "q", "u2", "onepool"
 	f.core.podChanged(nil, other)
 	f.core.Place(other)
-	assert.Error(t, f.core.submit(context.Background(), ownerOf(other).key()))
+	assert.Error(t, f.core.sub.submit(context.Background(), ownerOf(other).key()))
 	assert.Empty(t, f.slurm.submitted, "a standby submitted a job")
 
 	srv := httptest.NewServer(f.core.rel.handler())

@@ -106,6 +106,7 @@ func TestCoreSubmitsNodeConstraints(t *testing.T) {
 	f := newCoreFixture(t)
 	rec := events.NewFakeRecorder(10)
 	f.core.recorder = rec
+	f.core.sub.recorder = rec
 	f.core.life.recorder = rec
 	fit, err := NewNodeFit(context.Background(), nil)
 	require.NoError(t, err)
@@ -122,7 +123,7 @@ func TestCoreSubmitsNodeConstraints(t *testing.T) {
 	submitOnce := func() {
 		f.core.Place(f.pod)
 		key, _ := f.core.submitQ.Get()
-		require.NoError(t, f.core.submit(context.Background(), key))
+		require.NoError(t, f.core.sub.submit(context.Background(), key))
 		f.core.submitQ.Done(key)
 	}
 
@@ -138,7 +139,7 @@ func TestCoreSubmitsNodeConstraints(t *testing.T) {
 
 	// The same answer again: no second event.
 	key, _ := f.core.submitQ.Get()
-	require.NoError(t, f.core.submit(context.Background(), key))
+	require.NoError(t, f.core.sub.submit(context.Background(), key))
 	f.core.submitQ.Done(key)
 	assert.Empty(t, rec.Events)
 
@@ -199,7 +200,7 @@ func TestCoreUnconstrainedPodReadsNoSlurmNodes(t *testing.T) {
 	}
 	f.core.Place(f.pod)
 	key, _ := f.core.submitQ.Get()
-	require.NoError(t, f.core.submit(context.Background(), key))
+	require.NoError(t, f.core.sub.submit(context.Background(), key))
 	f.core.submitQ.Done(key)
 	require.Len(t, f.slurm.submitted, 1)
 	assert.Empty(t, f.slurm.submitted[0].ExcludedNodes)
@@ -212,6 +213,7 @@ func TestCoreGivesBackAJobOnANodeThePodCannotUse(t *testing.T) {
 	f := newCoreFixture(t)
 	rec := events.NewFakeRecorder(10)
 	f.core.recorder = rec
+	f.core.sub.recorder = rec
 	f.core.life.recorder = rec
 	f.pod.Spec.NodeSelector = map[string]string{"pool": "a"}
 	f.core.podChanged(nil, f.pod)
@@ -238,7 +240,7 @@ func TestCoreGivesBackAJobOnANodeThePodCannotUse(t *testing.T) {
 	}
 	f.core.fitter.nodes = inf.Core().V1().Nodes().Lister()
 	key, _ := f.core.submitQ.Get()
-	require.NoError(t, f.core.submit(context.Background(), key))
+	require.NoError(t, f.core.sub.submit(context.Background(), key))
 	f.core.submitQ.Done(key)
 	require.Len(t, f.slurm.submitted, 1)
 	assert.Equal(t, []string{"gpu-1"}, f.slurm.submitted[0].ExcludedNodes)
@@ -265,7 +267,7 @@ func TestCoreGPUClaimPodLeavesOutNodesWithoutDevices(t *testing.T) {
 	submit := func() {
 		f.core.Place(f.pod)
 		key, _ := f.core.submitQ.Get()
-		require.NoError(t, f.core.submit(context.Background(), key))
+		require.NoError(t, f.core.sub.submit(context.Background(), key))
 		f.core.submitQ.Done(key)
 	}
 
@@ -331,7 +333,7 @@ func TestCorePendingJobFollowsNodeChanges(t *testing.T) {
 	f.core.podChanged(nil, f.pod)
 	f.core.Place(f.pod)
 	key, _ := f.core.submitQ.Get()
-	require.NoError(t, f.core.submit(context.Background(), key))
+	require.NoError(t, f.core.sub.submit(context.Background(), key))
 	f.core.submitQ.Done(key)
 	require.Len(t, f.slurm.submitted, 1)
 	require.Equal(t, []string{"gpu-2"}, f.slurm.submitted[0].ExcludedNodes)

@@ -175,12 +175,13 @@ func TestCoreWaitsForAnUnboundClaimAndWakesWhenItBinds(t *testing.T) {
 	f := newCoreFixture(t)
 	rec := events.NewFakeRecorder(10)
 	f.core.recorder, f.core.fitter.fit, f.core.fitter.nodes = rec, fit, inf.Core().V1().Nodes().Lister()
+	f.core.sub.recorder = rec
 	withClaim(f.pod, "data")
 	f.core.podChanged(nil, f.pod)
 	submit := func() {
 		f.core.Place(f.pod)
 		key, _ := f.core.submitQ.Get()
-		require.NoError(t, f.core.submit(context.Background(), key))
+		require.NoError(t, f.core.sub.submit(context.Background(), key))
 		f.core.submitQ.Done(key)
 	}
 

@@ -34,9 +34,7 @@ func TestReleaseAnswer(t *testing.T) {
 		label   string
 	}{
 		{name: "a standby replica", code: http.StatusServiceUnavailable, label: "standby", prepare: func(t *testing.T, f *coreFixture) {
-			f.core.leader = NewLeaderGate()
-			f.core.rel.leader = f.core.leader
-			f.core.life.leader = f.core.leader
+			f.standby()
 		}},
 		{name: "still reading Slurm's jobs", code: http.StatusServiceUnavailable, label: "syncing", prepare: func(t *testing.T, f *coreFixture) {
 			f.core.st.synced = false

@@ -132,7 +132,7 @@ func (c *Core) Run(ctx context.Context, podsSynced cache.InformerSynced, jobs Jo
 	workers := make(chan struct{})
 	n := c.args.SubmitWorkers + 4 + 2
 	for range c.args.SubmitWorkers {
-		go func() { defer func() { workers <- struct{}{} }(); c.submitWorker(ctx) }()
+		go func() { defer func() { workers <- struct{}{} }(); c.sub.run(ctx) }()
 	}
 	for range 4 {
 		go func() { defer func() { workers <- struct{}{} }(); c.life.run(ctx) }()

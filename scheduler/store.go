@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
@@ -184,4 +185,25 @@ func (s *store) ownersLocked(only func(*corev1.Pod) bool) map[string]bool {
 		}
 	}
 	return out
+}
+
+// idReusedLocked handles Slurm listing, under a job id another owner's
+// placement holds, a job of owner key: the job that placement recorded is
+// gone. slurmctld lost it (a crash rolled its state back) and gave its id
+// again. The placement's pods sit on GPUs Slurm no longer holds for them:
+// the job is missing, and the pods go. It returns that owner's key ("" when
+// the id was no one else's).
+func (s *store) idReusedLocked(id uint32, key string, log klog.Logger) string {
+	k, ok := s.byJob[id]
+	if !ok || k == key {
+		return ""
+	}
+	delete(s.byJob, id)
+	q := s.places[k]
+	if q == nil || q.jobID != id || q.missing {
+		return ""
+	}
+	q.missing = true
+	log.Info("Slurm lists another job under a placeholder job's id: the placeholder job is gone", "owner", q.owner.String(), "job", id)
+	return k
 }

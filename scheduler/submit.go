@@ -8,6 +8,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
 
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
@@ -16,19 +19,49 @@ import (
 // errRetry marks a submission to try again after backoff.
 var errRetry = errors.New("retry")
 
-func (c *Core) submitWorker(ctx context.Context) {
+// submitter makes each placement's placeholder job, once, from its queue:
+// it checks the gang, the pods' asks, their TenantPolicy's cap and where
+// they may run, then asks Slurm (an allocation at once, or a job in its
+// queue) and records the job in the store.
+type submitter struct {
+	st       *store
+	q        workqueue.TypedRateLimitingInterface[string]
+	lifeQ    workqueue.TypedRateLimitingInterface[string]
+	retry    *retrier
+	args     *Args
+	slurm    Slurm
+	jobs     JobCache
+	groups   GroupReader
+	pol      *policies
+	fitter   *fitter
+	leader   Leadership
+	metrics  *metrics
+	recorder events.EventRecorder
+	log      klog.Logger
+	script   func(owner) string
+	ownUser  func() (string, error)
+	// proof signs the job's comment (loaded before any submission);
+	// observe takes a job Slurm granted at once; activate moves pods
+	// back into the scheduling queue.
+	proof    func() *commentKeys
+	observe  func(slurmrest.Job)
+	activate func(pods []*corev1.Pod)
+}
+
+// run submits until the queue shuts down.
+func (c *submitter) run(ctx context.Context) {
 	for {
-		key, quit := c.submitQ.Get()
+		key, quit := c.q.Get()
 		if quit {
 			return
 		}
 		err := c.submit(ctx, key)
 		if errors.Is(err, errRetry) && ctx.Err() == nil {
-			c.submitQ.AddRateLimited(key)
+			c.q.AddRateLimited(key)
 		} else {
-			c.submitQ.Forget(key)
+			c.q.Forget(key)
 		}
-		c.submitQ.Done(key)
+		c.q.Done(key)
 	}
 }
 
@@ -36,7 +69,7 @@ func (c *Core) submitWorker(ctx context.Context) {
 var errAskMoved = errors.New("the pod's Slurm settings changed while its job was being asked for; asking again")
 
 // submit makes the placeholder job of one owner, once.
-func (c *Core) submit(ctx context.Context, key string) error {
+func (c *submitter) submit(ctx context.Context, key string) error {
 	c.st.mu.Lock()
 	p := c.st.places[key]
 	if p == nil || p.jobID != 0 {
@@ -166,7 +199,7 @@ func (c *Core) submit(ctx context.Context, key string) error {
 			return finish(fmt.Errorf("reading the Slurm user of onepool's token: %w", err), false, "", members)
 		}
 	}
-	job := jobFor(o, c.proof.comment(o, user), req, nodes, c.args, "")
+	job := jobFor(o, c.proof().comment(o, user), req, nodes, c.args, "")
 	job.ExcludedNodes = excluded
 	id, now, err := c.place(slurmrest.AsUser(ctx, req.User), o, job)
 	if err != nil {
@@ -191,7 +224,7 @@ func (c *Core) submit(ctx context.Context, key string) error {
 		return finish(err, false, "", members)
 	}
 	c.st.mu.Lock()
-	lost := c.idReusedLocked(id, key)
+	lost := c.st.idReusedLocked(id, key, c.log)
 	if p.jobID == 0 { // the cache may have reported it already
 		p.jobID = id
 		c.st.byJob[id] = key
@@ -248,7 +281,7 @@ func (c *Core) submit(ctx context.Context, key string) error {
 // by a batch job: Slurm may have granted it. It is asked again after
 // backoff, and the cache adopts a granted allocation by its comment
 // meanwhile (a duplicate is cancelled, the older job kept).
-func (c *Core) place(ctx context.Context, o owner, j slurmrest.JobSubmit) (id uint32, now bool, err error) {
+func (c *submitter) place(ctx context.Context, o owner, j slurmrest.JobSubmit) (id uint32, now bool, err error) {
 	if c.args.ImmediateAllocation && c.mayAllocateNow(j.Partition) {
 		id, err := c.slurm.AllocateNow(ctx, j)
 		switch {
@@ -280,7 +313,7 @@ const allocRetry = 10 * time.Second
 // onepool's own jobs of that partition waits in the queue (the partition
 // is full, and Slurm would not let a newer job pass it), nor within
 // allocRetry of a refusal there.
-func (c *Core) mayAllocateNow(partition string) bool {
+func (c *submitter) mayAllocateNow(partition string) bool {
 	c.st.mu.Lock()
 	defer c.st.mu.Unlock()
 	if time.Since(c.st.refusedAt[partition]) < allocRetry {

@@ -62,7 +62,7 @@ func TestCoreSubmitsWithThePolicysUserAndDefaults(t *testing.T) {
 	assert.Equal(t, "team-b", r.Account)
 	assert.Equal(t, "normal", r.QOS)
 	assert.Equal(t, "main", r.Partition, "the scheduler's default where the policy has none")
-	require.NoError(t, f.core.submit(context.Background(), f.core.placeFor(f.pod)))
+	require.NoError(t, f.core.sub.submit(context.Background(), f.core.placeFor(f.pod)))
 	require.Len(t, f.slurm.submitted, 1)
 	assert.Equal(t, "team-b", f.slurm.submitted[0].Account)
 }
@@ -79,7 +79,7 @@ func TestCoreTenantGPUCap(t *testing.T) {
 	second.Spec.SchedulerName = "onepool"
 	f.core.podChanged(nil, second)
 	key := f.core.placeFor(second)
-	require.NoError(t, f.core.submit(context.Background(), key))
+	require.NoError(t, f.core.sub.submit(context.Background(), key))
 	assert.Empty(t, f.slurm.submitted, "the cap holds the second pod")
 	assert.Contains(t, f.core.Place(second).Message, `waiting for GPUs under TenantPolicy "team-b": its pods hold 1 of its 1, this one asks 1`)
 
@@ -89,7 +89,7 @@ func TestCoreTenantGPUCap(t *testing.T) {
 	f.woken = nil
 	f.core.life.dropIfIdle(ownerOf(f.pod).key(), f.core.st.places[ownerOf(f.pod).key()])
 	assert.Contains(t, f.woken, "q", "the waiting pod is woken")
-	require.NoError(t, f.core.submit(context.Background(), key))
+	require.NoError(t, f.core.sub.submit(context.Background(), key))
 	assert.Len(t, f.slurm.submitted, 1, "and submitted")
 }
 

@@ -103,7 +103,7 @@ func TestCoreAdoptsARecordedJobOnlyWhenItCouldBeThePods(t *testing.T) {
 // never displaced by an older one claiming the same pod.
 func TestCoreACopiedCommentTakesNothing(t *testing.T) {
 	f := newCoreFixture(t)
-	f.core.ownUser = func() (string, error) { return "slurm", nil }
+	f.core.sub.ownUser = func() (string, error) { return "slurm", nil }
 	require.NoError(t, f.submitOnce(t))
 	require.Len(t, f.slurm.submitted, 1)
 	signed := f.slurm.submitted[0].Comment
