@@ -67,7 +67,7 @@ func TestCoreDoesNotQueueAfterAnAllocationWithoutAnswer(t *testing.T) {
 
 	// Slurm had granted it: the cache's listing brings it, and the next
 	// try submits nothing.
-	f.core.observe(f.job(60, slurmrest.JobRunning, "gpu-1"))
+	f.core.book.observe(f.job(60, slurmrest.JobRunning, "gpu-1"))
 	require.NoError(t, f.core.sub.submit(context.Background(), ownerOf(f.pod).key()))
 	assert.Len(t, f.slurm.allocated, 1)
 	assert.Empty(t, f.slurm.submitted)
@@ -127,11 +127,11 @@ func TestCoreAsksNoAllocationWhereSlurmJustRefusedOrOnepoolWaits(t *testing.T) {
 	f.core.st.mu.Unlock()
 	queued := f.job(101, slurmrest.JobPending, "")
 	queued.Partition = "main"
-	f.core.observe(queued)
+	f.core.book.observe(queued)
 	assert.False(t, f.core.sub.mayAllocateNow("main"), "onepool's job 101 waits in main's queue")
 	queued.State = slurmrest.JobState{slurmrest.JobRunning}
 	queued.Nodes = "gpu-1"
-	f.core.observe(queued)
+	f.core.book.observe(queued)
 	assert.True(t, f.core.sub.mayAllocateNow("main"))
 }
 

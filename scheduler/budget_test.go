@@ -42,9 +42,9 @@ func TestCoreOverridesADisruptionBudgetSlurmHasDecidedAgainst(t *testing.T) {
 				return true, nil, st
 			})
 			j := f.job(7, slurmrest.JobRunning, "gpu-1")
-			f.core.observe(j)
+			f.core.book.observe(j)
 			j.PreemptTime, j.EndTime = time.Now(), time.Now().Add(30*time.Second)
-			f.core.observe(j)
+			f.core.book.observe(j)
 			_, err := f.core.life.reconcile(context.Background(), ownerOf(f.pod).key())
 			var deleted *int64
 			sawDelete := false

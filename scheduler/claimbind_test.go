@@ -46,7 +46,7 @@ func newClaimFixture(t *testing.T, jobState string) *claimFixture {
 	f.core.claimer.claims = resourcelisters.NewResourceClaimLister(f.claims)
 	j := f.job(7, jobState, "gpu-1")
 	j.GresDetail = map[string]string{"gpu-1": "gpu:h100:2(IDX:5-6)"}
-	f.core.observe(j)
+	f.core.book.observe(j)
 	return f
 }
 

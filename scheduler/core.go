@@ -38,6 +38,7 @@ type Core struct {
 	fitter   *fitter
 	pol      *policies
 	sub      *submitter
+	book     *jobBook
 	claimer  *claimer
 	recorder events.EventRecorder
 	activate func(pods []*corev1.Pod)
@@ -137,11 +138,13 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "onepool-lifecycle"}),
 	}
 	c.retry = newRetrier(st, func(pods []*corev1.Pod) { c.activate(pods) })
+	c.book = &jobBook{st: st, jobs: cfg.Jobs, lifeQ: c.lifeQ, metrics: m, log: cfg.Log,
+		proof: func() *commentKeys { return c.proof }, activate: func(pods []*corev1.Pod) { c.activate(pods) }}
 	c.watch = &watcher{st: st, slurm: cfg.Slurm, log: cfg.Log, startPoll: cfg.Args.StartPollInterval.Duration,
-		watchAll: cfg.Args.WatchInterval.Duration, observe: func(j slurmrest.Job) { c.observe(j) }}
+		watchAll: cfg.Args.WatchInterval.Duration, observe: c.book.observe}
 	c.life = &lifecycle{st: st, q: c.lifeQ, slurm: cfg.Slurm, jobs: cfg.Jobs, kube: cfg.Kube, recorder: cfg.Recorder,
 		leader: leader, metrics: m, log: cfg.Log,
-		observe: func(j slurmrest.Job) { c.observe(j) }, jobOf: func(j slurmrest.Job, o owner) bool { return c.jobOf(j, o) },
+		observe: c.book.observe, jobOf: c.book.jobOf,
 		constraints: func(ctx context.Context, members []*corev1.Pod, avoid []string) ([]string, string, error) {
 			return c.fitter.exclude(ctx, members, avoid)
 		},
@@ -151,7 +154,7 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 	c.sub = &submitter{st: st, q: c.submitQ, lifeQ: c.lifeQ, retry: c.retry, args: cfg.Args, slurm: cfg.Slurm, jobs: cfg.Jobs,
 		groups: cfg.Groups, pol: pol, fitter: c.fitter, leader: leader, metrics: m, recorder: cfg.Recorder, log: cfg.Log,
 		script: c.script, ownUser: cfg.OwnUser, proof: func() *commentKeys { return c.proof },
-		observe: func(j slurmrest.Job) { c.observe(j) }, activate: func(pods []*corev1.Pod) { c.activate(pods) }}
+		observe: c.book.observe, activate: func(pods []*corev1.Pod) { c.activate(pods) }}
 	c.rel = &releaser{st: st, kube: cfg.Kube, leader: leader, answers: m.release, log: cfg.Log}
 	return c, nil
 }

@@ -173,7 +173,7 @@ func (f *coreFixture) job(id uint32, state string, nodes string) slurmrest.Job {
 
 func TestCoreAdoptsARunningJobAndBindsWithoutSubmitting(t *testing.T) {
 	f := newCoreFixture(t)
-	f.core.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
+	f.core.book.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
 	d := f.core.Place(f.pod)
 	if d.Node != "gpu-1" {
 		t.Fatalf("Place = %+v, want gpu-1", d)
@@ -190,7 +190,7 @@ func TestCorePendingMessageNamesJobAndReason(t *testing.T) {
 	f := newCoreFixture(t)
 	j := f.job(8, slurmrest.JobPending, "")
 	j.Reason = "Priority"
-	f.core.observe(j)
+	f.core.book.observe(j)
 	if d := f.core.Place(f.pod); d.Node != "" || !strings.Contains(d.Message, "job 8 is PENDING (Priority)") {
 		t.Fatalf("Place = %+v", d)
 	}
@@ -198,8 +198,8 @@ func TestCorePendingMessageNamesJobAndReason(t *testing.T) {
 
 func TestCoreKeepsOlderOfTwoLiveJobsAndCancelsTheOther(t *testing.T) {
 	f := newCoreFixture(t)
-	f.core.observe(f.job(9, slurmrest.JobRunning, "gpu-1"))
-	f.core.observe(f.job(7, slurmrest.JobPending, ""))
+	f.core.book.observe(f.job(9, slurmrest.JobRunning, "gpu-1"))
+	f.core.book.observe(f.job(7, slurmrest.JobPending, ""))
 	if _, err := f.core.life.reconcile(context.Background(), ownerOf(f.pod).key()); err != nil {
 		t.Fatal(err)
 	}
@@ -213,9 +213,9 @@ func TestCoreKeepsOlderOfTwoLiveJobsAndCancelsTheOther(t *testing.T) {
 
 func TestCoreEvictsPodWhoseJobEnded(t *testing.T) {
 	f := newCoreFixture(t)
-	f.core.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
+	f.core.book.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
 	j := f.job(7, "PREEMPTED", "gpu-1")
-	f.core.observe(j)
+	f.core.book.observe(j)
 	if d := f.core.Place(f.pod); d.Node != "" || !strings.Contains(d.Message, "PREEMPTED") {
 		t.Fatalf("a pod whose job ended may still bind: %+v", d)
 	}
@@ -235,7 +235,7 @@ func TestCoreEvictsPodWhoseJobEnded(t *testing.T) {
 
 func TestCoreCancelsJobOfPodThatIsGone(t *testing.T) {
 	f := newCoreFixture(t)
-	f.core.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
+	f.core.book.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
 	if err := f.kube.CoreV1().Pods("ns").Delete(context.Background(), "p", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -250,8 +250,8 @@ func TestCoreCancelsJobOfPodThatIsGone(t *testing.T) {
 
 func TestCoreDoesNothingWhileSlurmIsUnknown(t *testing.T) {
 	f := newCoreFixture(t)
-	f.core.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
-	f.core.observe(f.job(7, slurmrest.JobCancelled, "gpu-1"))
+	f.core.book.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
+	f.core.book.observe(f.job(7, slurmrest.JobCancelled, "gpu-1"))
 	f.jobs.stale = true
 	after, err := f.core.life.reconcile(context.Background(), ownerOf(f.pod).key())
 	if err != nil || after == 0 {
@@ -289,7 +289,7 @@ func TestCoreRejectedSubmitLeavesPodPendingWithTheReason(t *testing.T) {
 	// Slurm's record of the refused job, as the cache lists it.
 	leftover := f.job(41, slurmrest.JobFailed, "")
 	leftover.Reason = "BadConstraints"
-	f.core.observe(leftover)
+	f.core.book.observe(leftover)
 	if _, err := f.core.life.reconcile(context.Background(), key); err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +359,7 @@ func TestRejectDelayDoublesUpToRejectRetry(t *testing.T) {
 // wrote the pod's annotation) is recorded on the pod.
 func TestCoreRecordsAnAdoptedJobOnThePod(t *testing.T) {
 	f := newCoreFixture(t)
-	f.core.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
+	f.core.book.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
 	if _, err := f.core.life.reconcile(context.Background(), ownerOf(f.pod).key()); err != nil {
 		t.Fatal(err)
 	}
@@ -382,7 +382,7 @@ func TestCoreGivesBackAJobOnACordonedNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	node.Spec.Unschedulable = true
-	f.core.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
+	f.core.book.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
 	d := f.core.Place(f.pod)
 	if d.Node != "" || !strings.Contains(d.Message, "job 7 started on gpu-1, where the pod cannot run (node(s) were unschedulable)") {
 		t.Fatalf("Place = %+v", d)
@@ -390,7 +390,7 @@ func TestCoreGivesBackAJobOnACordonedNode(t *testing.T) {
 	if f.core.submitQ.Len() != 1 {
 		t.Errorf("no new submission queued (queue %d)", f.core.submitQ.Len())
 	}
-	f.core.observe(f.job(7, slurmrest.JobRunning, "gpu-1")) // the cache, before the cancel lands
+	f.core.book.observe(f.job(7, slurmrest.JobRunning, "gpu-1")) // the cache, before the cancel lands
 	if d := f.core.Place(f.pod); d.Node != "" {
 		t.Fatalf("the given-back job was adopted again: %+v", d)
 	}
@@ -406,7 +406,7 @@ func TestCoreGivesBackAJobOnACordonedNode(t *testing.T) {
 	tn.Spec.Unschedulable = true
 	tolerant.pod.Spec.Tolerations = []corev1.Toleration{{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
 	tolerant.core.podChanged(nil, tolerant.pod)
-	tolerant.core.observe(tolerant.job(9, slurmrest.JobRunning, "gpu-1"))
+	tolerant.core.book.observe(tolerant.job(9, slurmrest.JobRunning, "gpu-1"))
 	if d := tolerant.core.Place(tolerant.pod); d.Node != "gpu-1" {
 		t.Errorf("a pod that tolerates the cordon: Place = %+v", d)
 	}

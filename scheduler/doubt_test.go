@@ -58,7 +58,7 @@ func TestCoreSubmitsAgainOnlyAfterAListingShowsNoJob(t *testing.T) {
 			time.Sleep(time.Millisecond)
 			f.jobs.synced() // the listing began after the failure
 			if tc.jobInSlurm {
-				f.core.observe(f.job(7, slurmrest.JobPending, ""))
+				f.core.book.observe(f.job(7, slurmrest.JobPending, ""))
 			}
 			require.NoError(t, f.core.sub.submit(context.Background(), key))
 			if tc.jobInSlurm {

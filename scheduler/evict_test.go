@@ -83,14 +83,14 @@ func TestEvictionGrace(t *testing.T) {
 func TestCoreEvictsPodOfAPreemptedJobBeforeTheDeadline(t *testing.T) {
 	f := newCoreFixture(t)
 	j := f.job(7, slurmrest.JobRunning, "gpu-1")
-	f.core.observe(j)
+	f.core.book.observe(j)
 	key := ownerOf(f.pod).key()
 	_, err := f.core.life.reconcile(context.Background(), key)
 	require.NoError(t, err)
 	require.Empty(t, evictions(f), "a running job's pod was evicted")
 
 	j.QOS, j.PreemptTime, j.EndTime = "low", time.Now(), time.Now().Add(30*time.Second)
-	f.core.observe(j)
+	f.core.book.observe(j)
 	_, err = f.core.life.reconcile(context.Background(), key)
 	require.NoError(t, err)
 	ev := evictions(f)

@@ -110,7 +110,7 @@ func TestCoreGangGetsOneJobAndANodeEach(t *testing.T) {
 	}
 	f.core.fitter.nodes = corelisters.NewNodeLister(idx)
 	running := slurmrest.Job{ID: 101, Comment: j.Comment, State: slurmrest.JobState{slurmrest.JobRunning}, Nodes: "gpu-[1-3]", SubmitTime: time.Now()}
-	f.core.observe(running)
+	f.core.book.observe(running)
 	seen := map[string]string{}
 	for _, m := range []*corev1.Pod{m0, m1, m2} {
 		d := f.core.Place(m)
@@ -270,7 +270,7 @@ func TestCoreGangMadeAgainAfterItsJobClosedWaitsForAJobOfItsOwn(t *testing.T) {
 			require.NoError(t, f.submitGang(t, leader))
 			require.Len(t, f.slurm.submitted, 1)
 			job := slurmrest.Job{ID: 101, Comment: f.slurm.submitted[0].Comment, State: slurmrest.JobState{slurmrest.JobRunning}, Nodes: "gpu-[1-2]", SubmitTime: time.Now()}
-			f.core.observe(job)
+			f.core.book.observe(job)
 			for _, m := range []*corev1.Pod{leader, worker} {
 				require.NotEmpty(t, f.core.Place(m).Node, m.Name)
 			}
@@ -278,7 +278,7 @@ func TestCoreGangMadeAgainAfterItsJobClosedWaitsForAJobOfItsOwn(t *testing.T) {
 
 			if how == "preempted" {
 				job.PreemptTime = time.Now()
-				f.core.observe(job)
+				f.core.book.observe(job)
 				_, err := f.core.life.reconcile(context.Background(), key)
 				require.NoError(t, err)
 				assert.True(t, f.evicted(), "the job's own pods are evicted")
@@ -319,7 +319,7 @@ func TestCoreGangMadeAgainAfterItsJobClosedWaitsForAJobOfItsOwn(t *testing.T) {
 
 			// Slurm ends it: the group asks for a job of its own.
 			job.State, job.EndTime = slurmrest.JobState{slurmrest.JobCancelled}, time.Now()
-			f.core.observe(job)
+			f.core.book.observe(job)
 			_, err = f.core.life.reconcile(context.Background(), key)
 			require.NoError(t, err)
 			assert.False(t, f.evicted())

@@ -105,9 +105,9 @@ func TestCoreOnAStandbyReplicaActsOnNothing(t *testing.T) {
 	f.standby()
 	key := ownerOf(f.pod).key()
 
-	f.core.observe(f.job(9, slurmrest.JobRunning, "gpu-1"))
-	f.core.observe(f.job(7, slurmrest.JobPending, ""))
-	f.core.observe(f.job(9, slurmrest.JobCancelled, "gpu-1"))
+	f.core.book.observe(f.job(9, slurmrest.JobRunning, "gpu-1"))
+	f.core.book.observe(f.job(7, slurmrest.JobPending, ""))
+	f.core.book.observe(f.job(9, slurmrest.JobCancelled, "gpu-1"))
 	after, err := f.core.life.reconcile(context.Background(), key)
 	require.NoError(t, err)
 	assert.Positive(t, after, "a standby drops the placement instead of looking again")

@@ -197,8 +197,8 @@ func slicesContainsPrefix(list []string, prefix string) bool {
 func TestReconcileCancelsDuplicatesUntilSlurmTakesTheCancel(t *testing.T) {
 	f := newCoreFixture(t)
 	key := ownerOf(f.pod).key()
-	f.core.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
-	f.core.observe(f.job(9, slurmrest.JobPending, ""))
+	f.core.book.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
+	f.core.book.observe(f.job(9, slurmrest.JobPending, ""))
 	failing := &failingCancel{fakeSlurm: f.slurm, err: &slurmrest.APIError{Kind: slurmrest.ErrUnreachable}}
 	f.core.slurm = failing
 	f.core.life.slurm = failing

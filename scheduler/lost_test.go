@@ -29,11 +29,11 @@ func TestCoreEvictsAPodWhoseRunningJobSlurmLost(t *testing.T) {
 	for _, stillThere := range []bool{false, true} {
 		f := newCoreFixture(t)
 		j := f.job(7, slurmrest.JobRunning, "gpu-1")
-		f.core.observe(j)
+		f.core.book.observe(j)
 		if stillThere {
 			f.slurm.jobs = map[uint32]*slurmrest.Job{7: &j}
 		}
-		f.core.forget(j) // the listing lacks it
+		f.core.book.forget(j) // the listing lacks it
 		_, err := f.core.life.reconcile(context.Background(), ownerOf(f.pod).key())
 		require.NoError(t, err)
 		assert.Equal(t, !stillThere, f.evicted(), "job still in Slurm: %v", stillThere)
@@ -46,13 +46,13 @@ func TestCoreEvictsAPodWhoseRunningJobSlurmLost(t *testing.T) {
 // The first pod's job is gone: it is evicted; the second keeps the job.
 func TestCoreAJobIDGivenAgainMeansTheOldJobIsGone(t *testing.T) {
 	f := newCoreFixture(t)
-	f.core.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
+	f.core.book.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
 	other := podWith(nil, 1, "", "")
 	other.Name, other.UID = "q", types.UID("u2")
 	other.Spec.SchedulerName = "onepool"
 	f.core.podChanged(nil, other)
 	reused := slurmrest.Job{ID: 7, Comment: f.core.proof.comment(ownerOf(other), ""), State: slurmrest.JobState{slurmrest.JobRunning}, Nodes: "gpu-1"}
-	f.core.observe(reused)
+	f.core.book.observe(reused)
 
 	_, err := f.core.life.reconcile(context.Background(), ownerOf(f.pod).key())
 	require.NoError(t, err)

@@ -217,7 +217,7 @@ func TestCoreGivesBackAJobOnANodeThePodCannotUse(t *testing.T) {
 	f.core.life.recorder = rec
 	f.pod.Spec.NodeSelector = map[string]string{"pool": "a"}
 	f.core.podChanged(nil, f.pod)
-	f.core.observe(f.job(7, slurmrest.JobRunning, "gpu-1")) // gpu-1 has no pool=a label
+	f.core.book.observe(f.job(7, slurmrest.JobRunning, "gpu-1")) // gpu-1 has no pool=a label
 	d := f.core.Place(f.pod)
 	assert.Empty(t, d.Node)
 	assert.Contains(t, d.Message, "Slurm job 7 started on gpu-1, where the pod cannot run (node(s) didn't match Pod's node affinity/selector)")
@@ -338,7 +338,7 @@ func TestCorePendingJobFollowsNodeChanges(t *testing.T) {
 	require.Len(t, f.slurm.submitted, 1)
 	require.Equal(t, []string{"gpu-2"}, f.slurm.submitted[0].ExcludedNodes)
 	p := f.core.st.places[key]
-	f.core.observe(slurmrest.Job{ID: p.jobID, State: slurmrest.JobState{slurmrest.JobPending}, Comment: f.slurm.submitted[0].Comment})
+	f.core.book.observe(slurmrest.Job{ID: p.jobID, State: slurmrest.JobState{slurmrest.JobPending}, Comment: f.slurm.submitted[0].Comment})
 
 	relabel := func(old *corev1.Node, pool string) *corev1.Node {
 		n := old.DeepCopy()
@@ -364,7 +364,7 @@ func TestCorePendingJobFollowsNodeChanges(t *testing.T) {
 	assert.Len(t, f.slurm.updated, 2)
 
 	// A running job is not changed.
-	f.core.observe(slurmrest.Job{ID: p.jobID, State: slurmrest.JobState{slurmrest.JobRunning}, Nodes: "gpu-2", Comment: f.slurm.submitted[0].Comment})
+	f.core.book.observe(slurmrest.Job{ID: p.jobID, State: slurmrest.JobState{slurmrest.JobRunning}, Nodes: "gpu-2", Comment: f.slurm.submitted[0].Comment})
 	relabel(gpu2, "b")
 	assert.Len(t, f.slurm.updated, 2)
 }

@@ -24,7 +24,10 @@ const (
 )
 
 // placementCollector reads the Core's placements at each scrape.
-type placementCollector struct{ c *Core }
+type placementCollector struct {
+	st     *store
+	leader Leadership
+}
 
 // Describe implements prometheus.Collector.
 func (pc placementCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -35,10 +38,10 @@ func (pc placementCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector: nothing on a standby replica,
 // whose placements are not acted on.
 func (pc placementCollector) Collect(ch chan<- prometheus.Metric) {
-	if !pc.c.leader.IsLeader() {
+	if !pc.leader.IsLeader() {
 		return
 	}
-	counts, oldest := pc.c.placementStats(time.Now())
+	counts, oldest := pc.st.placementStats(time.Now())
 	for _, s := range []string{placementWaiting, placementPending, placementPlaced} {
 		ch <- prometheus.MustNewConstMetric(descPlacements, prometheus.GaugeValue, float64(counts[s]), s)
 	}
@@ -47,12 +50,12 @@ func (pc placementCollector) Collect(ch chan<- prometheus.Metric) {
 
 // placementStats counts the placements by state and finds the longest
 // wait in Slurm's queue.
-func (c *Core) placementStats(now time.Time) (map[string]int, time.Duration) {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
+func (s *store) placementStats(now time.Time) (map[string]int, time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	counts := map[string]int{}
 	var oldest time.Duration
-	for _, p := range c.st.places {
+	for _, p := range s.places {
 		s := p.metricState()
 		counts[s]++
 		if s == placementPending && !p.submitted.IsZero() && now.Sub(p.submitted) > oldest {

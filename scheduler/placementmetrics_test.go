@@ -30,15 +30,15 @@ func TestPlacementMetricState(t *testing.T) {
 func TestPlacementCollector(t *testing.T) {
 	now := time.Now()
 	gate := NewLeaderGate()
-	c := &Core{leader: gate, st: &store{places: map[string]*placement{
+	c := placementCollector{leader: gate, st: &store{places: map[string]*placement{
 		"a": {jobID: 1, submitted: now.Add(-90 * time.Second)},
 		"b": {jobID: 2, submitted: now.Add(-10 * time.Second)},
 		"c": {jobID: 3, submitted: now.Add(-time.Hour), nodes: []string{"gpu-0"}}, // placed: not waiting
 		"d": {waiting: "1 of 2 pods"},
 	}}}
 	reg := prometheus.NewPedanticRegistry()
-	require.NoError(t, registerCollector(reg, placementCollector{c: c}))
-	assert.Equal(t, 0, testutil.CollectAndCount(placementCollector{c: c}), "a standby says nothing")
+	require.NoError(t, registerCollector(reg, c))
+	assert.Equal(t, 0, testutil.CollectAndCount(c), "a standby says nothing")
 
 	gate.Lead()
 	want := `# HELP onepool_scheduler_placements Placements (a pod, or a gang) by state: waiting (no Slurm job yet: an incomplete gang, a tenant's GPU cap, no fitting node, refused by Slurm), pending (its job waits in Slurm's queue), placed (Slurm allocated it). Served by the leader.
@@ -49,7 +49,7 @@ onepool_scheduler_placements{state="waiting"} 1
 `
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), "onepool_scheduler_placements"))
 	oldest := testutil.ToFloat64(prometheus.CollectorFunc(func(ch chan<- prometheus.Metric) {
-		for _, m := range collect(placementCollector{c: c}) {
+		for _, m := range collect(c) {
 			if strings.Contains(m.Desc().String(), "oldest_pending") {
 				ch <- m
 			}

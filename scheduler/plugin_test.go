@@ -37,7 +37,7 @@ func TestPluginExtensionPoints(t *testing.T) {
 	assert.Nil(t, res)
 	assert.Equal(t, fwk.UnschedulableAndUnresolvable, st.Code(), "Slurm preempts, not Kubernetes")
 
-	f.core.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
+	f.core.book.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
 	assert.Nil(t, pl.PreEnqueue(ctx, f.pod), "a pod whose job runs enters the queue")
 	res, st = pl.PreFilter(ctx, nil, f.pod, nil)
 	require.True(t, st.IsSuccess(), "%v", st)

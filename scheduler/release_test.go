@@ -73,7 +73,7 @@ func TestReleaseAnswer(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newCoreFixture(t)
-			f.core.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
+			f.core.book.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
 			if tc.prepare != nil {
 				tc.prepare(t, f)
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -92,13 +91,13 @@ func (c *Core) Run(ctx context.Context, podsSynced cache.InformerSynced, jobs Jo
 	// the scheduler their memory and slurmrestd their listings.
 	jobs.KeepJobs(func(j *slurmrest.Job) bool { _, ok := c.proof.jobOwner(*j); return ok })
 	jobs.AddJobHandler(slurmrest.JobHandler{
-		Add:    func(j *slurmrest.Job) { c.observe(*j) },
-		Update: func(_, j *slurmrest.Job) { c.observe(*j) },
-		Delete: func(j *slurmrest.Job) { c.forget(*j) },
+		Add:    func(j *slurmrest.Job) { c.book.observe(*j) },
+		Update: func(_, j *slurmrest.Job) { c.book.observe(*j) },
+		Delete: func(j *slurmrest.Job) { c.book.forget(*j) },
 	})
 	jobs.AddStatusHandler(func(stale bool) {
 		if !stale {
-			c.requeueAll()
+			c.book.requeueAll()
 		}
 	})
 	cacheDone := make(chan struct{})
@@ -127,7 +126,7 @@ func (c *Core) Run(ctx context.Context, podsSynced cache.InformerSynced, jobs Jo
 	c.st.mu.Unlock()
 	c.log.Info("Read Slurm's jobs; placing pods", "pendingPods", len(all))
 	c.activate(all)
-	c.requeueAll()
+	c.book.requeueAll()
 
 	workers := make(chan struct{})
 	n := c.args.SubmitWorkers + 4 + 2
@@ -148,7 +147,7 @@ loop:
 			break loop
 		case <-t.C:
 			c.st.prune()
-			c.requeueAll()
+			c.book.requeueAll()
 		}
 	}
 	c.submitQ.ShutDown()
@@ -179,83 +178,4 @@ func (c *Core) waitForKey(ctx context.Context) bool {
 		wait = min(2*wait, 30*time.Second)
 	}
 	return true
-}
-
-// requeueAll reconciles every placement, and every bound pod's recorded
-// job (an orphan pod whose job Slurm no longer has).
-func (c *Core) requeueAll() {
-	c.adoptRecorded()
-	c.st.mu.Lock()
-	all := make([]string, 0, len(c.st.places))
-	for k := range c.st.places {
-		all = append(all, k)
-	}
-	c.st.mu.Unlock()
-	for _, k := range all {
-		c.lifeQ.Add(k)
-	}
-}
-
-// recorded is a bound pod's job id annotation: a claim, not a proof.
-type recorded struct {
-	pod *corev1.Pod
-	id  uint32
-}
-
-// adoptRecorded gives a bound pod that records a job id a placement for
-// that job if it has none: when Slurm no longer knows the job, the pod is
-// an orphan and reconcile evicts it. The annotation is the pod's own word
-// (its author can write it too), so it never takes a job from another
-// owner: not one onepool already holds for someone else, and not one
-// Slurm lists with a comment that is not this owner's, signed.
-func (c *Core) adoptRecorded() {
-	c.st.mu.Lock()
-	var claims []recorded
-	for _, pod := range c.st.pods {
-		v, ok := pod.Annotations[keys.AnnotationJobID]
-		if !ok || pod.Spec.NodeName == "" {
-			continue
-		}
-		id, err := strconv.ParseUint(v, 10, 32)
-		if err != nil || id == 0 {
-			continue
-		}
-		claims = append(claims, recorded{pod, uint32(id)})
-	}
-	c.st.mu.Unlock()
-	var ok []recorded
-	for _, r := range claims {
-		if j, err := c.jobs.Job(r.id); err == nil && !c.jobOf(j, ownerOf(r.pod)) {
-			continue
-		}
-		ok = append(ok, r)
-	}
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	for _, r := range ok {
-		if _, live := c.st.pods[r.pod.UID]; !live {
-			continue
-		}
-		o := ownerOf(r.pod)
-		if k, taken := c.st.byJob[r.id]; taken && k != o.key() {
-			continue
-		}
-		p := c.st.places[o.key()]
-		if p == nil {
-			p = newPlacement(o)
-			p.note(c.st.membersLocked(o)...)
-			c.st.places[o.key()] = p
-		}
-		if p.jobID == 0 && !p.submitting {
-			p.jobID = r.id
-			c.st.byJob[p.jobID] = o.key()
-		}
-	}
-}
-
-// jobOf says whether job j is the placeholder of owner o: its comment
-// names o and onepool signed it.
-func (c *Core) jobOf(j slurmrest.Job, o owner) bool {
-	jo, ok := c.proof.jobOwner(j)
-	return ok && jo.key() == o.key()
 }

@@ -62,7 +62,7 @@ func TestCoreSubmitsWithThePolicysUserAndDefaults(t *testing.T) {
 	assert.Equal(t, "team-b", r.Account)
 	assert.Equal(t, "normal", r.QOS)
 	assert.Equal(t, "main", r.Partition, "the scheduler's default where the policy has none")
-	require.NoError(t, f.core.sub.submit(context.Background(), f.core.placeFor(f.pod)))
+	require.NoError(t, f.core.sub.submit(context.Background(), placeFor(f.core, f.pod)))
 	require.Len(t, f.slurm.submitted, 1)
 	assert.Equal(t, "team-b", f.slurm.submitted[0].Account)
 }
@@ -72,20 +72,20 @@ func TestCoreSubmitsWithThePolicysUserAndDefaults(t *testing.T) {
 func TestCoreTenantGPUCap(t *testing.T) {
 	f := newCoreFixture(t) // f.pod asks 1 GPU
 	f.core.pol.tenants = fixedTenants{p: teamPolicy(v1alpha1.TenantPolicySpec{MaxGPUs: 1})}
-	f.core.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
+	f.core.book.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
 
 	second := podWith(nil, 1, "", "")
 	second.Name, second.UID = "q", types.UID("u2")
 	second.Spec.SchedulerName = "onepool"
 	f.core.podChanged(nil, second)
-	key := f.core.placeFor(second)
+	key := placeFor(f.core, second)
 	require.NoError(t, f.core.sub.submit(context.Background(), key))
 	assert.Empty(t, f.slurm.submitted, "the cap holds the second pod")
 	assert.Contains(t, f.core.Place(second).Message, `waiting for GPUs under TenantPolicy "team-b": its pods hold 1 of its 1, this one asks 1`)
 
 	// The first pod and its job go.
 	f.core.podDeleted(f.pod)
-	f.core.observe(f.job(7, "COMPLETED", "gpu-1"))
+	f.core.book.observe(f.job(7, "COMPLETED", "gpu-1"))
 	f.woken = nil
 	f.core.life.dropIfIdle(ownerOf(f.pod).key(), f.core.st.places[ownerOf(f.pod).key()])
 	assert.Contains(t, f.woken, "q", "the waiting pod is woken")
@@ -95,7 +95,7 @@ func TestCoreTenantGPUCap(t *testing.T) {
 
 // placeFor runs a scheduling cycle for pod and takes its placement off
 // the submit queue, as a submit worker would; it returns the key.
-func (c *Core) placeFor(pod *corev1.Pod) string {
+func placeFor(c *Core, pod *corev1.Pod) string {
 	c.Place(pod)
 	key, _ := c.submitQ.Get()
 	c.submitQ.Done(key)

@@ -30,10 +30,10 @@ func TestCoreIgnoresAJobWithAForgedComment(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newCoreFixture(t)
-			f.core.observe(slurmrest.Job{ID: 5, Comment: forge(f.pod), State: slurmrest.JobState{slurmrest.JobRunning}, Nodes: "gpu-1"})
+			f.core.book.observe(slurmrest.Job{ID: 5, Comment: forge(f.pod), State: slurmrest.JobState{slurmrest.JobRunning}, Nodes: "gpu-1"})
 			assert.Empty(t, f.core.Place(f.pod).Node, "the pod is never bound into the attacker's allocation")
 
-			f.core.observe(f.job(9, slurmrest.JobRunning, "gpu-1")) // onepool's own
+			f.core.book.observe(f.job(9, slurmrest.JobRunning, "gpu-1")) // onepool's own
 			_, err := f.core.life.reconcile(context.Background(), ownerOf(f.pod).key())
 			require.NoError(t, err)
 			assert.Empty(t, f.slurm.cancelled, "nothing is cancelled: the forged job is not onepool's, its own is kept")
@@ -52,13 +52,13 @@ func TestCoreNeverTakesAJobIDFromAPodsAnnotation(t *testing.T) {
 	f := newCoreFixture(t)
 	victimJob := f.job(7, slurmrest.JobRunning, "gpu-1")
 	f.jobs.listed = map[uint32]slurmrest.Job{7: victimJob}
-	f.core.observe(victimJob)
+	f.core.book.observe(victimJob)
 
 	thief := podWith(map[string]string{keys.AnnotationJobID: "7"}, 1, "", "")
 	thief.Name, thief.Namespace, thief.UID = "thief", "tenant", types.UID("u-thief")
 	thief.Spec.SchedulerName, thief.Spec.NodeName = "onepool", "gpu-1"
 	f.core.podChanged(nil, thief)
-	f.core.requeueAll()
+	f.core.book.requeueAll()
 
 	assert.Equal(t, ownerOf(f.pod).key(), f.core.st.byJob[7], "job 7 stays the victim's")
 	assert.Nil(t, f.core.st.places[ownerOf(thief).key()], "the thief's pod gets no placement for job 7")
@@ -88,7 +88,7 @@ func TestCoreAdoptsARecordedJobOnlyWhenItCouldBeThePods(t *testing.T) {
 			thief.Name, thief.UID = "thief", types.UID("u-thief")
 			thief.Spec.SchedulerName, thief.Spec.NodeName = "onepool", "gpu-1"
 			f.core.podChanged(nil, thief)
-			f.core.requeueAll()
+			f.core.book.requeueAll()
 			p := f.core.st.places[ownerOf(thief).key()]
 			assert.Equal(t, tc.adopt, p != nil && p.jobID == 7)
 		})
@@ -109,17 +109,17 @@ func TestCoreACopiedCommentTakesNothing(t *testing.T) {
 	signed := f.slurm.submitted[0].Comment
 	assert.Contains(t, signed, ";user=slurm;sig=")
 	own := slurmrest.Job{ID: 101, Comment: signed, User: "slurm", State: slurmrest.JobState{slurmrest.JobRunning}, Nodes: "gpu-1"}
-	f.core.observe(own)
+	f.core.book.observe(own)
 
 	// alice's older job, with the copied comment.
-	f.core.observe(slurmrest.Job{ID: 50, Comment: signed, User: "alice", State: slurmrest.JobState{slurmrest.JobRunning}, Nodes: "gpu-1"})
+	f.core.book.observe(slurmrest.Job{ID: 50, Comment: signed, User: "alice", State: slurmrest.JobState{slurmrest.JobRunning}, Nodes: "gpu-1"})
 	_, err := f.core.life.reconcile(context.Background(), ownerOf(f.pod).key())
 	require.NoError(t, err)
 	assert.Equal(t, uint32(101), f.core.st.places[ownerOf(f.pod).key()].jobID, "onepool keeps its own job")
 	assert.Empty(t, f.slurm.cancelled, "and cancels nothing: alice's job is not onepool's")
 
 	// The same user's older job with the copy: still not the placeholder.
-	f.core.observe(slurmrest.Job{ID: 60, Comment: signed, User: "slurm", State: slurmrest.JobState{slurmrest.JobRunning}, Nodes: "gpu-1"})
+	f.core.book.observe(slurmrest.Job{ID: 60, Comment: signed, User: "slurm", State: slurmrest.JobState{slurmrest.JobRunning}, Nodes: "gpu-1"})
 	_, err = f.core.life.reconcile(context.Background(), ownerOf(f.pod).key())
 	require.NoError(t, err)
 	assert.Equal(t, uint32(101), f.core.st.places[ownerOf(f.pod).key()].jobID, "a job onepool made is never displaced by an older copy")

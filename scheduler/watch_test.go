@@ -31,7 +31,7 @@ func TestOwnedJobs(t *testing.T) {
 	f := newCoreFixture(t)
 	assert.Empty(t, f.core.watch.owned(true), "no onepool job: nothing to ask")
 
-	f.core.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
+	f.core.book.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
 	assert.Equal(t, map[uint32]slurmrest.JobState{7: {"RUNNING"}}, f.core.watch.owned(true))
 	assert.Empty(t, f.core.watch.owned(false), "a running job waits for the WatchInterval tick")
 
@@ -41,7 +41,7 @@ func TestOwnedJobs(t *testing.T) {
 	f.core.st.mu.Unlock()
 	assert.Equal(t, map[uint32]slurmrest.JobState{8: nil}, f.core.watch.owned(false), "a job submitted moments ago is asked every tick; an old one no longer")
 
-	f.core.observe(f.job(7, "COMPLETED", "gpu-1"))
+	f.core.book.observe(f.job(7, "COMPLETED", "gpu-1"))
 	assert.Equal(t, map[uint32]slurmrest.JobState{8: nil}, f.core.watch.owned(true), "an ended job is not asked again")
 }
 
@@ -86,7 +86,7 @@ func TestWatchReadsRunningJobsOneByOne(t *testing.T) {
 	f := newCoreFixture(t)
 	j := f.job(7, slurmrest.JobRunning, "gpu-1")
 	f.slurm.jobs = map[uint32]*slurmrest.Job{7: &j}
-	f.core.observe(j)
+	f.core.book.observe(j)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); f.core.watch.run(ctx) }()
