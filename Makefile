@@ -338,10 +338,13 @@ soak-short: ## the short soak make test runs (3 minutes, seed 1 unless SOAK_SEED
 
 # The second lab runs beside the first in a directory of its own (the tools
 # hard-linked from $(BIN), its own rootfs and state) and its own network
-# namespace (both labs use the same ports), on Slurm 26.05. Its rootfs is
-# built outside the namespace (apt needs the mirror). Inside, nothing is
-# reached but loopback and one more address (slurmdbd needs an address
-# besides loopback: getaddrinfo with AI_ADDRCONFIG).
+# namespace (both labs use the same ports): the 26.05 suites, then the 24.11
+# short soak and the tests that need 24.11's processes. Its rootfs (both
+# releases) are built outside the namespace (apt needs the mirror). Inside,
+# nothing is reached but loopback and one more address (slurmdbd needs an
+# address besides loopback: getaddrinfo with AI_ADDRCONFIG). A lab that
+# changes release keeps its Kubernetes state (etcd): lab.StartClean clears
+# what the stage before left (onepool's drain records on the Nodes).
 LAB_2605_DIR ?= $(LAB_DIR)-26.05
 LAB_2605_NETNS ?= onepool-lab-26.05
 lab-26.05-beside: tools $(BIN)/kube-apiserver-1.36 ## prepare the second lab make test runs the 26.05 suites in, beside the first (LAB_2605_DIR, LAB_2605_NETNS)
@@ -349,6 +352,7 @@ lab-26.05-beside: tools $(BIN)/kube-apiserver-1.36 ## prepare the second lab mak
 	for f in $(BIN)/*; do ln -f "$$f" $(LAB_2605_DIR)/bin/; done
 	cp -p $(LAB_DIR)/kwok-stages.yaml $(LAB_DIR)/podgroup-crd.yaml $(LAB_DIR)/lws-crd.yaml $(LAB_DIR)/jobset-crd.yaml $(LAB_2605_DIR)/
 	ONEPOOL_LAB_DIR=$(LAB_2605_DIR) ONEPOOL_LAB_SLURM=26.05 $(BIN)/lab rootfs
+	ONEPOOL_LAB_DIR=$(LAB_2605_DIR) ONEPOOL_LAB_SLURM=24.11 $(BIN)/lab rootfs
 	ip netns list | grep -qw $(LAB_2605_NETNS) || ip netns add $(LAB_2605_NETNS)
 	ip -n $(LAB_2605_NETNS) link set lo up
 	ip -n $(LAB_2605_NETNS) addr replace 10.99.0.1/32 dev lo
@@ -356,12 +360,12 @@ lab-26.05-beside: tools $(BIN)/kube-apiserver-1.36 ## prepare the second lab mak
 # make test. Each stage is timed (a line `STAGE <name> <seconds> s`; make
 # ci-fresh collects them), and each lab stage starts from a clean lab
 # (lab.StartClean). `tools` is compiled first; then three lanes overlap:
-#   lane 1 (first lab, Slurm 24.11, Kubernetes 1.35): e2e, e2e-process,
-#       images, soak-short, e2e-node; the real node's binaries (node-tools)
-#       compile meanwhile
-#   lane 2 (second lab, Slurm 26.05, its API server Kubernetes 1.36):
-#       lab-26.05-beside, e2e-26.05, soak-short-26.05, then the Kueue suite
-#       (kueue-26.05), whose controller compiles (niced) from the start
+#   lane 1 (first lab, Slurm 24.11, Kubernetes 1.35): e2e, images, e2e-node;
+#       the real node's binaries (node-tools) compile meanwhile
+#   lane 2 (second lab, its API server Kubernetes 1.36): lab-26.05-beside,
+#       e2e-26.05, soak-short-26.05, the Kueue suite (kueue-26.05; Kueue's
+#       controller compiles, niced, from the start), then on Slurm 24.11
+#       soak-short and e2e-process
 #   lane 3 (CPU, niced: the suites mostly wait, and must not be starved):
 #       vet, lint, unit, fuzz
 # Each suite runs where it adds something. The 24.11 processes skip what
@@ -370,7 +374,9 @@ lab-26.05-beside: tools $(BIN)/kube-apiserver-1.36 ## prepare the second lab mak
 # (E2E_PROCESS_ONLY, run on their own: e2e-process). The Kueue suite runs
 # on 26.05 only: it tests Kueue against onepool's Kubernetes side.
 # (Until stop 62 the lanes were two and every 24.11 scheduler, syncer and
-# NodeSet test ran twice on 24.11: CI took 2,850 s, over its budget.)
+# NodeSet test ran twice on 24.11: CI took 2,850 s, over its budget. A make
+# ci-fresh of three lanes with the soak and e2e-process in lane 1 took
+# 2,320 s, lane 1 ~770 s longer than lane 2: they moved.)
 # The lanes' logs follow lane 1's output.
 CHART_COVERED := ^($(CHART_E2E))
 E2E_PROCESS_ONLY := ^(TestSchedulerFollowsItsJobsWithoutListingSlurms|TestSchedulerStandbyTakesOverMidBurst)
@@ -389,17 +395,18 @@ test: ## everything CI runs: vet, unit, fuzz, the suites and a 3-minute fault so
 	  stage lab-26.05-beside $(MAKE) --no-print-directory lab-26.05-beside && \
 	  stage e2e-26.05 in2 e2e-26.05 SLURM=26.05 E2E_SKIP='$(KUEUE_E2E)' && \
 	  stage soak-short-26.05 in2 soak-short SLURM=26.05 && \
-	  wait $$kq && kq= && stage kueue-26.05 in2 e2e SLURM=26.05 E2E_RUN='$(KUEUE_E2E)' E2E_LOG=e2e-kueue-26.05; \
+	  wait $$kq && kq= && stage kueue-26.05 in2 e2e SLURM=26.05 E2E_RUN='$(KUEUE_E2E)' E2E_LOG=e2e-kueue-26.05 && \
+	  in2 down SLURM=26.05 && stage soak-short in2 soak-short && \
+	  stage e2e-process in2 e2e E2E_RUN='$(E2E_PROCESS_ONLY)' E2E_LOG=e2e-process; \
 	  rc2=$$?; [ -z "$$kq" ] || wait $$kq || true; exit $$rc2 ) > $$log2 2>&1 & l2=$$!; \
 	( sdir=$(LAB_DIR)/lane-3; mkdir -p $$sdir; stage vet nice -n 10 $(MAKE) --no-print-directory vet && \
 	  stage lint nice -n 10 $(MAKE) --no-print-directory lint && \
 	  stage unit nice -n 10 $(MAKE) --no-print-directory unit && \
 	  stage fuzz nice -n 10 $(MAKE) --no-print-directory fuzz ) > $$log3 2>&1 & l3=$$!; \
 	$(MAKE) --no-print-directory node-tools > $$ntlog 2>&1 & nt=$$!; \
-	rc=0; for s in e2e e2e-process images soak-short e2e-node; do \
+	rc=0; for s in e2e images e2e-node; do \
 	  case $$s in \
 	    e2e) set -- e2e E2E_SKIP='$(CHART_COVERED)|$(KUEUE_E2E)';; \
-	    e2e-process) set -- e2e E2E_RUN='$(E2E_PROCESS_ONLY)' E2E_LOG=e2e-process;; \
 	    e2e-node) wait $$nt || { echo "node-tools failed ($$ntlog):"; tail -30 $$ntlog; rc=1; break; }; set -- e2e-node;; \
 	    *) set -- $$s;; esac; \
 	  stage $$s $(MAKE) --no-print-directory "$$@" || { rc=1; break; }; done; \
@@ -407,7 +414,7 @@ test: ## everything CI runs: vet, unit, fuzz, the suites and a 3-minute fault so
 	rc3=0; wait $$l3 || rc3=$$?; \
 	echo "--- lane 3: vet, lint, unit, fuzz, beside the lanes ($$log3):"; cat $$log3; \
 	rc2=0; wait $$l2 || rc2=$$?; \
-	echo "--- lane 2: the suites on Slurm 26.05 in the second lab, and Kueue's ($$log2):"; cat $$log2; \
+	echo "--- lane 2: the second lab: the suites on Slurm 26.05 and Kueue's, the 24.11 soak and e2e-process ($$log2):"; cat $$log2; \
 	[ $$rc = 0 ] && [ $$rc2 = 0 ] && [ $$rc3 = 0 ]
 
 bench: bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-gpu bench-placeholders bench-workloads bench-install bench-slurm-chart ## every benchmark; BENCH lines

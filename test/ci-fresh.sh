@@ -74,9 +74,11 @@ echo "ci-fresh: clone of $(git -C "$clone" log -1 --format='%h %s') in $clone; l
 cd "$clone"
 echo "ci-fresh: building the Slurm rootfs (needs the mirror)"
 ONEPOOL_LAB_DIR="$clone/.lab" go run ./test/lab/cmd/lab rootfs 2>&1 | tee "$log"
-# make test runs the suites on Slurm 26.05 (Debian sid) in a second lab
-# beside the first (the Makefile's LAB_2605_DIR).
+# make test runs the suites on Slurm 26.05 (Debian sid), then the short
+# soak on 24.11, in a second lab beside the first (the Makefile's
+# LAB_2605_DIR).
 ONEPOOL_LAB_DIR="$clone/.lab-26.05" ONEPOOL_LAB_SLURM=26.05 go run ./test/lab/cmd/lab rootfs 2>&1 | tee -a "$log"
+ONEPOOL_LAB_DIR="$clone/.lab-26.05" ONEPOOL_LAB_SLURM=24.11 go run ./test/lab/cmd/lab rootfs 2>&1 | tee -a "$log"
 rootfs_done=$(date +%s)
 # The real node's host packages (runc, CNI plugins) come from the mirror
 # too; inside the namespace below apt reaches nothing. CI itself runs
