@@ -130,6 +130,11 @@ func (f *coreFixture) standby() {
 	f.core.leader, f.core.rel.leader, f.core.life.leader, f.core.sub.leader = g, g, g, g
 }
 
+// record sends the events of every part of the Core to rec.
+func (f *coreFixture) record(rec events.EventRecorder) {
+	f.core.recorder, f.core.sub.recorder, f.core.life.recorder, f.core.claimer.recorder = rec, rec, rec, rec
+}
+
 func newCoreFixture(t *testing.T) *coreFixture {
 	pod := podWith(nil, 1, "", "")
 	pod.Spec.SchedulerName = "onepool"

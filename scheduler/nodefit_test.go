@@ -105,9 +105,7 @@ func TestNodeConstraintsOfAGang(t *testing.T) {
 func TestCoreSubmitsNodeConstraints(t *testing.T) {
 	f := newCoreFixture(t)
 	rec := events.NewFakeRecorder(10)
-	f.core.recorder = rec
-	f.core.sub.recorder = rec
-	f.core.life.recorder = rec
+	f.record(rec)
 	fit, err := NewNodeFit(context.Background(), nil)
 	require.NoError(t, err)
 	nodes := []*corev1.Node{node("gpu-1", map[string]string{"pool": "a"}), node("gpu-2", map[string]string{"pool": "b"})}
@@ -212,9 +210,7 @@ func TestCoreUnconstrainedPodReadsNoSlurmNodes(t *testing.T) {
 func TestCoreGivesBackAJobOnANodeThePodCannotUse(t *testing.T) {
 	f := newCoreFixture(t)
 	rec := events.NewFakeRecorder(10)
-	f.core.recorder = rec
-	f.core.sub.recorder = rec
-	f.core.life.recorder = rec
+	f.record(rec)
 	f.pod.Spec.NodeSelector = map[string]string{"pool": "a"}
 	f.core.podChanged(nil, f.pod)
 	f.core.book.observe(f.job(7, slurmrest.JobRunning, "gpu-1")) // gpu-1 has no pool=a label

@@ -174,8 +174,8 @@ func TestCoreWaitsForAnUnboundClaimAndWakesWhenItBinds(t *testing.T) {
 		node("gpu-2", map[string]string{corev1.LabelHostname: "gpu-2"}))
 	f := newCoreFixture(t)
 	rec := events.NewFakeRecorder(10)
-	f.core.recorder, f.core.fitter.fit, f.core.fitter.nodes = rec, fit, inf.Core().V1().Nodes().Lister()
-	f.core.sub.recorder = rec
+	f.core.fitter.fit, f.core.fitter.nodes = fit, inf.Core().V1().Nodes().Lister()
+	f.record(rec)
 	withClaim(f.pod, "data")
 	f.core.podChanged(nil, f.pod)
 	submit := func() {
