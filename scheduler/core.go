@@ -31,10 +31,8 @@ import (
 type Core struct {
 	args     *Args
 	log      klog.Logger
-	slurm    Slurm
 	jobs     JobCache
 	kube     kubernetes.Interface
-	groups   GroupReader
 	fitter   *fitter
 	pol      *policies
 	sub      *submitter
@@ -47,8 +45,7 @@ type Core struct {
 	metrics  *metrics
 	// proof signs and checks placeholder comments; set before any job is
 	// read (Run loads it) and never changed after.
-	proof   *commentKeys
-	ownUser func() (string, error)
+	proof *commentKeys
 
 	// st holds the records of pods and placements, under its lock.
 	st    *store
@@ -126,8 +123,8 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 	st := newStore()
 	pol := &policies{args: cfg.Args, tenants: cfg.Tenants, st: st}
 	c := &Core{
-		leader: leader, metrics: m, proof: proof, ownUser: cfg.OwnUser,
-		args: cfg.Args, log: cfg.Log, slurm: cfg.Slurm, jobs: cfg.Jobs, kube: cfg.Kube, groups: cfg.Groups,
+		leader: leader, metrics: m, proof: proof,
+		args: cfg.Args, log: cfg.Log, jobs: cfg.Jobs, kube: cfg.Kube,
 		fitter: &fitter{fit: cfg.Fit, nodes: cfg.Nodes, slices: cfg.Slices, slurmNodes: cfg.SlurmNodes}, recorder: cfg.Recorder, activate: cfg.Activate,
 		script: func(o owner) string { return placeholderScript(o, host, port) },
 		pol:    pol, st: st,
@@ -145,10 +142,8 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 	c.life = &lifecycle{st: st, q: c.lifeQ, slurm: cfg.Slurm, jobs: cfg.Jobs, kube: cfg.Kube, recorder: cfg.Recorder,
 		leader: leader, metrics: m, log: cfg.Log,
 		observe: c.book.observe, jobOf: c.book.jobOf,
-		constraints: func(ctx context.Context, members []*corev1.Pod, avoid []string) ([]string, string, error) {
-			return c.fitter.exclude(ctx, members, avoid)
-		},
-		activate: func(pods []*corev1.Pod) { c.activate(pods) }}
+		constraints: c.fitter.exclude,
+		activate:    func(pods []*corev1.Pod) { c.activate(pods) }}
 	c.claimer = &claimer{st: st, kube: cfg.Kube, slices: cfg.Slices, claims: cfg.Claims, recorder: cfg.Recorder,
 		request: c.pol.request}
 	c.sub = &submitter{st: st, q: c.submitQ, lifeQ: c.lifeQ, retry: c.retry, args: cfg.Args, slurm: cfg.Slurm, jobs: cfg.Jobs,

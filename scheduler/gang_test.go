@@ -56,7 +56,6 @@ func (f fixedGroups) LeaderWorkerSet(_ context.Context, _, name string) (Group, 
 func gangFixture(t *testing.T, groups GroupReader) *coreFixture {
 	t.Helper()
 	f := newCoreFixture(t)
-	f.core.groups = groups
 	f.core.sub.groups = groups
 	f.core.podDeleted(f.pod)
 	return f

@@ -200,7 +200,6 @@ func TestReconcileCancelsDuplicatesUntilSlurmTakesTheCancel(t *testing.T) {
 	f.core.book.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
 	f.core.book.observe(f.job(9, slurmrest.JobPending, ""))
 	failing := &failingCancel{fakeSlurm: f.slurm, err: &slurmrest.APIError{Kind: slurmrest.ErrUnreachable}}
-	f.core.slurm = failing
 	f.core.life.slurm = failing
 	_, err := f.core.life.reconcile(context.Background(), key)
 	require.Error(t, err)
