@@ -119,8 +119,8 @@ func TestCoreAsksNoAllocationWhereSlurmJustRefusedOrOnepoolWaits(t *testing.T) {
 	f.core.args.ImmediateAllocation = true
 	require.NoError(t, f.submitOnce(t)) // refused: queued as job 101
 	require.Len(t, f.slurm.allocated, 1)
-	assert.False(t, f.core.sub.mayAllocateNow("main"), "refused moments ago")
-	assert.True(t, f.core.sub.mayAllocateNow("other"), "another partition")
+	assert.False(t, f.core.sub.st.mayAllocateNow("main"), "refused moments ago")
+	assert.True(t, f.core.sub.st.mayAllocateNow("other"), "another partition")
 
 	f.core.st.mu.Lock()
 	f.core.st.refusedAt["main"] = time.Now().Add(-time.Minute)
@@ -128,11 +128,11 @@ func TestCoreAsksNoAllocationWhereSlurmJustRefusedOrOnepoolWaits(t *testing.T) {
 	queued := f.job(101, slurmrest.JobPending, "")
 	queued.Partition = "main"
 	f.core.book.observe(queued)
-	assert.False(t, f.core.sub.mayAllocateNow("main"), "onepool's job 101 waits in main's queue")
+	assert.False(t, f.core.sub.st.mayAllocateNow("main"), "onepool's job 101 waits in main's queue")
 	queued.State = slurmrest.JobState{slurmrest.JobRunning}
 	queued.Nodes = "gpu-1"
 	f.core.book.observe(queued)
-	assert.True(t, f.core.sub.mayAllocateNow("main"))
+	assert.True(t, f.core.sub.st.mayAllocateNow("main"))
 }
 
 // Refused for what it asks (more GPUs than any node has): that is the
@@ -147,7 +147,7 @@ func TestCoreTakesAPermanentAllocationRefusalAsTheRejection(t *testing.T) {
 	require.NoError(t, f.submitOnce(t))
 	assert.Empty(t, f.slurm.submitted)
 	assert.Contains(t, f.core.Place(f.pod).Message, "Slurm rejected the placeholder job")
-	assert.True(t, f.core.sub.mayAllocateNow("main"), "a pod's own rejection says nothing of the partition")
+	assert.True(t, f.core.sub.st.mayAllocateNow("main"), "a pod's own rejection says nothing of the partition")
 }
 
 func TestNotNow(t *testing.T) {

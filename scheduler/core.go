@@ -146,7 +146,7 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 		activate:    func(pods []*corev1.Pod) { c.activate(pods) }}
 	c.claimer = &claimer{st: st, kube: cfg.Kube, slices: cfg.Slices, claims: cfg.Claims, recorder: cfg.Recorder,
 		request: c.pol.request}
-	c.sub = &submitter{st: st, q: c.submitQ, lifeQ: c.lifeQ, retry: c.retry, args: cfg.Args, slurm: cfg.Slurm, jobs: cfg.Jobs,
+	c.sub = &submitter{st: submitRecords{st}, q: c.submitQ, lifeQ: c.lifeQ, retry: c.retry, args: cfg.Args, slurm: cfg.Slurm, jobs: cfg.Jobs,
 		groups: cfg.Groups, pol: pol, fitter: c.fitter, leader: leader, metrics: m, recorder: cfg.Recorder, log: cfg.Log,
 		script: c.script, ownUser: cfg.OwnUser, proof: func() *commentKeys { return c.proof },
 		observe: c.book.observe, activate: func(pods []*corev1.Pod) { c.activate(pods) }}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,7 +23,7 @@ var errRetry = errors.New("retry")
 // they may run, then asks Slurm (an allocation at once, or a job in its
 // queue) and records the job in the store.
 type submitter struct {
-	st       *store
+	st       submitRecords
 	q        workqueue.TypedRateLimitingInterface[string]
 	lifeQ    workqueue.TypedRateLimitingInterface[string]
 	retry    *retrier
@@ -70,56 +69,28 @@ var errAskMoved = errors.New("the pod's Slurm settings changed while its job was
 
 // submit makes the placeholder job of one owner, once.
 func (c *submitter) submit(ctx context.Context, key string) error {
-	c.st.mu.Lock()
-	p := c.st.places[key]
-	if p == nil || p.jobID != 0 {
-		if p != nil {
-			p.submitting = false
-		}
-		c.st.mu.Unlock()
+	p, members, doubt := c.st.begin(key)
+	if p == nil {
 		return nil
 	}
 	o := p.owner
-	members := c.st.membersLocked(o)
 	stale := c.jobs.Stale()
-	doubt := p.inDoubt
-	c.st.mu.Unlock()
 
 	// finish records the outcome and wakes the pods so their message
 	// says it; a failure that passes is retried after backoff.
 	finish := func(err error, rejected bool, waiting string, members []*corev1.Pod) error {
-		c.st.mu.Lock()
-		if (err != nil || waiting != "") && c.st.askMovedLocked(members) {
-			// A pod's Slurm settings changed while this submission judged
-			// the old ones (the scheduling queue placed the new pod before
-			// onepool's informer had it): its refusal is not the new
-			// pod's. Judge again.
-			err, rejected, waiting = errAskMoved, false, ""
-		}
+		out, retry, again := c.st.finish(p, members, outcome{err: err, rejected: rejected, waiting: waiting})
 		switch {
-		case rejected:
+		case out.rejected:
 			c.metrics.submissions.WithLabelValues(submitRejected).Inc()
-		case err != nil:
+		case out.err != nil:
 			c.metrics.submissions.WithLabelValues(submitFailed).Inc()
 		}
-		retry := waiting == "" && err != nil && !rejected
-		p.reserved = 0
-		p.submitting = retry
-		p.err, p.rejected, p.waiting = err, rejected, waiting
-		if err != nil {
-			p.errAt = time.Now()
-		}
-		var again time.Duration
-		if rejected {
-			p.rejections++
-			again = rejectDelay(p.rejections)
-		}
-		c.st.mu.Unlock()
 		if again > 0 {
 			c.retry.rejected(key, again)
 		}
 		// The pods woken may run a cycle (Place) at once: what it marks
-		// on p is its own, read only under the lock.
+		// on p is its own, read only under the store's lock.
 		c.activate(members)
 		if retry {
 			return errRetry
@@ -169,22 +140,14 @@ func (c *submitter) submit(ctx context.Context, key string) error {
 		}
 	}
 	if msg := c.pol.overCap(o, req, nodes); msg != "" {
-		c.st.mu.Lock()
-		p.capped = true
-		c.st.mu.Unlock()
+		c.st.capped(p)
 		return finish(nil, false, msg, members)
 	}
-	c.st.mu.Lock()
-	avoid := slices.Clone(p.avoid)
-	c.st.mu.Unlock()
-	excluded, unfit, err := c.fitter.exclude(ctx, members, avoid)
+	excluded, unfit, err := c.fitter.exclude(ctx, members, c.st.avoid(p))
 	if err != nil {
 		return finish(err, false, "", members)
 	}
-	c.st.mu.Lock()
-	told := p.unfit
-	p.unfit = unfit
-	c.st.mu.Unlock()
+	told := c.st.unfit(p, unfit)
 	if unfit != "" {
 		if unfit != told {
 			for _, m := range members {
@@ -205,9 +168,7 @@ func (c *submitter) submit(ctx context.Context, key string) error {
 	if err != nil {
 		if rejected(err) {
 			err = explainRejection(err, members[0], req, largestOffer(c.fitter.nodes), excluded)
-			c.st.mu.Lock()
-			p.constrained = len(excluded) > 0
-			c.st.mu.Unlock()
+			c.st.constrained(p, len(excluded) > 0)
 			for _, m := range members {
 				c.recorder.Eventf(m, nil, corev1.EventTypeWarning, keys.EventJobRejected, keys.ActionSubmit, "Slurm rejected the placeholder job: %v", err)
 			}
@@ -216,27 +177,12 @@ func (c *submitter) submit(ctx context.Context, key string) error {
 		if !refusedNow(err) {
 			// No answer from Slurm itself (cut, timed out, a proxy's
 			// error): the job may exist.
-			c.st.mu.Lock()
-			p.inDoubt = time.Now()
-			c.st.mu.Unlock()
+			c.st.inDoubt(p)
 		}
 		c.log.V(2).Info("Submitting a placeholder job failed; retrying", "owner", o.String(), "err", err.Error())
 		return finish(err, false, "", members)
 	}
-	c.st.mu.Lock()
-	lost := c.st.idReusedLocked(id, key, c.log)
-	if p.jobID == 0 { // the cache may have reported it already
-		p.jobID = id
-		c.st.byJob[id] = key
-	}
-	p.submitting, p.err, p.rejected, p.waiting, p.rejections = false, nil, false, "", 0
-	p.inDoubt, p.reserved = time.Time{}, 0
-	p.excluded = excluded
-	p.submitted = time.Now()
-	if !now {
-		c.st.starting[id] = time.Now()
-	}
-	c.st.mu.Unlock()
+	lost := c.st.submitted(p, key, id, now, excluded, c.log)
 	c.jobs.Track(id) // held from Slurm's first word on it, no listing needed
 	msg := "Slurm job %d holds this pod's place in Slurm's queue"
 	if now {
@@ -246,9 +192,7 @@ func (c *submitter) submit(ctx context.Context, key string) error {
 		if j, err := c.slurm.GetJob(ctx, id); err == nil {
 			c.observe(*j)
 		} else {
-			c.st.mu.Lock()
-			c.st.starting[id] = time.Now() // the watch reads it
-			c.st.mu.Unlock()
+			c.st.starting(id) // the watch reads it
 		}
 	} else {
 		c.metrics.submissions.WithLabelValues(submitSubmitted).Inc()
@@ -282,7 +226,7 @@ func (c *submitter) submit(ctx context.Context, key string) error {
 // backoff, and the cache adopts a granted allocation by its comment
 // meanwhile (a duplicate is cancelled, the older job kept).
 func (c *submitter) place(ctx context.Context, o owner, j slurmrest.JobSubmit) (id uint32, now bool, err error) {
-	if c.args.ImmediateAllocation && c.mayAllocateNow(j.Partition) {
+	if c.args.ImmediateAllocation && c.st.mayAllocateNow(j.Partition) {
 		id, err := c.slurm.AllocateNow(ctx, j)
 		switch {
 		case err == nil:
@@ -293,9 +237,7 @@ func (c *submitter) place(ctx context.Context, o owner, j slurmrest.JobSubmit) (
 			// Refused for what it asks: a batch job would be too.
 			return 0, false, err
 		}
-		c.st.mu.Lock()
-		c.st.refusedAt[j.Partition] = time.Now()
-		c.st.mu.Unlock()
+		c.st.refused(j.Partition)
 		c.log.V(3).Info("Slurm cannot place the job now; queueing it", "owner", o.String(), "answer", err.Error())
 	}
 	j.Script = c.script(o)
@@ -306,23 +248,3 @@ func (c *submitter) place(ctx context.Context, o owner, j slurmrest.JobSubmit) (
 // allocRetry: after Slurm refused an immediate allocation in a partition,
 // pods of that partition go straight to the queue for this long.
 const allocRetry = 10 * time.Second
-
-// mayAllocateNow says whether an immediate allocation in partition is
-// worth asking: Slurm keeps every refused one as a FAILED job (squeue
-// until MinJobAge, sacct for good), so none is asked while one of
-// onepool's own jobs of that partition waits in the queue (the partition
-// is full, and Slurm would not let a newer job pass it), nor within
-// allocRetry of a refusal there.
-func (c *submitter) mayAllocateNow(partition string) bool {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	if time.Since(c.st.refusedAt[partition]) < allocRetry {
-		return false
-	}
-	for _, p := range c.st.places {
-		if p.job != nil && p.job.State.Base() == slurmrest.JobPending && (partition == "" || p.job.Partition == partition) {
-			return false
-		}
-	}
-	return true
-}
