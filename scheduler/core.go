@@ -139,7 +139,7 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 		proof: func() *commentKeys { return c.proof }, activate: func(pods []*corev1.Pod) { c.activate(pods) }}
 	c.watch = &watcher{st: st, slurm: cfg.Slurm, log: cfg.Log, startPoll: cfg.Args.StartPollInterval.Duration,
 		watchAll: cfg.Args.WatchInterval.Duration, observe: c.book.observe}
-	c.life = &lifecycle{st: st, q: c.lifeQ, slurm: cfg.Slurm, jobs: cfg.Jobs, kube: cfg.Kube, recorder: cfg.Recorder,
+	c.life = &lifecycle{st: lifeRecords{st}, q: c.lifeQ, slurm: cfg.Slurm, jobs: cfg.Jobs, kube: cfg.Kube, recorder: cfg.Recorder,
 		leader: leader, metrics: m, log: cfg.Log,
 		observe: c.book.observe, jobOf: c.book.jobOf,
 		constraints: c.fitter.exclude,

@@ -23,7 +23,7 @@ import (
 // time from its queue: it cancels the job of pods that are gone and
 // evicts the pods of a job that ended or is being preempted.
 type lifecycle struct {
-	st       *store
+	st       lifeRecords
 	q        workqueue.TypedRateLimitingInterface[string]
 	slurm    Slurm
 	jobs     JobCache
@@ -71,32 +71,14 @@ func (c *lifecycle) reconcile(ctx context.Context, key string) (time.Duration, e
 	if c.jobs.Stale() || !c.leader.IsLeader() {
 		return 2 * time.Second, nil
 	}
-	c.st.mu.Lock()
-	p := c.st.places[key]
-	if p == nil {
-		c.st.mu.Unlock()
+	v, ok := c.st.view(key)
+	if !ok {
 		return 0, nil
 	}
-	o, jobID, extra := p.owner, p.jobID, p.extra
-	p.extra = nil
-	var job *slurmrest.Job
-	if p.job != nil {
-		j := *p.job
-		job = &j
-	}
-	submitted, missing, reexclude := p.submitted, p.missing, p.reexclude
-	// A gang's pods made after its job closed are not the job's: they
-	// wait for it to end (dropIfIdle then wakes them for a job of their
-	// own), and are neither evicted for it nor counted as its pods.
-	members, _ := p.split(c.st.membersLocked(o))
-	counts := p.goneCounts()
-	c.st.mu.Unlock()
-
-	for _, id := range extra {
+	p, o, jobID, job, missing, members := v.p, v.owner, v.jobID, v.job, v.missing, v.members
+	for _, id := range v.extra {
 		if err := c.slurm.CancelJob(ctx, id); err != nil && !errors.Is(err, slurmrest.ErrNotFound) {
-			c.st.mu.Lock()
-			p.extra = append(p.extra, id)
-			c.st.mu.Unlock()
+			c.st.keepExtra(p, id)
 			return 0, err
 		}
 		c.log.Info("Cancelled a duplicate placeholder job", "owner", o.String(), "job", id, "kept", jobID)
@@ -114,7 +96,7 @@ func (c *lifecycle) reconcile(ctx context.Context, key string) (time.Duration, e
 			c.observe(j)
 			return 0, nil
 		}
-		if time.Since(submitted) < 10*time.Second {
+		if time.Since(v.submitted) < 10*time.Second {
 			return 2 * time.Second, nil
 		}
 		// Missing only when the fresh listing lacks it and Slurm itself
@@ -122,9 +104,7 @@ func (c *lifecycle) reconcile(ctx context.Context, key string) (time.Duration, e
 		j, err := c.slurm.GetJob(ctx, jobID)
 		switch {
 		case errors.Is(err, slurmrest.ErrNotFound):
-			c.st.mu.Lock()
-			p.missing = true
-			c.st.mu.Unlock()
+			c.st.missing(p)
 			missing = true
 		case err != nil:
 			return 0, err
@@ -132,14 +112,7 @@ func (c *lifecycle) reconcile(ctx context.Context, key string) (time.Duration, e
 			// A recorded id (the pod's own word) naming a job that is not
 			// this owner's placeholder: never adopted, as adoptRecorded
 			// would have refused had the cache held that job.
-			c.st.mu.Lock()
-			if p.jobID == jobID && p.job == nil {
-				p.jobID = 0
-				if c.st.byJob[jobID] == key {
-					delete(c.st.byJob, jobID)
-				}
-			}
-			c.st.mu.Unlock()
+			c.st.disown(p, key, jobID)
 			return 0, nil
 		default:
 			c.observe(*j)
@@ -147,7 +120,7 @@ func (c *lifecycle) reconcile(ctx context.Context, key string) (time.Duration, e
 		}
 	}
 	if len(members) == 0 {
-		gone, err := podsGone(ctx, c.kube, o, counts)
+		gone, err := podsGone(ctx, c.kube, o, v.counts)
 		if err != nil {
 			return 0, err
 		}
@@ -155,11 +128,7 @@ func (c *lifecycle) reconcile(ctx context.Context, key string) (time.Duration, e
 			return 2 * time.Second, nil // the informer is behind
 		}
 		if !missing && !job.State.Finished() {
-			c.st.mu.Lock()
-			if p.jobID == jobID {
-				p.closing = true // a pod made from now on waits for a job of its own
-			}
-			c.st.mu.Unlock()
+			c.st.closing(p, jobID)
 			if err := c.slurm.CancelJob(ctx, jobID); err != nil && !errors.Is(err, slurmrest.ErrNotFound) {
 				return 0, err
 			}
@@ -169,7 +138,7 @@ func (c *lifecycle) reconcile(ctx context.Context, key string) (time.Duration, e
 		c.dropIfIdle(key, p)
 		return 0, nil
 	}
-	if reexclude {
+	if v.reexclude {
 		// Only a job still waiting can change where it runs; the flag
 		// stays until its job is seen (a job not listed yet returned above).
 		if !missing && job.State.Base() == slurmrest.JobPending {
@@ -177,11 +146,7 @@ func (c *lifecycle) reconcile(ctx context.Context, key string) (time.Duration, e
 				return 0, err
 			}
 		}
-		c.st.mu.Lock()
-		if p.jobID == jobID {
-			p.reexclude = false
-		}
-		c.st.mu.Unlock()
+		c.st.reexcluded(p, jobID)
 	}
 	if !missing && !job.State.Finished() {
 		// A job adopted from Slurm (its submitter died before it could
@@ -216,13 +181,7 @@ func (c *lifecycle) reconcile(ctx context.Context, key string) (time.Duration, e
 // GraceTime for a preempted one). Waiting on the budget would leave the
 // pod running on GPUs Slurm gave away.
 func (c *lifecycle) evictOrDelete(ctx context.Context, pod *corev1.Pod, cause eviction, grace *int64) error {
-	c.st.mu.Lock()
-	_, seen := c.st.evicting[pod.UID]
-	if !seen {
-		c.st.evicting[pod.UID] = time.Now()
-	}
-	c.st.mu.Unlock()
-	if !seen {
+	if c.st.evicting(pod.UID) {
 		c.recorder.Eventf(pod, nil, corev1.EventTypeWarning, cause.reason, keys.ActionEvict, "%s", cause.note)
 		c.metrics.evictions.WithLabelValues(cause.label).Inc()
 	}
@@ -253,31 +212,7 @@ func (c *lifecycle) evictOrDelete(ctx context.Context, pod *corev1.Pod, cause ev
 // dropIfIdle forgets a placement whose pods and job are both done; pods
 // that wait for their TenantPolicy's GPU cap try again.
 func (c *lifecycle) dropIfIdle(key string, p *placement) {
-	var wake []*corev1.Pod
-	defer func() { c.activate(wake) }()
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	ofJob, later := p.split(c.st.membersLocked(p.owner))
-	if c.st.places[key] != p || p.submitting || len(ofJob) > 0 {
-		return
-	}
-	// A gang's pods made after its job closed ask for a job of their own.
-	wake = append(wake, later...)
-	for _, q := range c.st.places {
-		if q.capped {
-			q.capped = false
-			wake = append(wake, c.st.membersLocked(q.owner)...)
-		}
-	}
-	delete(c.st.places, key)
-	delete(c.st.byJob, p.jobID)
-	if p.jobID != 0 {
-		c.st.released[p.jobID] = time.Now() // its pods are confirmed gone
-	}
-	delete(c.st.starting, p.jobID)
-	for uid := range p.assigned {
-		delete(c.st.evicting, uid)
-	}
+	c.activate(c.st.dropIfIdle(key, p))
 }
 
 // recordJobID writes the job id on the members that do not carry it yet.
@@ -299,9 +234,7 @@ func (c *lifecycle) recordJobID(ctx context.Context, members []*corev1.Pod, id u
 // fits any more the job is left as it is: a job started where the pod
 // cannot run is given back then (Place).
 func (c *lifecycle) reexclude(ctx context.Context, p *placement, jobID uint32, members []*corev1.Pod) error {
-	c.st.mu.Lock()
-	avoid, was := slices.Clone(p.avoid), slices.Clone(p.excluded)
-	c.st.mu.Unlock()
+	avoid, was := c.st.exclusions(p)
 	excluded, unfit, err := c.constraints(ctx, members, avoid)
 	if err != nil || unfit != "" || slices.Equal(excluded, was) {
 		return err
@@ -312,11 +245,7 @@ func (c *lifecycle) reexclude(ctx context.Context, p *placement, jobID uint32, m
 	if err := c.slurm.UpdateJob(ctx, jobID, slurmrest.JobUpdate{ExcludedNodes: &excluded}); err != nil {
 		return fmt.Errorf("tell Slurm the nodes job %d now leaves out: %w", jobID, err)
 	}
-	c.st.mu.Lock()
-	if p.jobID == jobID {
-		p.excluded = excluded
-	}
-	c.st.mu.Unlock()
+	c.st.excluded(p, jobID, excluded)
 	c.log.Info("Nodes changed while a placeholder job waited; told Slurm the nodes it leaves out now", "owner", p.owner.String(), "job", jobID, "excluded", excluded, "before", was)
 	return nil
 }
