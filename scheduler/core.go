@@ -135,7 +135,7 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "onepool-lifecycle"}),
 	}
 	c.retry = newRetrier(st, func(pods []*corev1.Pod) { c.activate(pods) })
-	c.book = &jobBook{st: st, jobs: cfg.Jobs, lifeQ: c.lifeQ, metrics: m, log: cfg.Log,
+	c.book = &jobBook{st: bookRecords{st}, jobs: cfg.Jobs, lifeQ: c.lifeQ, metrics: m, log: cfg.Log,
 		proof: func() *commentKeys { return c.proof }, activate: func(pods []*corev1.Pod) { c.activate(pods) }}
 	c.watch = &watcher{st: st, slurm: cfg.Slurm, log: cfg.Log, startPoll: cfg.Args.StartPollInterval.Duration,
 		watchAll: cfg.Args.WatchInterval.Duration, observe: c.book.observe}
