@@ -96,7 +96,7 @@ func TestRefusedNow(t *testing.T) {
 // release epilog keeps asking rather than letting the GPUs go.
 func TestReleaseAnswersUnavailableUntilSynced(t *testing.T) {
 	f := newCoreFixture(t)
-	f.core.st.synced = false
+	f.core.rec.s.synced = false
 	srv := httptest.NewServer(f.core.rel.handler())
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/v1/placeholders/77")
@@ -104,7 +104,7 @@ func TestReleaseAnswersUnavailableUntilSynced(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 
-	f.core.st.synced = true
+	f.core.rec.s.synced = true
 	resp, err = http.Get(srv.URL + "/v1/placeholders/77")
 	require.NoError(t, err)
 	resp.Body.Close()
@@ -122,9 +122,9 @@ func TestCoreAsksNoAllocationWhereSlurmJustRefusedOrOnepoolWaits(t *testing.T) {
 	assert.False(t, f.core.sub.st.mayAllocateNow("main"), "refused moments ago")
 	assert.True(t, f.core.sub.st.mayAllocateNow("other"), "another partition")
 
-	f.core.st.mu.Lock()
-	f.core.st.refusedAt["main"] = time.Now().Add(-time.Minute)
-	f.core.st.mu.Unlock()
+	f.core.rec.s.mu.Lock()
+	f.core.rec.s.refusedAt["main"] = time.Now().Add(-time.Minute)
+	f.core.rec.s.mu.Unlock()
 	queued := f.job(101, slurmrest.JobPending, "")
 	queued.Partition = "main"
 	f.core.book.observe(queued)

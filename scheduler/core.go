@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,7 +21,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/onepool/onepool/keys"
-	"github.com/onepool/onepool/slurmrest"
 )
 
 // Core is the scheduler's logic behind the framework plugin: it keeps one
@@ -47,8 +45,8 @@ type Core struct {
 	// read (Run loads it) and never changed after.
 	proof *commentKeys
 
-	// st holds the records of pods and placements, under its lock.
-	st    *store
+	// rec is Core's view of the records of pods and placements.
+	rec   coreRecords
 	rel   *releaser
 	watch *watcher
 	life  *lifecycle
@@ -127,7 +125,7 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 		args: cfg.Args, log: cfg.Log, jobs: cfg.Jobs, kube: cfg.Kube,
 		fitter: &fitter{fit: cfg.Fit, nodes: cfg.Nodes, slices: cfg.Slices, slurmNodes: cfg.SlurmNodes}, recorder: cfg.Recorder, activate: cfg.Activate,
 		script: func(o owner) string { return placeholderScript(o, host, port) },
-		pol:    pol, st: st,
+		pol:    pol, rec: coreRecords{st},
 		submitQ: workqueue.NewTypedRateLimitingQueueWithConfig(rl,
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "onepool-submit"}),
 		lifeQ: workqueue.NewTypedRateLimitingQueueWithConfig(
@@ -178,73 +176,19 @@ func (c *Core) Place(pod *corev1.Pod) Decision {
 		return Decision{Message: "invalid Slurm request: " + err.Error()}
 	}
 	o := ownerOf(pod)
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	if _, gone := c.st.deleted[pod.UID]; gone {
-		return Decision{Message: "the pod was deleted"}
-	}
-	if _, known := c.st.pods[pod.UID]; !known {
-		// A cycle may see a pod before the informer tells onepool of it;
-		// after that the informer's copy is the newer one.
-		c.st.trackLocked(pod)
-	}
-	if !c.st.synced {
-		return Decision{Message: "onepool is reading Slurm's jobs; nothing is submitted until it knows them"}
-	}
-	p := c.st.places[o.key()]
-	if p == nil {
-		p = newPlacement(o)
-		p.note(c.st.membersLocked(o)...)
-		c.st.places[o.key()] = p
-	}
-	if p.jobID == 0 {
-		if c.jobs.Stale() {
-			return Decision{Message: "Slurm's state is unknown (slurmrestd has not answered lately); nothing is submitted until it does"}
-		}
-		retry := !p.submitting && (p.err == nil || (p.rejected && time.Since(p.errAt) >= rejectDelay(p.rejections)) || p.waiting != "")
-		if retry {
-			p.submitting = true
-			c.submitQ.Add(o.key())
-		}
-		return Decision{Message: p.pendingMessage()}
-	}
-	if !p.ofJob(pod) {
-		return Decision{Message: fmt.Sprintf("Slurm job %d was for the earlier pods of %s and takes no more; waiting for it to end to ask for a job of its own", p.jobID, o)}
-	}
-	if p.ended() || p.job == nil || p.job.State.Base() != slurmrest.JobRunning {
-		return Decision{Message: p.pendingMessage()}
-	}
-	slurmNode := p.nodeFor(pod, c.st.membersLocked(o))
-	if slurmNode == "" {
-		return Decision{Message: fmt.Sprintf("Slurm job %d runs on %s; every node of it already has a pod of this group", p.jobID, p.job.Nodes)}
-	}
-	node, err := c.fitter.kubeNode(slurmNode)
-	if err != nil {
-		return Decision{Message: fmt.Sprintf("Slurm job %d runs on Slurm node %s: %v", p.jobID, slurmNode, err)}
-	}
-	if why := c.fitter.misfit(node, pod); why != "" && !c.st.anyBoundLocked(o) {
-		// Slurm started the job on a node the pod cannot use (cordoned
-		// before its drain reached Slurm, or a Node that changed after the
-		// job was asked): nothing of it runs yet, so it is given back and a
-		// new job asked for that leaves this node out.
-		id := p.jobID
-		delete(c.st.byJob, id)
-		p.abandon()
-		// No pod of it was bound: its placeholder may let go at once
-		// (the release answer), not at KillWait.
-		c.st.released[id] = time.Now()
-		if !slices.Contains(p.avoid, slurmNode) {
-			p.avoid = append(p.avoid, slurmNode)
-		}
-		p.submitting = true
-		c.lifeQ.Add(o.key())
-		c.submitQ.Add(o.key())
-		c.log.Info("A placeholder job started on a node its pod cannot use; giving it back", "owner", o.String(), "job", id, "node", node, "why", why)
+	d := c.rec.place(pod, c.jobs.Stale(), c.fitter)
+	if g := d.givenBack; g != nil {
+		c.log.Info("A placeholder job started on a node its pod cannot use; giving it back", "owner", o.String(), "job", g.job, "node", g.node, "why", g.why)
 		c.recorder.Eventf(pod, nil, corev1.EventTypeWarning, keys.EventJobMisplaced, keys.ActionSchedule,
-			"Slurm job %d started on %s, where the pod cannot run (%s); it is given back and a new job asked for without %s", id, node, why, slurmNode)
-		return Decision{Message: fmt.Sprintf("Slurm job %d started on %s, where the pod cannot run (%s); it is given back and a new job asked for without %s", id, node, why, slurmNode)}
+			"Slurm job %d started on %s, where the pod cannot run (%s); it is given back and a new job asked for without %s", g.job, g.node, g.why, g.slurmNode)
 	}
-	return Decision{Node: node}
+	if d.life {
+		c.lifeQ.Add(o.key())
+	}
+	if d.submit {
+		c.submitQ.Add(o.key())
+	}
+	return d.Decision
 }
 
 // Gate decides for a pod about to enter the scheduling queue, as Place
@@ -256,10 +200,7 @@ func (c *Core) Gate(pod *corev1.Pod) (string, bool) {
 	if d.Node != "" {
 		return "", false
 	}
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	p := c.st.places[ownerOf(pod).key()]
-	return d.Message, p != nil && p.jobID == 0 && p.submitting && p.err == nil && p.waiting == ""
+	return d.Message, c.rec.gated(pod)
 }
 
 // NodeEventHandler wakes pods: a Node added, or whose labels, taints or cordon
@@ -285,28 +226,7 @@ func (c *Core) NodeEventHandler() cache.ResourceEventHandler {
 // queue have the nodes they leave out worked out again. Only the
 // placements with a pod only says (nil: all) are concerned.
 func (c *Core) wakeConstrained(only func(*corev1.Pod) bool) {
-	c.st.mu.Lock()
-	var wake []*corev1.Pod
-	var again []string
-	concerned := c.st.ownersLocked(only)
-	for key, p := range c.st.places {
-		if concerned != nil && !concerned[key] {
-			continue
-		}
-		if p.jobID != 0 && (p.job == nil || p.job.State.Base() == slurmrest.JobPending) && c.fitter.fit != nil {
-			p.reexclude = true
-			again = append(again, key)
-			continue
-		}
-		if p.jobID != 0 || (p.unfit == "" && !(p.rejected && p.constrained)) {
-			continue
-		}
-		if p.rejected && p.constrained {
-			p.err, p.rejected, p.constrained = nil, false, false
-		}
-		wake = append(wake, c.st.membersLocked(p.owner)...)
-	}
-	c.st.mu.Unlock()
+	wake, again := c.rec.unconstrain(only, c.fitter.fit != nil)
 	for _, key := range again {
 		c.lifeQ.Add(key)
 	}
@@ -314,11 +234,7 @@ func (c *Core) wakeConstrained(only func(*corev1.Pod) bool) {
 }
 
 func (c *Core) invalidRequest(pod *corev1.Pod, err error) {
-	c.st.mu.Lock()
-	last := c.st.invalid[pod.UID]
-	c.st.invalid[pod.UID] = err.Error()
-	c.st.mu.Unlock()
-	if last != err.Error() {
+	if last := c.rec.invalid(pod.UID, err.Error()); last != err.Error() {
 		reason := keys.EventInvalidRequest
 		if errors.Is(err, errPolicy) {
 			reason = keys.EventPolicyRefused
@@ -336,37 +252,18 @@ func finished(pod *corev1.Pod) bool {
 // changed ask clears what was decided on the old one.
 func (c *Core) podChanged(old, pod *corev1.Pod) {
 	o := ownerOf(pod)
-	c.st.mu.Lock()
-	if _, gone := c.st.deleted[pod.UID]; gone {
-		c.st.mu.Unlock()
+	ch, ok := c.rec.changed(old, pod)
+	if !ok {
 		return
 	}
-	c.st.trackLocked(pod)
-	var warn string
-	if p := c.st.places[o.key()]; p != nil && old != nil && old.Spec.NodeName == "" && pod.Spec.NodeName != "" {
-		if !p.submitted.IsZero() {
-			c.metrics.submitToBound.Observe(time.Since(p.submitted).Seconds())
-		}
-		warn = timeLimitWarning(pod, p.job)
+	if ch.bound > 0 {
+		c.metrics.submitToBound.Observe(ch.bound.Seconds())
 	}
-	var wake []*corev1.Pod
-	if old != nil && askChanged(old, pod) {
-		delete(c.st.invalid, pod.UID)
-		if p := c.st.places[o.key()]; p != nil && p.jobID == 0 {
-			if p.err != nil || p.rejected {
-				// The scheduling queue may have run the pod's cycle on
-				// the old refusal before this handler ran: place it again.
-				wake = append(wake, pod)
-			}
-			p.err, p.rejected = nil, false
-		}
+	if ch.warn != "" {
+		c.recorder.Eventf(pod, nil, corev1.EventTypeWarning, keys.EventTimeLimit, keys.ActionSchedule, "%s", ch.warn)
 	}
-	c.st.mu.Unlock()
-	if warn != "" {
-		c.recorder.Eventf(pod, nil, corev1.EventTypeWarning, keys.EventTimeLimit, keys.ActionSchedule, "%s", warn)
-	}
-	if len(wake) > 0 {
-		c.activate(wake)
+	if len(ch.wake) > 0 {
+		c.activate(ch.wake)
 	}
 	if finished(pod) {
 		c.lifeQ.Add(o.key())
@@ -375,12 +272,7 @@ func (c *Core) podChanged(old, pod *corev1.Pod) {
 
 // podDeleted takes informer deletions.
 func (c *Core) podDeleted(pod *corev1.Pod) {
-	c.st.mu.Lock()
-	delete(c.st.pods, pod.UID)
-	c.st.deleted[pod.UID] = time.Now()
-	delete(c.st.invalid, pod.UID)
-	delete(c.st.evicting, pod.UID)
-	c.st.mu.Unlock()
+	c.rec.deleted(pod.UID)
 	c.retry.forget(pod)
 	c.lifeQ.Add(ownerOf(pod).key())
 }

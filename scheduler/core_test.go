@@ -166,7 +166,7 @@ func newCoreFixture(t *testing.T) *coreFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.core.st.synced = true
+	f.core.rec.s.synced = true
 	f.core.podChanged(nil, pod)
 	t.Cleanup(func() { f.core.submitQ.ShutDown(); f.core.lifeQ.ShutDown(); f.core.retry.q.ShutDown() })
 	return f
@@ -211,7 +211,7 @@ func TestCoreKeepsOlderOfTwoLiveJobsAndCancelsTheOther(t *testing.T) {
 	if !slices.Equal(f.slurm.cancelled, []uint32{9}) {
 		t.Fatalf("cancelled %v, want [9]", f.slurm.cancelled)
 	}
-	if got := f.core.st.places[ownerOf(f.pod).key()].jobID; got != 7 {
+	if got := f.core.rec.s.places[ownerOf(f.pod).key()].jobID; got != 7 {
 		t.Errorf("kept job %d, want 7", got)
 	}
 }
@@ -321,7 +321,7 @@ func TestCoreRejectedSubmitLeavesPodPendingWithTheReason(t *testing.T) {
 	// Once it has (a node may have registered since), the retry queue
 	// wakes the pod, and its cycle asks Slurm again; a second refusal
 	// waits twice as long.
-	p := f.core.st.places[key]
+	p := f.core.rec.s.places[key]
 	assert.Equal(t, 1, p.rejections)
 	assert.Equal(t, []string{"p"}, names(f.core.retry.due(retryItem{Owner: key})))
 	p.errAt = time.Now().Add(-rejectDelay(1))
@@ -453,7 +453,7 @@ func TestCoreAskChangedDuringSubmitIsAskedAgain(t *testing.T) {
 	if !errors.Is(err, errRetry) {
 		t.Fatalf("submit judged the old settings and returned %v; want a retry", err)
 	}
-	p := f.core.st.places[key]
+	p := f.core.rec.s.places[key]
 	if p.rejected || !errors.Is(p.err, errAskMoved) {
 		t.Fatalf("placement kept rejected=%v err=%v", p.rejected, p.err)
 	}

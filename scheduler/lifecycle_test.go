@@ -161,9 +161,9 @@ func TestReconcileASubmittedJobNeverListed(t *testing.T) {
 			f := newCoreFixture(t)
 			require.NoError(t, f.submitOnce(t)) // job 101
 			key := ownerOf(f.pod).key()
-			f.core.st.mu.Lock()
-			f.core.st.places[key].submitted = time.Now().Add(-tc.age)
-			f.core.st.mu.Unlock()
+			f.core.rec.s.mu.Lock()
+			f.core.rec.s.places[key].submitted = time.Now().Add(-tc.age)
+			f.core.rec.s.mu.Unlock()
 			if tc.slurmHasIt {
 				j := f.job(101, slurmrest.JobPending, "")
 				f.slurm.jobs = map[uint32]*slurmrest.Job{101: &j}
@@ -203,13 +203,13 @@ func TestReconcileCancelsDuplicatesUntilSlurmTakesTheCancel(t *testing.T) {
 	f.core.life.slurm = failing
 	_, err := f.core.life.reconcile(context.Background(), key)
 	require.Error(t, err)
-	assert.Equal(t, []uint32{9}, f.core.st.places[key].extra, "kept to cancel again")
+	assert.Equal(t, []uint32{9}, f.core.rec.s.places[key].extra, "kept to cancel again")
 
 	failing.err = &slurmrest.APIError{Kind: slurmrest.ErrNotFound}
 	_, err = f.core.life.reconcile(context.Background(), key)
 	require.NoError(t, err)
-	assert.Empty(t, f.core.st.places[key].extra)
-	assert.Equal(t, uint32(7), f.core.st.places[key].jobID)
+	assert.Empty(t, f.core.rec.s.places[key].extra)
+	assert.Equal(t, uint32(7), f.core.rec.s.places[key].jobID)
 }
 
 type failingCancel struct {

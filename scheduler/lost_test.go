@@ -58,6 +58,6 @@ func TestCoreAJobIDGivenAgainMeansTheOldJobIsGone(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, f.evicted(), "the pod whose job Slurm lost is evicted")
 	assert.Empty(t, f.slurm.cancelled, "job 7 is the other pod's now: never cancelled for the first")
-	assert.Equal(t, uint32(7), f.core.st.places[ownerOf(other).key()].jobID)
-	assert.Equal(t, ownerOf(other).key(), f.core.st.byJob[7])
+	assert.Equal(t, uint32(7), f.core.rec.s.places[ownerOf(other).key()].jobID)
+	assert.Equal(t, ownerOf(other).key(), f.core.rec.s.byJob[7])
 }

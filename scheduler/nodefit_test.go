@@ -129,7 +129,7 @@ func TestCoreSubmitsNodeConstraints(t *testing.T) {
 	f.core.podChanged(nil, f.pod)
 	submitOnce()
 	assert.Empty(t, f.slurm.submitted, "a job was asked though no Slurm node fits")
-	assert.NotEmpty(t, f.core.st.places[ownerOf(f.pod).key()].unfit)
+	assert.NotEmpty(t, f.core.rec.s.places[ownerOf(f.pod).key()].unfit)
 	d := f.core.Place(f.pod)
 	assert.Equal(t, "no Slurm node fits the pod: 2 node(s) didn't match Pod's node affinity/selector", d.Message)
 	require.Len(t, rec.Events, 1)
@@ -150,7 +150,7 @@ func TestCoreSubmitsNodeConstraints(t *testing.T) {
 	submitOnce()
 	require.Len(t, f.slurm.submitted, 1)
 	assert.Equal(t, []string{"gpu-1", "gpu-2"}, f.slurm.submitted[0].ExcludedNodes)
-	assert.Empty(t, f.core.st.places[ownerOf(f.pod).key()].unfit)
+	assert.Empty(t, f.core.rec.s.places[ownerOf(f.pod).key()].unfit)
 }
 
 // Slurm's node names are read once per TTL and again after it, or sooner
@@ -286,7 +286,7 @@ func TestCoreNodeChangeWakesConstrainedPods(t *testing.T) {
 	f := newCoreFixture(t)
 	key := ownerOf(f.pod).key()
 	f.core.Place(f.pod)
-	p := f.core.st.places[key]
+	p := f.core.rec.s.places[key]
 	p.err, p.rejected, p.constrained, p.submitting, p.errAt = errors.New("refused"), true, true, false, time.Now()
 	f.woken = nil
 	a := node("gpu-1", nil)
@@ -333,7 +333,7 @@ func TestCorePendingJobFollowsNodeChanges(t *testing.T) {
 	f.core.submitQ.Done(key)
 	require.Len(t, f.slurm.submitted, 1)
 	require.Equal(t, []string{"gpu-2"}, f.slurm.submitted[0].ExcludedNodes)
-	p := f.core.st.places[key]
+	p := f.core.rec.s.places[key]
 	f.core.book.observe(slurmrest.Job{ID: p.jobID, State: slurmrest.JobState{slurmrest.JobPending}, Comment: f.slurm.submitted[0].Comment})
 
 	relabel := func(old *corev1.Node, pool string) *corev1.Node {

@@ -220,7 +220,7 @@ func TestVolumeEventsWakeOnlyPodsWithClaims(t *testing.T) {
 	f := newCoreFixture(t)
 	key := ownerOf(f.pod).key()
 	f.core.Place(f.pod)
-	p := f.core.st.places[key]
+	p := f.core.rec.s.places[key]
 	p.unfit, p.submitting = "no Slurm node fits the pod: ...", false
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "standard", ResourceVersion: "1"}}
 	f.woken = nil

@@ -25,7 +25,7 @@ const (
 
 // placementCollector reads the Core's placements at each scrape.
 type placementCollector struct {
-	st     *store
+	rec    coreRecords
 	leader Leadership
 }
 
@@ -41,7 +41,7 @@ func (pc placementCollector) Collect(ch chan<- prometheus.Metric) {
 	if !pc.leader.IsLeader() {
 		return
 	}
-	counts, oldest := pc.st.placementStats(time.Now())
+	counts, oldest := pc.rec.placementStats(time.Now())
 	for _, s := range []string{placementWaiting, placementPending, placementPlaced} {
 		ch <- prometheus.MustNewConstMetric(descPlacements, prometheus.GaugeValue, float64(counts[s]), s)
 	}
@@ -50,12 +50,12 @@ func (pc placementCollector) Collect(ch chan<- prometheus.Metric) {
 
 // placementStats counts the placements by state and finds the longest
 // wait in Slurm's queue.
-func (s *store) placementStats(now time.Time) (map[string]int, time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (r coreRecords) placementStats(now time.Time) (map[string]int, time.Duration) {
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
 	counts := map[string]int{}
 	var oldest time.Duration
-	for _, p := range s.places {
+	for _, p := range r.s.places {
 		s := p.metricState()
 		counts[s]++
 		if s == placementPending && !p.submitted.IsZero() && now.Sub(p.submitted) > oldest {

@@ -30,12 +30,12 @@ func TestPlacementMetricState(t *testing.T) {
 func TestPlacementCollector(t *testing.T) {
 	now := time.Now()
 	gate := NewLeaderGate()
-	c := placementCollector{leader: gate, st: &store{places: map[string]*placement{
+	c := placementCollector{leader: gate, rec: coreRecords{&store{places: map[string]*placement{
 		"a": {jobID: 1, submitted: now.Add(-90 * time.Second)},
 		"b": {jobID: 2, submitted: now.Add(-10 * time.Second)},
 		"c": {jobID: 3, submitted: now.Add(-time.Hour), nodes: []string{"gpu-0"}}, // placed: not waiting
 		"d": {waiting: "1 of 2 pods"},
-	}}}
+	}}}}
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, registerCollector(reg, c))
 	assert.Equal(t, 0, testutil.CollectAndCount(c), "a standby says nothing")

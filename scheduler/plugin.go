@@ -113,7 +113,7 @@ func newPlugin(ctx context.Context, obj runtime.Object, h fwk.Handle, leader Lea
 	if err != nil {
 		return nil, err
 	}
-	for _, c := range []prometheus.Collector{gpuCollector{jobs: jobs.Jobs, pods: pods.Lister()}, placementCollector{st: core.st, leader: core.leader}} {
+	for _, c := range []prometheus.Collector{gpuCollector{jobs: jobs.Jobs, pods: pods.Lister()}, placementCollector{rec: core.rec, leader: core.leader}} {
 		if err := registerCollector(reg, c); err != nil {
 			return nil, fmt.Errorf("onepool: metrics: %w", err)
 		}

@@ -117,32 +117,32 @@ func TestPodEventHandler(t *testing.T) {
 	theirs := podWith(nil, 1, "", "")
 	theirs.Name, theirs.UID = "default-scheduled", "u9"
 	h.OnAdd(theirs, false)
-	f.core.st.mu.Lock()
-	_, tracked := f.core.st.pods["u9"]
-	f.core.st.mu.Unlock()
+	f.core.rec.s.mu.Lock()
+	_, tracked := f.core.rec.s.pods["u9"]
+	f.core.rec.s.mu.Unlock()
 	assert.False(t, tracked, "a pod of another scheduler is not onepool's")
 
 	mine := f.pod.DeepCopy()
 	mine.Name, mine.UID = "q", "u2"
 	h.OnAdd(mine, false)
-	f.core.st.mu.Lock()
-	_, tracked = f.core.st.pods["u2"]
-	f.core.st.mu.Unlock()
+	f.core.rec.s.mu.Lock()
+	_, tracked = f.core.rec.s.pods["u2"]
+	f.core.rec.s.mu.Unlock()
 	assert.True(t, tracked)
 
 	done := mine.DeepCopy()
 	done.Status.Phase = corev1.PodSucceeded
 	h.OnUpdate(mine, done)
-	f.core.st.mu.Lock()
-	_, tracked = f.core.st.pods["u2"]
-	f.core.st.mu.Unlock()
+	f.core.rec.s.mu.Lock()
+	_, tracked = f.core.rec.s.pods["u2"]
+	f.core.rec.s.mu.Unlock()
 	assert.False(t, tracked, "a finished pod is no member")
 
 	h.OnDelete(cache.DeletedFinalStateUnknown{Key: "ns/p", Obj: f.pod})
-	f.core.st.mu.Lock()
-	_, tracked = f.core.st.pods[f.pod.UID]
-	_, deleted := f.core.st.deleted[f.pod.UID]
-	f.core.st.mu.Unlock()
+	f.core.rec.s.mu.Lock()
+	_, tracked = f.core.rec.s.pods[f.pod.UID]
+	_, deleted := f.core.rec.s.deleted[f.pod.UID]
+	f.core.rec.s.mu.Unlock()
 	assert.False(t, tracked)
 	assert.True(t, deleted, "a late deletion is remembered, so a late cycle cannot bring the pod back")
 	assert.Contains(t, f.core.Place(f.pod).Message, "the pod was deleted")

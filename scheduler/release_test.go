@@ -37,7 +37,7 @@ func TestReleaseAnswer(t *testing.T) {
 			f.standby()
 		}},
 		{name: "still reading Slurm's jobs", code: http.StatusServiceUnavailable, label: "syncing", prepare: func(t *testing.T, f *coreFixture) {
-			f.core.st.synced = false
+			f.core.rec.s.synced = false
 		}},
 		{name: "the pod lives", code: http.StatusConflict, label: "present"},
 		{name: "the informer lost the pod, the API server has it", code: http.StatusConflict, label: "present", prepare: func(t *testing.T, f *coreFixture) {
@@ -54,21 +54,21 @@ func TestReleaseAnswer(t *testing.T) {
 			})
 		}},
 		{name: "a job onepool does not know", code: http.StatusNotFound, label: "unknown", prepare: func(t *testing.T, f *coreFixture) {
-			f.core.st.mu.Lock()
-			delete(f.core.st.byJob, 7)
-			f.core.st.mu.Unlock()
+			f.core.rec.s.mu.Lock()
+			delete(f.core.rec.s.byJob, 7)
+			f.core.rec.s.mu.Unlock()
 		}},
 		{name: "the job of a placement dropped moments ago", code: http.StatusOK, label: "gone", prepare: func(t *testing.T, f *coreFixture) {
-			f.core.st.mu.Lock()
-			delete(f.core.st.byJob, 7)
-			f.core.st.released[7] = time.Now().Add(-time.Minute)
-			f.core.st.mu.Unlock()
+			f.core.rec.s.mu.Lock()
+			delete(f.core.rec.s.byJob, 7)
+			f.core.rec.s.released[7] = time.Now().Add(-time.Minute)
+			f.core.rec.s.mu.Unlock()
 		}},
 		{name: "the job of a placement dropped long ago", code: http.StatusNotFound, label: "unknown", prepare: func(t *testing.T, f *coreFixture) {
-			f.core.st.mu.Lock()
-			delete(f.core.st.byJob, 7)
-			f.core.st.released[7] = time.Now().Add(-releasedFor - time.Minute)
-			f.core.st.mu.Unlock()
+			f.core.rec.s.mu.Lock()
+			delete(f.core.rec.s.byJob, 7)
+			f.core.rec.s.released[7] = time.Now().Add(-releasedFor - time.Minute)
+			f.core.rec.s.mu.Unlock()
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -116,14 +116,14 @@ func TestReleaseHandlerRefusesWhatIsNotAJobID(t *testing.T) {
 func TestPruneReleased(t *testing.T) {
 	f := newCoreFixture(t)
 	old, recent := time.Now().Add(-releasedFor-time.Second), time.Now().Add(-time.Minute)
-	f.core.st.released[1], f.core.st.released[2] = old, recent
-	f.core.st.deleted["gone-long-ago"], f.core.st.deleted["gone-now"] = old, recent
-	f.core.st.prune()
-	assert.Equal(t, map[uint32]time.Time{2: recent}, f.core.st.released)
-	assert.Len(t, f.core.st.deleted, 1)
-	assert.Contains(t, f.core.st.deleted, types.UID("gone-now"))
-	assert.False(t, f.core.st.wasReleased(1))
-	assert.True(t, f.core.st.wasReleased(2))
+	f.core.rec.s.released[1], f.core.rec.s.released[2] = old, recent
+	f.core.rec.s.deleted["gone-long-ago"], f.core.rec.s.deleted["gone-now"] = old, recent
+	f.core.rec.prune()
+	assert.Equal(t, map[uint32]time.Time{2: recent}, f.core.rec.s.released)
+	assert.Len(t, f.core.rec.s.deleted, 1)
+	assert.Contains(t, f.core.rec.s.deleted, types.UID("gone-now"))
+	assert.False(t, f.core.rec.s.wasReleased(1))
+	assert.True(t, f.core.rec.s.wasReleased(2))
 }
 
 // The release endpoint serves until its context ends, then lets go of the

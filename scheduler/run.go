@@ -115,15 +115,7 @@ func (c *Core) Run(ctx context.Context, podsSynced cache.InformerSynced, jobs Jo
 		}
 		c.log.Info("Still waiting for a first listing of Slurm's jobs", "err", err.Error())
 	}
-	c.st.mu.Lock()
-	c.st.synced = true
-	var all []*corev1.Pod
-	for _, p := range c.st.pods {
-		if p.Spec.NodeName == "" {
-			all = append(all, p)
-		}
-	}
-	c.st.mu.Unlock()
+	all := c.rec.synced()
 	c.log.Info("Read Slurm's jobs; placing pods", "pendingPods", len(all))
 	c.activate(all)
 	c.book.requeueAll()
@@ -146,7 +138,7 @@ loop:
 		case <-ctx.Done():
 			break loop
 		case <-t.C:
-			c.st.prune()
+			c.rec.prune()
 			c.book.requeueAll()
 		}
 	}

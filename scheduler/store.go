@@ -145,22 +145,6 @@ func (s *store) wasReleased(id uint32) bool {
 	return ok && time.Since(at) < releasedFor
 }
 
-// prune forgets release answers and deleted pods older than releasedFor.
-func (s *store) prune() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for id, at := range s.released {
-		if time.Since(at) > releasedFor {
-			delete(s.released, id)
-		}
-	}
-	for uid, at := range s.deleted {
-		if time.Since(at) > releasedFor {
-			delete(s.deleted, uid)
-		}
-	}
-}
-
 // askMovedLocked says whether a pod onepool knows now asks other Slurm
 // settings than its copy in members (what a submission judged).
 func (s *store) askMovedLocked(members []*corev1.Pod) bool {

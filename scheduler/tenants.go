@@ -208,22 +208,6 @@ func (c *Core) NamespaceEventHandler() cache.ResourceEventHandler {
 // wakePending forgets the refusals of the onepool pods not yet bound, in
 // namespace ("" every namespace), and places them again.
 func (c *Core) wakePending(namespace string) {
-	c.st.mu.Lock()
-	var pending []*corev1.Pod
-	for _, p := range c.st.pods {
-		if namespace != "" && p.Namespace != namespace {
-			continue
-		}
-		if p.Spec.NodeName == "" {
-			pending = append(pending, p)
-		}
-		delete(c.st.invalid, p.UID)
-	}
-	for _, p := range c.st.places {
-		if (namespace == "" || p.owner.Namespace == namespace) && p.jobID == 0 && p.rejected {
-			p.err, p.rejected = nil, false
-		}
-	}
-	c.st.mu.Unlock()
+	pending := c.rec.forgetRefusals(namespace)
 	c.activate(pending)
 }

@@ -87,7 +87,7 @@ func TestCoreTenantGPUCap(t *testing.T) {
 	f.core.podDeleted(f.pod)
 	f.core.book.observe(f.job(7, "COMPLETED", "gpu-1"))
 	f.woken = nil
-	f.core.life.dropIfIdle(ownerOf(f.pod).key(), f.core.st.places[ownerOf(f.pod).key()])
+	f.core.life.dropIfIdle(ownerOf(f.pod).key(), f.core.rec.s.places[ownerOf(f.pod).key()])
 	assert.Contains(t, f.woken, "q", "the waiting pod is woken")
 	require.NoError(t, f.core.sub.submit(context.Background(), key))
 	assert.Len(t, f.slurm.submitted, 1, "and submitted")

@@ -37,7 +37,7 @@ func TestCoreIgnoresAJobWithAForgedComment(t *testing.T) {
 			_, err := f.core.life.reconcile(context.Background(), ownerOf(f.pod).key())
 			require.NoError(t, err)
 			assert.Empty(t, f.slurm.cancelled, "nothing is cancelled: the forged job is not onepool's, its own is kept")
-			assert.Equal(t, uint32(9), f.core.st.places[ownerOf(f.pod).key()].jobID)
+			assert.Equal(t, uint32(9), f.core.rec.s.places[ownerOf(f.pod).key()].jobID)
 			assert.Equal(t, "gpu-1", f.core.Place(f.pod).Node)
 		})
 	}
@@ -60,8 +60,8 @@ func TestCoreNeverTakesAJobIDFromAPodsAnnotation(t *testing.T) {
 	f.core.podChanged(nil, thief)
 	f.core.book.requeueAll()
 
-	assert.Equal(t, ownerOf(f.pod).key(), f.core.st.byJob[7], "job 7 stays the victim's")
-	assert.Nil(t, f.core.st.places[ownerOf(thief).key()], "the thief's pod gets no placement for job 7")
+	assert.Equal(t, ownerOf(f.pod).key(), f.core.rec.s.byJob[7], "job 7 stays the victim's")
+	assert.Nil(t, f.core.rec.s.places[ownerOf(thief).key()], "the thief's pod gets no placement for job 7")
 	a := f.core.rel.answer(context.Background(), 7)
 	assert.Equal(t, http.StatusConflict, a.code, "the release endpoint says the victim's pod is present: %s", a.text)
 }
@@ -89,7 +89,7 @@ func TestCoreAdoptsARecordedJobOnlyWhenItCouldBeThePods(t *testing.T) {
 			thief.Spec.SchedulerName, thief.Spec.NodeName = "onepool", "gpu-1"
 			f.core.podChanged(nil, thief)
 			f.core.book.requeueAll()
-			p := f.core.st.places[ownerOf(thief).key()]
+			p := f.core.rec.s.places[ownerOf(thief).key()]
 			assert.Equal(t, tc.adopt, p != nil && p.jobID == 7)
 		})
 	}
@@ -115,12 +115,12 @@ func TestCoreACopiedCommentTakesNothing(t *testing.T) {
 	f.core.book.observe(slurmrest.Job{ID: 50, Comment: signed, User: "alice", State: slurmrest.JobState{slurmrest.JobRunning}, Nodes: "gpu-1"})
 	_, err := f.core.life.reconcile(context.Background(), ownerOf(f.pod).key())
 	require.NoError(t, err)
-	assert.Equal(t, uint32(101), f.core.st.places[ownerOf(f.pod).key()].jobID, "onepool keeps its own job")
+	assert.Equal(t, uint32(101), f.core.rec.s.places[ownerOf(f.pod).key()].jobID, "onepool keeps its own job")
 	assert.Empty(t, f.slurm.cancelled, "and cancels nothing: alice's job is not onepool's")
 
 	// The same user's older job with the copy: still not the placeholder.
 	f.core.book.observe(slurmrest.Job{ID: 60, Comment: signed, User: "slurm", State: slurmrest.JobState{slurmrest.JobRunning}, Nodes: "gpu-1"})
 	_, err = f.core.life.reconcile(context.Background(), ownerOf(f.pod).key())
 	require.NoError(t, err)
-	assert.Equal(t, uint32(101), f.core.st.places[ownerOf(f.pod).key()].jobID, "a job onepool made is never displaced by an older copy")
+	assert.Equal(t, uint32(101), f.core.rec.s.places[ownerOf(f.pod).key()].jobID, "a job onepool made is never displaced by an older copy")
 }

@@ -35,10 +35,10 @@ func TestOwnedJobs(t *testing.T) {
 	assert.Equal(t, map[uint32]slurmrest.JobState{7: {"RUNNING"}}, f.core.watch.owned(true))
 	assert.Empty(t, f.core.watch.owned(false), "a running job waits for the WatchInterval tick")
 
-	f.core.st.mu.Lock()
-	f.core.st.starting[8] = time.Now()
-	f.core.st.starting[9] = time.Now().Add(-time.Minute)
-	f.core.st.mu.Unlock()
+	f.core.rec.s.mu.Lock()
+	f.core.rec.s.starting[8] = time.Now()
+	f.core.rec.s.starting[9] = time.Now().Add(-time.Minute)
+	f.core.rec.s.mu.Unlock()
 	assert.Equal(t, map[uint32]slurmrest.JobState{8: nil}, f.core.watch.owned(false), "a job submitted moments ago is asked every tick; an old one no longer")
 
 	f.core.book.observe(f.job(7, "COMPLETED", "gpu-1"))
