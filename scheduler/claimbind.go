@@ -25,7 +25,7 @@ import (
 // claimer writes the allocation of onepool's GPU claims from the GRES
 // indices Slurm gave the pod's job (read from the store).
 type claimer struct {
-	st       *store
+	st       claimRecords
 	kube     kubernetes.Interface
 	slices   resourcelisters.ResourceSliceLister
 	claims   resourcelisters.ResourceClaimLister
@@ -55,9 +55,7 @@ func (c *claimer) allocateClaim(ctx context.Context, pod *corev1.Pod, node strin
 	if c.slices == nil || c.claims == nil {
 		return fmt.Errorf("%w: this scheduler does not watch ResourceSlices and ResourceClaims", ErrGPUClaim)
 	}
-	c.st.mu.Lock()
-	job, slurmNode, err := c.st.jobOnNodeLocked(pod)
-	c.st.mu.Unlock()
+	job, slurmNode, err := c.st.jobOnNode(pod)
 	if err != nil {
 		return err
 	}

@@ -119,7 +119,7 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 		}
 	}
 	st := newStore()
-	pol := &policies{args: cfg.Args, tenants: cfg.Tenants, st: st}
+	pol := &policies{args: cfg.Args, tenants: cfg.Tenants, st: capRecords{st}}
 	c := &Core{
 		leader: leader, metrics: m, proof: proof,
 		args: cfg.Args, log: cfg.Log, jobs: cfg.Jobs, kube: cfg.Kube,
@@ -132,23 +132,23 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "onepool-lifecycle"}),
 	}
-	c.retry = newRetrier(st, func(pods []*corev1.Pod) { c.activate(pods) })
+	c.retry = newRetrier(retryRecords{st}, func(pods []*corev1.Pod) { c.activate(pods) })
 	c.book = &jobBook{st: bookRecords{st}, jobs: cfg.Jobs, lifeQ: c.lifeQ, metrics: m, log: cfg.Log,
 		proof: func() *commentKeys { return c.proof }, activate: func(pods []*corev1.Pod) { c.activate(pods) }}
-	c.watch = &watcher{st: st, slurm: cfg.Slurm, log: cfg.Log, startPoll: cfg.Args.StartPollInterval.Duration,
+	c.watch = &watcher{st: watchRecords{st}, slurm: cfg.Slurm, log: cfg.Log, startPoll: cfg.Args.StartPollInterval.Duration,
 		watchAll: cfg.Args.WatchInterval.Duration, observe: c.book.observe}
 	c.life = &lifecycle{st: lifeRecords{st}, q: c.lifeQ, slurm: cfg.Slurm, jobs: cfg.Jobs, kube: cfg.Kube, recorder: cfg.Recorder,
 		leader: leader, metrics: m, log: cfg.Log,
 		observe: c.book.observe, jobOf: c.book.jobOf,
 		constraints: c.fitter.exclude,
 		activate:    func(pods []*corev1.Pod) { c.activate(pods) }}
-	c.claimer = &claimer{st: st, kube: cfg.Kube, slices: cfg.Slices, claims: cfg.Claims, recorder: cfg.Recorder,
+	c.claimer = &claimer{st: claimRecords{st}, kube: cfg.Kube, slices: cfg.Slices, claims: cfg.Claims, recorder: cfg.Recorder,
 		request: c.pol.request}
 	c.sub = &submitter{st: submitRecords{st}, q: c.submitQ, lifeQ: c.lifeQ, retry: c.retry, args: cfg.Args, slurm: cfg.Slurm, jobs: cfg.Jobs,
 		groups: cfg.Groups, pol: pol, fitter: c.fitter, leader: leader, metrics: m, recorder: cfg.Recorder, log: cfg.Log,
 		script: c.script, ownUser: cfg.OwnUser, proof: func() *commentKeys { return c.proof },
 		observe: c.book.observe, activate: func(pods []*corev1.Pod) { c.activate(pods) }}
-	c.rel = &releaser{st: st, kube: cfg.Kube, leader: leader, answers: m.release, log: cfg.Log}
+	c.rel = &releaser{st: releaseRecords{st}, kube: cfg.Kube, leader: leader, answers: m.release, log: cfg.Log}
 	return c, nil
 }
 

@@ -323,7 +323,7 @@ func TestCoreRejectedSubmitLeavesPodPendingWithTheReason(t *testing.T) {
 	// waits twice as long.
 	p := f.core.rec.s.places[key]
 	assert.Equal(t, 1, p.rejections)
-	assert.Equal(t, []string{"p"}, names(f.core.retry.due(retryItem{Owner: key})))
+	assert.Equal(t, []string{"p"}, names(f.core.retry.st.due(retryItem{Owner: key})))
 	p.errAt = time.Now().Add(-rejectDelay(1))
 	f.core.Place(f.pod)
 	queued, _ = f.core.submitQ.Get()
@@ -342,7 +342,7 @@ func TestCoreRejectedSubmitLeavesPodPendingWithTheReason(t *testing.T) {
 	require.NoError(t, f.core.sub.submit(context.Background(), queued))
 	f.core.submitQ.Done(queued)
 	assert.Zero(t, p.rejections)
-	assert.Empty(t, f.core.retry.due(retryItem{Owner: key}))
+	assert.Empty(t, f.core.retry.st.due(retryItem{Owner: key}))
 }
 
 func names(pods []*corev1.Pod) []string {

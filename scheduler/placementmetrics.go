@@ -48,23 +48,6 @@ func (pc placementCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descOldestPending, prometheus.GaugeValue, oldest.Seconds())
 }
 
-// placementStats counts the placements by state and finds the longest
-// wait in Slurm's queue.
-func (r coreRecords) placementStats(now time.Time) (map[string]int, time.Duration) {
-	r.s.mu.Lock()
-	defer r.s.mu.Unlock()
-	counts := map[string]int{}
-	var oldest time.Duration
-	for _, p := range r.s.places {
-		s := p.metricState()
-		counts[s]++
-		if s == placementPending && !p.submitted.IsZero() && now.Sub(p.submitted) > oldest {
-			oldest = now.Sub(p.submitted)
-		}
-	}
-	return counts, oldest
-}
-
 // metricState is the placement's state as the metric names it.
 func (p *placement) metricState() string {
 	switch {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
@@ -19,7 +18,7 @@ import (
 // releaser serves the placeholder scripts' release endpoint from the
 // store's records; only the lease holder answers.
 type releaser struct {
-	st      *store
+	st      releaseRecords
 	kube    kubernetes.Interface
 	leader  Leadership
 	answers *prometheus.CounterVec // onepool_scheduler_release_answers_total{answer}
@@ -65,33 +64,19 @@ func (r *releaser) answer(ctx context.Context, id uint32) releaseReply {
 		return releaseReply{http.StatusServiceUnavailable, "standby scheduler replica", "standby"}
 	}
 	gone := releaseReply{http.StatusOK, "gone", "gone"}
-	r.st.mu.Lock()
-	if !r.st.synced {
+	known := r.st.pods(id)
+	switch {
+	case !known.synced:
 		// Until Slurm's jobs are read, an unknown job may be one whose
 		// pods live: "unknown" would let the release epilog go.
-		r.st.mu.Unlock()
 		return releaseReply{http.StatusServiceUnavailable, "reading Slurm's jobs", "syncing"}
-	}
-	key, ok := r.st.byJob[id]
-	var p *placement
-	if ok {
-		p = r.st.places[key]
-	}
-	present := 0
-	var counts func(types.UID) bool
-	if p != nil {
-		ofJob, _ := p.split(r.st.membersLocked(p.owner))
-		present, counts = len(ofJob), p.goneCounts()
-	}
-	r.st.mu.Unlock()
-	if p == nil {
-		if r.st.wasReleased(id) {
-			return gone
-		}
+	case known.owner == nil && known.released:
+		return gone
+	case known.owner == nil:
 		return releaseReply{http.StatusNotFound, "unknown job", "unknown"}
 	}
-	if present == 0 {
-		ok, err := podsGone(ctx, r.kube, p.owner, counts)
+	if known.present == 0 {
+		ok, err := podsGone(ctx, r.kube, *known.owner, known.counts)
 		if err != nil {
 			return releaseReply{http.StatusServiceUnavailable, "cannot tell", "error"}
 		}

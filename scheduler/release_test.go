@@ -122,8 +122,8 @@ func TestPruneReleased(t *testing.T) {
 	assert.Equal(t, map[uint32]time.Time{2: recent}, f.core.rec.s.released)
 	assert.Len(t, f.core.rec.s.deleted, 1)
 	assert.Contains(t, f.core.rec.s.deleted, types.UID("gone-now"))
-	assert.False(t, f.core.rec.s.wasReleased(1))
-	assert.True(t, f.core.rec.s.wasReleased(2))
+	assert.False(t, f.core.rel.st.wasReleasedLocked(1))
+	assert.True(t, f.core.rel.st.wasReleasedLocked(2))
 }
 
 // The release endpoint serves until its context ends, then lets go of the

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -43,11 +42,11 @@ type retryItem struct {
 // then (read from the store).
 type retrier struct {
 	q        workqueue.TypedRateLimitingInterface[retryItem]
-	st       *store
+	st       retryRecords
 	activate func(pods []*corev1.Pod)
 }
 
-func newRetrier(st *store, activate func(pods []*corev1.Pod)) *retrier {
+func newRetrier(st retryRecords, activate func(pods []*corev1.Pod)) *retrier {
 	return &retrier{
 		q: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[retryItem](notCachedFirst, notCachedMax),
@@ -95,33 +94,8 @@ func (r *retrier) run(ctx context.Context) {
 			return
 		}
 		if ctx.Err() == nil {
-			r.activate(r.due(it))
+			r.activate(r.st.due(it))
 		}
 		r.q.Done(it)
 	}
-}
-
-// due returns the pods of it that still wait: a refused placement's pods,
-// or the pod unless it was bound or deleted.
-func (r *retrier) due(it retryItem) []*corev1.Pod {
-	r.st.mu.Lock()
-	defer r.st.mu.Unlock()
-	if it.Owner != "" {
-		if p := r.st.places[it.Owner]; p != nil && p.jobID == 0 && p.rejected {
-			return r.st.membersLocked(p.owner)
-		}
-		return nil
-	}
-	if _, gone := r.st.deleted[it.UID]; gone {
-		return nil
-	}
-	if pod, ok := r.st.pods[it.UID]; ok {
-		if pod.Spec.NodeName != "" {
-			return nil
-		}
-		return []*corev1.Pod{pod}
-	}
-	// Not yet told of by the informer: the scheduling queue finds a pod
-	// by its namespace, name and uid.
-	return []*corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Namespace: it.Pod.Namespace, Name: it.Pod.Name, UID: it.UID}}}
 }

@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -50,21 +49,6 @@ func newStore() *store {
 		released:  map[uint32]time.Time{},
 		refusedAt: map[string]time.Time{},
 	}
-}
-
-// jobOnNodeLocked is the running placeholder job of the pod and the Slurm
-// node the pod was placed on.
-func (s *store) jobOnNodeLocked(pod *corev1.Pod) (*slurmrest.Job, string, error) {
-	p := s.places[ownerOf(pod).key()]
-	if p == nil || p.job == nil || p.job.State.Base() != slurmrest.JobRunning {
-		return nil, "", fmt.Errorf("%w: the pod's Slurm job is not running", ErrGPUClaim)
-	}
-	n, ok := p.assigned[pod.UID]
-	if !ok {
-		return nil, "", fmt.Errorf("%w: the pod has no node of Slurm job %d yet", ErrGPUClaim, p.jobID)
-	}
-	j := *p.job
-	return &j, n, nil
 }
 
 // trackLocked records a onepool pod (from the informer or a scheduling
@@ -134,15 +118,6 @@ func (s *store) newerThanMembersLocked(o owner, j slurmrest.Job) bool {
 		}
 	}
 	return true
-}
-
-// wasReleased says whether job id was a dropped placement's within
-// releasedFor: its pods are gone.
-func (s *store) wasReleased(id uint32) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	at, ok := s.released[id]
-	return ok && time.Since(at) < releasedFor
 }
 
 // askMovedLocked says whether a pod onepool knows now asks other Slurm

@@ -262,3 +262,20 @@ func (r coreRecords) prune() {
 		}
 	}
 }
+
+// placementStats counts the placements by state and finds the longest
+// wait in Slurm's queue.
+func (r coreRecords) placementStats(now time.Time) (map[string]int, time.Duration) {
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	counts := map[string]int{}
+	var oldest time.Duration
+	for _, p := range r.s.places {
+		s := p.metricState()
+		counts[s]++
+		if s == placementPending && !p.submitted.IsZero() && now.Sub(p.submitted) > oldest {
+			oldest = now.Sub(p.submitted)
+		}
+	}
+	return counts, oldest
+}

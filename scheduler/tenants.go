@@ -94,7 +94,7 @@ func toPolicy(o runtime.Object) (*v1alpha1.TenantPolicy, error) {
 type policies struct {
 	args    *Args
 	tenants Tenants // nil: no policy applies
-	st      *store
+	st      capRecords
 }
 
 // request is what a pod asks of Slurm, as its TenantPolicy allows it. A
@@ -132,45 +132,19 @@ func (c *policies) overCap(o owner, req request, nodes int) string {
 		return ""
 	}
 	want := req.GPUs * int64(nodes)
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	held := c.gpusHeldLocked(req.Policy, o.key())
-	if held+want > int64(p.Spec.MaxGPUs) {
+	// The GPUs of the pods policy covers: those their live placeholder
+	// jobs hold or wait for.
+	gpus := func(pod *corev1.Pod) int64 {
+		r, err := c.request(pod)
+		if err != nil || r.Policy != req.Policy {
+			return 0
+		}
+		return r.GPUs
+	}
+	if held, ok := c.st.reserve(o.key(), want, int64(p.Spec.MaxGPUs), gpus); !ok {
 		return fmt.Sprintf("waiting for GPUs under TenantPolicy %q: its pods hold %d of its %d, this one asks %d", p.Name, held, p.Spec.MaxGPUs, want)
 	}
-	if pl := c.st.places[o.key()]; pl != nil {
-		pl.reserved = want
-	}
 	return ""
-}
-
-// gpusHeldLocked counts the GPUs of policy's pods: those their live
-// placeholder jobs hold or wait for, and those being submitted; skip's
-// not.
-func (c *policies) gpusHeldLocked(policy, skip string) int64 {
-	var n int64
-	for k, p := range c.st.places {
-		if k == skip {
-			continue
-		}
-		if p.jobID == 0 {
-			n += p.reserved
-			continue
-		}
-		if p.ended() {
-			continue
-		}
-		ms := c.st.membersLocked(p.owner)
-		if len(ms) == 0 {
-			continue
-		}
-		r, err := c.request(ms[0])
-		if err != nil || r.Policy != policy {
-			continue
-		}
-		n += r.GPUs * int64(len(ms))
-	}
-	return n
 }
 
 // PolicyEventHandler wakes pods: a TenantPolicy made, changed or deleted may let a

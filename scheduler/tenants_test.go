@@ -136,7 +136,7 @@ func TestCoreWaitsForANamespaceItHasNotSeen(t *testing.T) {
 	}()
 	select {
 	case it := <-got:
-		assert.Equal(t, []string{f.pod.Name}, names(f.core.retry.due(it)))
+		assert.Equal(t, []string{f.pod.Name}, names(f.core.retry.st.due(it)))
 	case <-time.After(10 * time.Second):
 		t.Fatal("a pod refused for a namespace not yet cached is not woken again")
 	}

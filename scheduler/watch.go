@@ -35,7 +35,7 @@ const startWindow = 10 * time.Second
 // one request per tick, a job whose state moved read in full and handed to
 // observe. It reads the store for which jobs are onepool's.
 type watcher struct {
-	st        *store
+	st        watchRecords
 	slurm     Slurm
 	log       klog.Logger
 	startPoll time.Duration // Args.StartPollInterval
@@ -64,7 +64,7 @@ func (w *watcher) run(ctx context.Context) {
 		if all {
 			lastAll = time.Now()
 		}
-		known := w.owned(all)
+		known := w.st.owned(all)
 		if len(known) == 0 {
 			continue
 		}
@@ -102,35 +102,6 @@ func takeTurns(ids []uint32, turn, n int) ([]uint32, int) {
 		out = append(out, ids[(turn+i)%len(ids)])
 	}
 	return out, (turn + n) % len(ids)
-}
-
-// owned are the live jobs to ask about with their last known state
-// (nil: not seen yet): those submitted within startWindow, and with all
-// every job of a placement that has not ended.
-func (w *watcher) owned(all bool) map[uint32]slurmrest.JobState {
-	w.st.mu.Lock()
-	defer w.st.mu.Unlock()
-	out := map[uint32]slurmrest.JobState{}
-	for id, at := range w.st.starting {
-		if time.Since(at) > startWindow {
-			delete(w.st.starting, id)
-			continue
-		}
-		out[id] = nil
-	}
-	for id, key := range w.st.byJob {
-		p := w.st.places[key]
-		if p == nil || p.jobID != id || p.ended() {
-			continue
-		}
-		if _, fast := out[id]; !all && !fast {
-			continue
-		}
-		if p.job != nil {
-			out[id] = p.job.State
-		}
-	}
-	return out
 }
 
 // movedJobs are the jobs whose state differs from what onepool knows; a

@@ -29,20 +29,20 @@ func TestMovedJobs(t *testing.T) {
 // on a WatchInterval tick, and about nothing when onepool owns no live job.
 func TestOwnedJobs(t *testing.T) {
 	f := newCoreFixture(t)
-	assert.Empty(t, f.core.watch.owned(true), "no onepool job: nothing to ask")
+	assert.Empty(t, f.core.watch.st.owned(true), "no onepool job: nothing to ask")
 
 	f.core.book.observe(f.job(7, slurmrest.JobRunning, "gpu-1"))
-	assert.Equal(t, map[uint32]slurmrest.JobState{7: {"RUNNING"}}, f.core.watch.owned(true))
-	assert.Empty(t, f.core.watch.owned(false), "a running job waits for the WatchInterval tick")
+	assert.Equal(t, map[uint32]slurmrest.JobState{7: {"RUNNING"}}, f.core.watch.st.owned(true))
+	assert.Empty(t, f.core.watch.st.owned(false), "a running job waits for the WatchInterval tick")
 
 	f.core.rec.s.mu.Lock()
 	f.core.rec.s.starting[8] = time.Now()
 	f.core.rec.s.starting[9] = time.Now().Add(-time.Minute)
 	f.core.rec.s.mu.Unlock()
-	assert.Equal(t, map[uint32]slurmrest.JobState{8: nil}, f.core.watch.owned(false), "a job submitted moments ago is asked every tick; an old one no longer")
+	assert.Equal(t, map[uint32]slurmrest.JobState{8: nil}, f.core.watch.st.owned(false), "a job submitted moments ago is asked every tick; an old one no longer")
 
 	f.core.book.observe(f.job(7, "COMPLETED", "gpu-1"))
-	assert.Equal(t, map[uint32]slurmrest.JobState{8: nil}, f.core.watch.owned(true), "an ended job is not asked again")
+	assert.Equal(t, map[uint32]slurmrest.JobState{8: nil}, f.core.watch.st.owned(true), "an ended job is not asked again")
 }
 
 func TestRunningJobs(t *testing.T) {
