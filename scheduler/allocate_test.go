@@ -37,7 +37,7 @@ func TestCorePlacesAtOnceWhenSlurmGrantsAnAllocation(t *testing.T) {
 	assert.Empty(t, f.slurm.allocated[0].Script, "an allocation runs no script")
 	assert.Equal(t, f.core.proof.comment(ownerOf(f.pod), ""), f.slurm.allocated[0].Comment, "a restarted scheduler finds it by its comment")
 	assert.Empty(t, f.slurm.submitted, "no batch job besides the allocation")
-	assert.Equal(t, Decision{Node: "gpu-1"}, f.core.Place(f.pod), "bound without waiting for a poll")
+	assert.Equal(t, decision{Node: "gpu-1"}, f.core.Place(f.pod), "bound without waiting for a poll")
 	assert.Contains(t, f.woken, f.pod.Name)
 }
 
@@ -71,7 +71,7 @@ func TestCoreDoesNotQueueAfterAnAllocationWithoutAnswer(t *testing.T) {
 	require.NoError(t, f.core.sub.submit(context.Background(), ownerOf(f.pod).key()))
 	assert.Len(t, f.slurm.allocated, 1)
 	assert.Empty(t, f.slurm.submitted)
-	assert.Equal(t, Decision{Node: "gpu-1"}, f.core.Place(f.pod))
+	assert.Equal(t, decision{Node: "gpu-1"}, f.core.Place(f.pod))
 }
 
 func TestRefusedNow(t *testing.T) {

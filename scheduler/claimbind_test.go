@@ -86,7 +86,7 @@ func eventsOf(f *coreFixture) []string {
 func TestAllocateGPUClaimFromTheJobsGRESIndices(t *testing.T) {
 	f := newClaimFixture(t, slurmrest.JobRunning)
 	ctx := context.Background()
-	require.Equal(t, Decision{Node: "gpu-1"}, f.core.Place(f.pod))
+	require.Equal(t, decision{Node: "gpu-1"}, f.core.Place(f.pod))
 
 	require.NoError(t, f.core.claimer.allocate(ctx, f.pod, "gpu-1"))
 	c := f.claim(t)

@@ -23,10 +23,10 @@ import (
 	"github.com/onepool/onepool/keys"
 )
 
-// Core is the scheduler's logic behind the framework plugin: it keeps one
+// manager is the scheduler's logic behind the framework plugin: it keeps one
 // placement per pod (or gang), submits placeholder jobs, answers where a
 // pod goes, and ends pods and jobs together.
-type Core struct {
+type manager struct {
 	args     *Args
 	log      klog.Logger
 	jobs     JobCache
@@ -45,7 +45,7 @@ type Core struct {
 	// read (Run loads it) and never changed after.
 	proof *commentKeys
 
-	// rec is Core's view of the records of pods and placements.
+	// rec is the manager's view of the records of pods and placements.
 	rec   coreRecords
 	rel   *releaser
 	watch *watcher
@@ -56,8 +56,8 @@ type Core struct {
 	retry   *retrier
 }
 
-// CoreConfig wires a Core.
-type CoreConfig struct {
+// managerConfig wires a manager.
+type managerConfig struct {
 	Args   *Args
 	Log    klog.Logger
 	Slurm  Slurm
@@ -93,8 +93,8 @@ type CoreConfig struct {
 	OwnUser func() (string, error)
 }
 
-// NewCore returns a Core; Run starts its loops.
-func NewCore(cfg CoreConfig) (*Core, error) {
+// newManager returns a manager; Run starts its loops.
+func newManager(cfg managerConfig) (*manager, error) {
 	if cfg.Fit != nil && (cfg.Nodes == nil || cfg.SlurmNodes == nil) {
 		// The filters' verdicts are told to Slurm as the Slurm nodes to
 		// leave out: without Nodes and Slurm's node names there is none.
@@ -120,7 +120,7 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 	}
 	st := newStore()
 	pol := &policies{args: cfg.Args, tenants: cfg.Tenants, st: capRecords{st}}
-	c := &Core{
+	c := &manager{
 		leader: leader, metrics: m, proof: proof,
 		args: cfg.Args, log: cfg.Log, jobs: cfg.Jobs, kube: cfg.Kube,
 		fitter: &fitter{fit: cfg.Fit, nodes: cfg.Nodes, slices: cfg.Slices, slurmNodes: cfg.SlurmNodes}, recorder: cfg.Recorder, activate: cfg.Activate,
@@ -152,28 +152,28 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 	return c, nil
 }
 
-// Decision is where a pod goes: Node (a Kubernetes node) once Slurm
+// decision is where a pod goes: Node (a Kubernetes node) once Slurm
 // allocated it, else Message says why it waits.
-type Decision struct {
+type decision struct {
 	Node    string
 	Message string
 }
 
 // Place decides for one pod in a scheduling cycle. It never calls Slurm:
 // it reads onepool's records and queues work.
-func (c *Core) Place(pod *corev1.Pod) Decision {
+func (c *manager) Place(pod *corev1.Pod) decision {
 	if _, err := c.pol.request(pod); err != nil {
 		if errors.Is(err, errNotCached) {
 			// Not the pod's fault, and soon over: no event (a standby that
 			// takes over mid-burst sees many namespaces made a moment ago).
 			c.retry.pod(pod)
-			return Decision{Message: "waiting: " + err.Error()}
+			return decision{Message: "waiting: " + err.Error()}
 		}
 		c.invalidRequest(pod, err)
 		if errors.Is(err, errPolicy) {
-			return Decision{Message: "refused: " + err.Error()}
+			return decision{Message: "refused: " + err.Error()}
 		}
-		return Decision{Message: "invalid Slurm request: " + err.Error()}
+		return decision{Message: "invalid Slurm request: " + err.Error()}
 	}
 	o := ownerOf(pod)
 	d := c.rec.place(pod, c.jobs.Stale(), c.fitter)
@@ -188,14 +188,14 @@ func (c *Core) Place(pod *corev1.Pod) Decision {
 	if d.submit {
 		c.submitQ.Add(o.key())
 	}
-	return d.Decision
+	return d.decision
 }
 
 // Gate decides for a pod about to enter the scheduling queue, as Place
 // does (queueing its submission), and says whether it should wait outside
 // the queue: while the first ask to Slurm for its job is in flight. After
 // a failed ask it is not gated, so a cycle shows why it waits.
-func (c *Core) Gate(pod *corev1.Pod) (string, bool) {
+func (c *manager) Gate(pod *corev1.Pod) (string, bool) {
 	d := c.Place(pod)
 	if d.Node != "" {
 		return "", false
@@ -207,7 +207,7 @@ func (c *Core) Gate(pod *corev1.Pod) (string, bool) {
 // changed, and a ResourceSlice added or changed, may let a pod that no Slurm
 // node fitted, or whose constrained job Slurm refused, run now: they are
 // placed again.
-func (c *Core) NodeEventHandler() cache.ResourceEventHandler {
+func (c *manager) NodeEventHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { c.wakeConstrained(nil) },
 		UpdateFunc: func(old, o any) {
@@ -225,7 +225,7 @@ func (c *Core) NodeEventHandler() cache.ResourceEventHandler {
 // whose job, which left nodes out, Slurm refused; jobs waiting in Slurm's
 // queue have the nodes they leave out worked out again. Only the
 // placements with a pod only says (nil: all) are concerned.
-func (c *Core) wakeConstrained(only func(*corev1.Pod) bool) {
+func (c *manager) wakeConstrained(only func(*corev1.Pod) bool) {
 	wake, again := c.rec.unconstrain(only, c.fitter.fit != nil)
 	for _, key := range again {
 		c.lifeQ.Add(key)
@@ -233,7 +233,7 @@ func (c *Core) wakeConstrained(only func(*corev1.Pod) bool) {
 	c.activate(wake)
 }
 
-func (c *Core) invalidRequest(pod *corev1.Pod, err error) {
+func (c *manager) invalidRequest(pod *corev1.Pod, err error) {
 	if last := c.rec.invalid(pod.UID, err.Error()); last != err.Error() {
 		reason := keys.EventInvalidRequest
 		if errors.Is(err, errPolicy) {
@@ -250,7 +250,7 @@ func finished(pod *corev1.Pod) bool {
 // podChanged takes informer events for onepool's pods. The scheduling
 // queue itself requeues a pod whose ask changed (askChangedHint); here a
 // changed ask clears what was decided on the old one.
-func (c *Core) podChanged(old, pod *corev1.Pod) {
+func (c *manager) podChanged(old, pod *corev1.Pod) {
 	o := ownerOf(pod)
 	ch, ok := c.rec.changed(old, pod)
 	if !ok {
@@ -271,7 +271,7 @@ func (c *Core) podChanged(old, pod *corev1.Pod) {
 }
 
 // podDeleted takes informer deletions.
-func (c *Core) podDeleted(pod *corev1.Pod) {
+func (c *manager) podDeleted(pod *corev1.Pod) {
 	c.rec.deleted(pod.UID)
 	c.retry.forget(pod)
 	c.lifeQ.Add(ownerOf(pod).key())

@@ -115,7 +115,7 @@ func (f *fakeJobs) Track(uint32)            {}
 func (f *fakeJobs) synced()                 { f.lastSync.Store(time.Now().UnixNano()) }
 
 type coreFixture struct {
-	core  *Core
+	core  *manager
 	slurm *fakeSlurm
 	jobs  *fakeJobs
 	kube  *fake.Clientset
@@ -123,14 +123,14 @@ type coreFixture struct {
 	woken []string
 }
 
-// standby makes the Core a replica that does not hold the lease, as every
+// standby makes the manager a replica that does not hold the lease, as every
 // part of it sees.
 func (f *coreFixture) standby() {
 	g := NewLeaderGate()
 	f.core.leader, f.core.rel.leader, f.core.life.leader, f.core.sub.leader = g, g, g, g
 }
 
-// record sends the events of every part of the Core to rec.
+// record sends the events of every part of the manager to rec.
 func (f *coreFixture) record(rec events.EventRecorder) {
 	f.core.recorder, f.core.sub.recorder, f.core.life.recorder, f.core.claimer.recorder = rec, rec, rec, rec
 }
@@ -151,7 +151,7 @@ func newCoreFixture(t *testing.T) *coreFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.core, err = NewCore(CoreConfig{
+	f.core, err = newManager(managerConfig{
 		Fit: fit, SlurmNodes: func(context.Context, []string) (map[string]bool, error) {
 			return map[string]bool{"gpu-1": true, "gpu-2": true}, nil
 		},
@@ -424,9 +424,9 @@ func TestNewCoreRefusesFiltersWithoutNodeNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = NewCore(CoreConfig{Fit: fit, Args: testArgs(t), Log: klog.Background()})
+	_, err = newManager(managerConfig{Fit: fit, Args: testArgs(t), Log: klog.Background()})
 	if err == nil || !strings.Contains(err.Error(), "need Nodes and SlurmNodes") {
-		t.Fatalf("NewCore with Fit alone: %v", err)
+		t.Fatalf("newManager with Fit alone: %v", err)
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 
 // Leadership tells the core whether this scheduler process holds the
 // scheduler's leader lease. kube-scheduler builds every profile's plugins,
-// and so every Core, on standby replicas too; only the lease holder may
+// and so every manager, on standby replicas too; only the lease holder may
 // submit, cancel, evict or tell a placeholder that its pod is gone.
 type Leadership interface {
 	// Leading is closed once this process first holds the lease.

@@ -115,7 +115,7 @@ func defaultVolumeBindingArgs() (*config.VolumeBindingArgs, error) {
 // kube-scheduler reports it ("0/N nodes are available: <reasons>"): e.g.
 // VolumeBinding's "pod has unbound immediate PersistentVolumeClaims", or a
 // PersistentVolumeClaim that does not exist. It passes when a PVC, PV or
-// StorageClass changes (Core.VolumeEventHandler).
+// StorageClass changes (manager.VolumeEventHandler).
 type Unplaceable struct {
 	Plugin  string
 	Reasons []string

@@ -99,7 +99,7 @@ func TestNodeConstraintsOfAGang(t *testing.T) {
 	assert.Empty(t, msg)
 }
 
-// The Core tells Slurm the nodes to leave out; when no Slurm node fits it
+// The manager tells Slurm the nodes to leave out; when no Slurm node fits it
 // asks nothing, says why on the pod (message and one Warning event), and
 // asks once a Node changes so that one fits.
 func TestCoreSubmitsNodeConstraints(t *testing.T) {

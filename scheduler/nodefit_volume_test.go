@@ -33,7 +33,7 @@ func volumeFit(t testing.TB, objs ...runtime.Object) (*NodeFit, informers.Shared
 	require.NoError(t, err)
 	fit, err := NewNodeFit(ctx, h)
 	require.NoError(t, err)
-	inf.Core().V1().Nodes().Informer() // the Core's lister, in the tests that use one
+	inf.Core().V1().Nodes().Informer() // the manager's lister, in the tests that use one
 	inf.Start(ctx.Done())
 	for typ, ok := range inf.WaitForCacheSync(ctx.Done()) {
 		require.True(t, ok, "%v synced", typ)

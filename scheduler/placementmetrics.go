@@ -23,7 +23,7 @@ const (
 	placementPlaced  = "placed"
 )
 
-// placementCollector reads the Core's placements at each scrape.
+// placementCollector reads the manager's placements at each scrape.
 type placementCollector struct {
 	rec    coreRecords
 	leader Leadership

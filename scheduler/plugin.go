@@ -1,6 +1,6 @@
 // Package scheduler is onepool's kube-scheduler plugin: a pod with
 // schedulerName onepool waits in Slurm's queue as a placeholder job and is
-// bound to the node Slurm allocates. The plugin is a thin shim; Core holds
+// bound to the node Slurm allocates. The plugin is a thin shim; the manager holds
 // the logic.
 package scheduler
 
@@ -32,7 +32,7 @@ const Name = "Onepool"
 
 // Plugin places pods through Slurm at PreFilter.
 type Plugin struct {
-	core *Core
+	core *manager
 }
 
 var (
@@ -67,7 +67,7 @@ func newPlugin(ctx context.Context, obj runtime.Object, h fwk.Handle, leader Lea
 		return nil, fmt.Errorf("onepool: %w", err)
 	}
 	// The scheduler reads Slurm's jobs; nodes it takes from Kubernetes.
-	// It holds onepool's placeholders alone (Core.Run keeps them) and
+	// It holds onepool's placeholders alone (manager.Run keeps them) and
 	// follows them by id: a queue of other users' jobs costs it one
 	// listing at start, and one after a submission whose answer was lost.
 	jobs := slurmrest.NewCache(client, slurmrest.CacheConfig{
@@ -91,7 +91,7 @@ func newPlugin(ctx context.Context, obj runtime.Object, h fwk.Handle, leader Lea
 	// framework's factory knows only Kubernetes' types).
 	policies := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0).ForResource(tenancyv1alpha1.Resource)
 	namespaces := h.SharedInformerFactory().Core().V1().Namespaces()
-	core, err := NewCore(CoreConfig{
+	core, err := newManager(managerConfig{
 		Args: args, Log: log, Slurm: client, Jobs: jobs, Kube: h.ClientSet(),
 		Groups:  DynamicGroups{Client: dyn},
 		Tenants: InformerTenants{Policies: policies.Lister(), Namespaces: namespaces.Lister(), Default: args.DefaultTenantPolicy},
@@ -222,8 +222,8 @@ func (pl *Plugin) PreBind(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod
 // these can help: the pod itself asks something else now, a gang gains a
 // member, or a Node appears (for a Slurm node that had none). Node and
 // ResourceSlice changes that may let a pod's node constraints be met wake
-// it through Core.NodeEventHandler; PVC, PV, StorageClass and
-// CSIStorageCapacity changes through Core.VolumeEventHandler.
+// it through manager.NodeEventHandler; PVC, PV, StorageClass and
+// CSIStorageCapacity changes through manager.VolumeEventHandler.
 func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Update}, QueueingHintFn: askChangedHint},

@@ -19,7 +19,7 @@ import (
 	"github.com/onepool/onepool/slurmrest"
 )
 
-// The plugin's extension points say what Core decides, in the framework's
+// The plugin's extension points say what the manager decides, in the framework's
 // terms: a node set, or a rejection preemption cannot resolve.
 func TestPluginExtensionPoints(t *testing.T) {
 	f := newCoreFixture(t)

@@ -27,7 +27,7 @@ type JobEvents interface {
 }
 
 // PodEventHandler feeds onepool's pods from an informer into the core.
-func (c *Core) PodEventHandler() cache.ResourceEventHandler {
+func (c *manager) PodEventHandler() cache.ResourceEventHandler {
 	return cache.FilteringResourceEventHandler{
 		FilterFunc: func(obj any) bool {
 			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -50,7 +50,7 @@ func (c *Core) PodEventHandler() cache.ResourceEventHandler {
 }
 
 // Listen opens the release endpoint's socket, so a taken port fails start-up.
-func (c *Core) Listen() (net.Listener, error) {
+func (c *manager) Listen() (net.Listener, error) {
 	l, err := net.Listen("tcp", c.args.ReleaseListenAddress)
 	if err != nil {
 		return nil, fmt.Errorf("onepool release endpoint: %w", err)
@@ -61,7 +61,7 @@ func (c *Core) Listen() (net.Listener, error) {
 // Run starts the core once the pod informer has synced: the Slurm cache
 // (whose first listing adopts existing placeholder jobs), then the
 // workers. It returns when ctx ends and every goroutine has stopped.
-func (c *Core) Run(ctx context.Context, podsSynced cache.InformerSynced, jobs JobEvents, l net.Listener) {
+func (c *manager) Run(ctx context.Context, podsSynced cache.InformerSynced, jobs JobEvents, l net.Listener) {
 	defer c.submitQ.ShutDown()
 	defer c.lifeQ.ShutDown()
 	defer c.retry.q.ShutDown()
@@ -150,10 +150,10 @@ loop:
 	}
 }
 
-// waitForKey loads the placeholder signing key unless the Core has it,
+// waitForKey loads the placeholder signing key unless the manager has it,
 // asking again with backoff until it succeeds or ctx ends: without it no
 // job can be told onepool's, so nothing is read or submitted.
-func (c *Core) waitForKey(ctx context.Context) bool {
+func (c *manager) waitForKey(ctx context.Context) bool {
 	wait := time.Second
 	for c.proof == nil {
 		k, err := loadCommentKeys(ctx, c.kube, c.args.PlaceholderKeySecret)

@@ -13,7 +13,7 @@ import (
 
 // coreRecords is the plugin's view of the store: what a scheduling cycle
 // decides from, and what the informer's events change. Each method takes
-// the store's lock; Core never holds it.
+// the store's lock; the manager never holds it.
 type coreRecords struct{ s *store }
 
 // nodeFit maps a Slurm node to its Kubernetes node and says why a pod
@@ -25,7 +25,7 @@ type nodeFit interface {
 
 // placed is a scheduling cycle's decision and the work it queues.
 type placed struct {
-	Decision
+	decision
 	submit bool // queue the owner's submission
 	life   bool // queue the owner's lifecycle
 	// given back: the job started on a node the pod cannot use.
@@ -47,7 +47,7 @@ func (r coreRecords) place(pod *corev1.Pod, stale bool, fit nodeFit) placed {
 	defer r.s.mu.Unlock()
 	o := ownerOf(pod)
 	if _, gone := r.s.deleted[pod.UID]; gone {
-		return placed{Decision: Decision{Message: "the pod was deleted"}}
+		return placed{decision: decision{Message: "the pod was deleted"}}
 	}
 	if _, known := r.s.pods[pod.UID]; !known {
 		// A cycle may see a pod before the informer tells onepool of it;
@@ -55,7 +55,7 @@ func (r coreRecords) place(pod *corev1.Pod, stale bool, fit nodeFit) placed {
 		r.s.trackLocked(pod)
 	}
 	if !r.s.synced {
-		return placed{Decision: Decision{Message: "onepool is reading Slurm's jobs; nothing is submitted until it knows them"}}
+		return placed{decision: decision{Message: "onepool is reading Slurm's jobs; nothing is submitted until it knows them"}}
 	}
 	p := r.s.places[o.key()]
 	if p == nil {
@@ -65,31 +65,31 @@ func (r coreRecords) place(pod *corev1.Pod, stale bool, fit nodeFit) placed {
 	}
 	if p.jobID == 0 {
 		if stale {
-			return placed{Decision: Decision{Message: "Slurm's state is unknown (slurmrestd has not answered lately); nothing is submitted until it does"}}
+			return placed{decision: decision{Message: "Slurm's state is unknown (slurmrestd has not answered lately); nothing is submitted until it does"}}
 		}
 		retry := !p.submitting && (p.err == nil || (p.rejected && time.Since(p.errAt) >= rejectDelay(p.rejections)) || p.waiting != "")
 		if retry {
 			p.submitting = true
 		}
-		return placed{Decision: Decision{Message: p.pendingMessage()}, submit: retry}
+		return placed{decision: decision{Message: p.pendingMessage()}, submit: retry}
 	}
 	if !p.ofJob(pod) {
-		return placed{Decision: Decision{Message: fmt.Sprintf("Slurm job %d was for the earlier pods of %s and takes no more; waiting for it to end to ask for a job of its own", p.jobID, o)}}
+		return placed{decision: decision{Message: fmt.Sprintf("Slurm job %d was for the earlier pods of %s and takes no more; waiting for it to end to ask for a job of its own", p.jobID, o)}}
 	}
 	if p.ended() || p.job == nil || p.job.State.Base() != slurmrest.JobRunning {
-		return placed{Decision: Decision{Message: p.pendingMessage()}}
+		return placed{decision: decision{Message: p.pendingMessage()}}
 	}
 	slurmNode := p.nodeFor(pod, r.s.membersLocked(o))
 	if slurmNode == "" {
-		return placed{Decision: Decision{Message: fmt.Sprintf("Slurm job %d runs on %s; every node of it already has a pod of this group", p.jobID, p.job.Nodes)}}
+		return placed{decision: decision{Message: fmt.Sprintf("Slurm job %d runs on %s; every node of it already has a pod of this group", p.jobID, p.job.Nodes)}}
 	}
 	node, err := fit.kubeNode(slurmNode)
 	if err != nil {
-		return placed{Decision: Decision{Message: fmt.Sprintf("Slurm job %d runs on Slurm node %s: %v", p.jobID, slurmNode, err)}}
+		return placed{decision: decision{Message: fmt.Sprintf("Slurm job %d runs on Slurm node %s: %v", p.jobID, slurmNode, err)}}
 	}
 	why := fit.misfit(node, pod)
 	if why == "" || r.s.anyBoundLocked(o) {
-		return placed{Decision: Decision{Node: node}}
+		return placed{decision: decision{Node: node}}
 	}
 	// Slurm started the job on a node the pod cannot use (cordoned before
 	// its drain reached Slurm, or a Node that changed after the job was
@@ -106,7 +106,7 @@ func (r coreRecords) place(pod *corev1.Pod, stale bool, fit nodeFit) placed {
 	}
 	p.submitting = true
 	return placed{
-		Decision:  Decision{Message: fmt.Sprintf("Slurm job %d started on %s, where the pod cannot run (%s); it is given back and a new job asked for without %s", id, node, why, slurmNode)},
+		decision:  decision{Message: fmt.Sprintf("Slurm job %d started on %s, where the pod cannot run (%s); it is given back and a new job asked for without %s", id, node, why, slurmNode)},
 		submit:    true,
 		life:      true,
 		givenBack: &givenBack{job: id, node: node, slurmNode: slurmNode, why: why},

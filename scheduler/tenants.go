@@ -150,7 +150,7 @@ func (c *policies) overCap(o owner, req request, nodes int) string {
 // PolicyEventHandler wakes pods: a TenantPolicy made, changed or deleted may let a
 // waiting pod go, or refuse it; every onepool pod not yet bound is
 // placed again.
-func (c *Core) PolicyEventHandler() cache.ResourceEventHandler {
+func (c *manager) PolicyEventHandler() cache.ResourceEventHandler {
 	wake := func(any) { c.wakePending("") }
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    wake,
@@ -162,7 +162,7 @@ func (c *Core) PolicyEventHandler() cache.ResourceEventHandler {
 // NamespaceEventHandler wakes pods: a namespace that reaches the cache, or whose
 // labels change, may be covered by another policy; its onepool pods not
 // yet bound are placed again.
-func (c *Core) NamespaceEventHandler() cache.ResourceEventHandler {
+func (c *manager) NamespaceEventHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(o any) {
 			if ns, ok := o.(*corev1.Namespace); ok {
@@ -181,7 +181,7 @@ func (c *Core) NamespaceEventHandler() cache.ResourceEventHandler {
 
 // wakePending forgets the refusals of the onepool pods not yet bound, in
 // namespace ("" every namespace), and places them again.
-func (c *Core) wakePending(namespace string) {
+func (c *manager) wakePending(namespace string) {
 	pending := c.rec.forgetRefusals(namespace)
 	c.activate(pending)
 }

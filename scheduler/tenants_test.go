@@ -95,7 +95,7 @@ func TestCoreTenantGPUCap(t *testing.T) {
 
 // placeFor runs a scheduling cycle for pod and takes its placement off
 // the submit queue, as a submit worker would; it returns the key.
-func placeFor(c *Core, pod *corev1.Pod) string {
+func placeFor(c *manager, pod *corev1.Pod) string {
 	c.Place(pod)
 	key, _ := c.submitQ.Get()
 	c.submitQ.Done(key)

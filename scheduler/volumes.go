@@ -17,7 +17,7 @@ import (
 // their jobs waiting in Slurm's queue have the nodes they leave out worked
 // out again. A claim concerns the pods that use it; the others every pod
 // with a claim. Pods without one are never woken for them.
-func (c *Core) VolumeEventHandler() cache.ResourceEventHandler {
+func (c *manager) VolumeEventHandler() cache.ResourceEventHandler {
 	changed := func(obj any) {
 		var only func(*corev1.Pod) bool
 		if pvc, ok := obj.(*corev1.PersistentVolumeClaim); ok {
