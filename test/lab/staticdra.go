@@ -44,7 +44,7 @@ func (l *Lab) AgentMetricsURL(node string) string {
 func (l *Lab) staticDRADaemon(node string) daemon {
 	metrics := strings.TrimSuffix(strings.TrimPrefix(l.AgentMetricsURL(node), "https://"), "/metrics")
 	return daemon{
-		Name: "dra-" + node,
+		Name: staticDRAName(node),
 		Argv: []string{filepath.Join(l.BinDir(), "onepool-node-agent"), "dra",
 			"--node-name", node, "--gpu-inventory", l.path("run", "fake-gpus-host.json"),
 			"--kubeconfig", l.Kubeconfig(),
@@ -124,11 +124,20 @@ func (l *Lab) startStaticDRA(ctx context.Context) error {
 	return nil
 }
 
-// stopStaticDRA stops the static nodes' DRA drivers.
+// stopStaticDRA stops every static node's DRA driver the lab started, by
+// its pid file: not only the nodes of this LAB_NODES, since a lab brought
+// up with more (bench-scheduler's 32) would leave the others' running.
 func (l *Lab) stopStaticDRA() error {
+	files, err := filepath.Glob(l.procs.PidFile(staticDRAName("*")))
+	if err != nil {
+		return err
+	}
 	var errs []error
-	for _, n := range l.NodeNames() {
-		errs = append(errs, l.procs.Stop(l.staticDRADaemon(n).Name))
+	for _, f := range files {
+		errs = append(errs, l.procs.Stop(strings.TrimSuffix(filepath.Base(f), ".pid")))
 	}
 	return errors.Join(errs...)
 }
+
+// staticDRAName is the daemon name of static node node's DRA driver.
+func staticDRAName(node string) string { return "dra-" + node }
