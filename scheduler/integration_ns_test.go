@@ -76,7 +76,7 @@ func (e *nsEnv) createNode(name string, labels map[string]string) {
 	ctx := context.Background()
 	got, err := e.kc.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 	require.NoError(e.t, err)
-	e.slurm.addNode(slurmnode.Of(got))
+	e.slurm.does().addNode(slurmnode.Of(got))
 	e.t.Cleanup(func() { _ = e.kc.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
 	// The API server taints a new Node not-ready (TaintNodesByCondition);
 	// no node lifecycle controller runs here to lift it.
@@ -139,9 +139,9 @@ func (e *nsEnv) submitted(name string) slurmAsk {
 	e.t.Helper()
 	job := "onepool/" + e.ns + "/" + name
 	e.eventually("a placeholder job is submitted for "+name, func() (bool, string) {
-		return len(e.slurm.submitsFor(job)) > 0, fmt.Sprintf("%+v", e.slurm.asksFor(job))
+		return len(e.slurm.asked().submitsFor(job)) > 0, fmt.Sprintf("%+v", e.slurm.asked().asksFor(job))
 	})
-	asks := e.slurm.submitsFor(job)
+	asks := e.slurm.asked().submitsFor(job)
 	require.Len(e.t, asks, 1, "one placeholder job for %s", name)
 	return asks[0]
 }

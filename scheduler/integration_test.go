@@ -70,7 +70,7 @@ func TestIntegrationScheduler(t *testing.T) {
 		// may change what the pod asks), and the other cases make theirs.
 		e := s.namespace(t, "rejected", v1alpha1.TenantPolicySpec{QOS: v1alpha1.Choice{Allowed: []string{"*"}}}, 1)
 		qos := e.ns + "-gold"
-		s.slurm.refuseQOS(qos)
+		s.slurm.does().refuseQOS(qos)
 		// The scheduler has seen the namespace and its policy once a pod
 		// there is submitted: their own arrival wakes nothing later.
 		e.createPod("canary", 1, "", "", nil, nil)
@@ -78,18 +78,18 @@ func TestIntegrationScheduler(t *testing.T) {
 		e.createPod("vip", 1, "", "", map[string]string{keys.AnnotationJobQOS: qos}, nil)
 		e.event("vip", keys.EventJobRejected, fmt.Sprintf("QOS %q does not exist or the account may not use it (from annotation %s)", qos, keys.AnnotationJobQOS))
 		e.unschedulable("vip", "Slurm rejected the placeholder job")
-		assert.Len(t, s.slurm.asksFor("onepool/"+e.ns+"/vip"), 1, "a refusal is not asked again unchanged")
+		assert.Len(t, s.slurm.asked().asksFor("onepool/"+e.ns+"/vip"), 1, "a refusal is not asked again unchanged")
 
 		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"standard"}}}`, keys.AnnotationJobQOS)
 		_, err := e.kc.CoreV1().Pods(e.ns).Patch(context.Background(), "vip", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 		require.NoError(t, err)
 		job := "onepool/" + e.ns + "/vip"
 		e.eventually("the pod is submitted again with its new QOS", func() (bool, string) {
-			asks := s.slurm.asksFor(job)
+			asks := s.slurm.asked().asksFor(job)
 			last := asks[len(asks)-1]
 			return last.ID != 0 && last.Job.QOS == "standard", fmt.Sprintf("%+v", asks)
 		})
-		asks := s.slurm.asksFor(job)
+		asks := s.slurm.asked().asksFor(job)
 		assert.Zero(t, asks[0].ID, "Slurm made no job of the refused ask")
 		for _, a := range asks[1:] {
 			assert.Equal(t, "standard", a.Job.QOS, "after the refusal, only the new ask: %+v", asks)
@@ -123,20 +123,20 @@ func TestIntegrationScheduler(t *testing.T) {
 		assert.Equal(t, http.StatusConflict, s.releaseAnswer(t, id), "the placeholder script keeps holding while the pod exists")
 
 		node := e.node(0)
-		s.slurm.start(id, node)
+		s.slurm.does().start(id, node)
 		assert.Equal(t, node, e.bound("llama"), "bound to the node of the job's Slurm node")
 
-		s.slurm.preempt(id, 30*time.Second)
+		s.slurm.does().preempt(id, 30*time.Second)
 		e.event("llama", keys.EventJobPreempted, fmt.Sprintf("Slurm began preempting job %d", id))
 		p := e.terminating("llama")
 		require.NotNil(t, p.DeletionGracePeriodSeconds)
 		assert.LessOrEqual(t, *p.DeletionGracePeriodSeconds, int64(28), "the pod's own 60 s grace cut to end 2 s before Slurm's deadline")
-		assert.False(t, s.slurm.cancelled(id), "the job is kept while its pod stops")
+		assert.False(t, s.slurm.asked().cancelled(id), "the job is kept while its pod stops")
 		assert.Equal(t, http.StatusConflict, s.releaseAnswer(t, id))
 
 		e.forceDelete("llama") // what the kubelet does once the containers stopped
 		e.eventually("the job is cancelled once its pod is gone, so the preemptor gets the GPUs then", func() (bool, string) {
-			return s.slurm.cancelled(id), s.slurm.state(id)
+			return s.slurm.asked().cancelled(id), s.slurm.asked().state(id)
 		})
 		e.eventually("the release endpoint lets the placeholder go", func() (bool, string) {
 			code := s.releaseAnswer(t, id)
@@ -152,10 +152,10 @@ func TestIntegrationScheduler(t *testing.T) {
 		assert.True(t, strings.HasPrefix(ask.Job.Comment, fmt.Sprintf("onepool:pod=%s/short;uid=%s;user=%s;sig=", e.ns, pod.UID, tokenUser)),
 			"without a Slurm user in the policy, the job runs as the token's user: %q", ask.Job.Comment)
 		assert.Empty(t, ask.User)
-		s.slurm.start(ask.ID, e.node(0))
+		s.slurm.does().start(ask.ID, e.node(0))
 		assert.Equal(t, e.node(0), e.bound("short"))
 
-		s.slurm.end(ask.ID, "TIMEOUT")
+		s.slurm.does().end(ask.ID, "TIMEOUT")
 		e.event("short", keys.EventJobEnded, fmt.Sprintf("Slurm job %d ended (TIMEOUT", ask.ID))
 		e.terminating("short")
 		e.forceDelete("short")
@@ -163,7 +163,7 @@ func TestIntegrationScheduler(t *testing.T) {
 			code := s.releaseAnswer(t, ask.ID)
 			return code == http.StatusOK, fmt.Sprint(code)
 		})
-		assert.False(t, s.slurm.cancelled(ask.ID), "a job Slurm ended is not cancelled")
+		assert.False(t, s.slurm.asked().cancelled(ask.ID), "a job Slurm ended is not cancelled")
 	})
 
 	t.Run("a pod deleted while its job waits has the job cancelled", func(t *testing.T) {
@@ -177,9 +177,9 @@ func TestIntegrationScheduler(t *testing.T) {
 		})
 		require.NoError(t, e.kc.CoreV1().Pods(e.ns).Delete(context.Background(), "gone", metav1.DeleteOptions{}))
 		e.eventually("the pending job is cancelled", func() (bool, string) {
-			return s.slurm.cancelled(id) && s.slurm.state(id) == "CANCELLED", s.slurm.state(id)
+			return s.slurm.asked().cancelled(id) && s.slurm.asked().state(id) == "CANCELLED", s.slurm.asked().state(id)
 		})
-		assert.Len(t, s.slurm.submitsFor("onepool/"+e.ns+"/gone"), 1, "one job for the pod, never a second")
+		assert.Len(t, s.slurm.asked().submitsFor("onepool/"+e.ns+"/gone"), 1, "one job for the pod, never a second")
 	})
 
 	t.Run("an allocation Slurm grants at once binds the pod to the Node that names the Slurm node", func(t *testing.T) {
@@ -187,10 +187,10 @@ func TestIntegrationScheduler(t *testing.T) {
 		e := s.namespace(t, "now", v1alpha1.TenantPolicySpec{Partitions: v1alpha1.Choice{Allowed: []string{"fast"}, Default: "fast"}}, 0)
 		slurmName, kubeName := e.ns+"-slurm", e.ns+"-k8s"
 		e.createNode(kubeName, map[string]string{keys.LabelSlurmNodeName: slurmName})
-		s.slurm.grantIn("fast", slurmName)
+		s.slurm.does().grantIn("fast", slurmName)
 		e.createPod("now", 2, "", "", nil, nil)
 		assert.Equal(t, kubeName, e.bound("now"), "the Node labelled with the Slurm node's name")
-		asks := s.slurm.asksFor("onepool/" + e.ns + "/now")
+		asks := s.slurm.asked().asksFor("onepool/" + e.ns + "/now")
 		require.Len(t, asks, 1, "one allocation and no batch job: %+v", asks)
 		assert.Equal(t, "/job/allocate", asks[0].Path)
 		assert.True(t, asks[0].Job.Immediate)
@@ -213,7 +213,7 @@ func TestIntegrationScheduler(t *testing.T) {
 		// A pod the policy allows goes through meanwhile.
 		e.createPod("modest", 1, "", "", map[string]string{keys.AnnotationJobQOS: "standard"}, nil)
 		assert.Equal(t, "standard", e.submitted("modest").Job.QOS)
-		assert.Empty(t, s.slurm.asksFor("onepool/"+e.ns+"/greedy"), "nothing asked of Slurm for a refused pod")
+		assert.Empty(t, s.slurm.asked().asksFor("onepool/"+e.ns+"/greedy"), "nothing asked of Slurm for a refused pod")
 	})
 
 	t.Run("a pod with an invalid annotation stays pending until the annotation is fixed", func(t *testing.T) {
@@ -222,7 +222,7 @@ func TestIntegrationScheduler(t *testing.T) {
 		e.createPod("typo", 1, "", "", map[string]string{keys.AnnotationJobTimeLimit: "soon"}, nil)
 		e.event("typo", keys.EventInvalidRequest, keys.AnnotationJobTimeLimit)
 		e.unschedulable("typo", "invalid Slurm request")
-		assert.Empty(t, s.slurm.asksFor("onepool/"+e.ns+"/typo"))
+		assert.Empty(t, s.slurm.asked().asksFor("onepool/"+e.ns+"/typo"))
 		assert.Empty(t, e.get("typo").Spec.NodeName)
 
 		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"2h"}}}`, keys.AnnotationJobTimeLimit)
@@ -256,10 +256,10 @@ func TestIntegrationScheduler(t *testing.T) {
 		_, err = e.kc.CoreV1().Nodes().Patch(context.Background(), e.node(0), types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 		require.NoError(t, err)
 		e.eventually("the waiting job no longer leaves out "+e.node(0), func() (bool, string) {
-			ex := s.slurm.excluded(ask.ID)
-			return !slices.Contains(ex, e.node(0)) && !slices.Contains(ex, e.node(1)) && len(s.slurm.updatesOf(ask.ID)) > 0, fmt.Sprint(ex)
+			ex := s.slurm.asked().excluded(ask.ID)
+			return !slices.Contains(ex, e.node(0)) && !slices.Contains(ex, e.node(1)) && len(s.slurm.asked().updatesOf(ask.ID)) > 0, fmt.Sprint(ex)
 		})
-		s.slurm.start(ask.ID, e.node(1))
+		s.slurm.does().start(ask.ID, e.node(1))
 		e.eventually("picky bound to "+e.node(1), func() (bool, string) {
 			p := e.get("picky")
 			return p != nil && p.Spec.NodeName == e.node(1), fmt.Sprintf("%v", p != nil && p.Spec.NodeName != "")
@@ -273,18 +273,18 @@ func TestIntegrationScheduler(t *testing.T) {
 		e.cordon(e.node(0))
 		e.createPod("moved", 1, "", "", nil, nil)
 		first := e.submitted("moved").ID
-		s.slurm.start(first, e.node(0)) // the drain had not reached Slurm yet
+		s.slurm.does().start(first, e.node(0)) // the drain had not reached Slurm yet
 		e.eventually("the job on the cordoned node is cancelled", func() (bool, string) {
-			return s.slurm.cancelled(first), s.slurm.state(first)
+			return s.slurm.asked().cancelled(first), s.slurm.asked().state(first)
 		})
 		job := "onepool/" + e.ns + "/moved"
 		e.eventually("a new job is asked for", func() (bool, string) {
-			return len(s.slurm.submitsFor(job)) == 2, fmt.Sprintf("%+v", s.slurm.submitsFor(job))
+			return len(s.slurm.asked().submitsFor(job)) == 2, fmt.Sprintf("%+v", s.slurm.asked().submitsFor(job))
 		})
-		second := s.slurm.submitsFor(job)[1].ID
-		s.slurm.start(second, e.node(1))
+		second := s.slurm.asked().submitsFor(job)[1].ID
+		s.slurm.does().start(second, e.node(1))
 		assert.Equal(t, e.node(1), e.bound("moved"))
-		assert.Len(t, s.slurm.submitsFor(job), 2)
+		assert.Len(t, s.slurm.asked().submitsFor(job), 2)
 	})
 
 	t.Run("a gang gets one job over as many nodes as its PodGroup's minMember, a node each", func(t *testing.T) {
@@ -294,7 +294,7 @@ func TestIntegrationScheduler(t *testing.T) {
 		member := map[string]string{keys.LabelPodGroup: "pair"}
 		e.createPod("pair-0", 4, "", "", nil, member)
 		e.unschedulable("pair-0", "1 of its 2 pods exist")
-		assert.Empty(t, s.slurm.asksFor("onepool/"+e.ns+"/pair"), "no job for an incomplete gang")
+		assert.Empty(t, s.slurm.asked().asksFor("onepool/"+e.ns+"/pair"), "no job for an incomplete gang")
 
 		e.createPod("pair-1", 4, "", "", nil, member)
 		ask := e.submitted("pair")
@@ -304,11 +304,11 @@ func TestIntegrationScheduler(t *testing.T) {
 		assert.True(t, strings.HasPrefix(ask.Job.Comment, fmt.Sprintf("onepool:group=%s/pair;uid=%s;", e.ns, pg.GetUID())),
 			"the comment names the PodGroup by its uid: %q", ask.Job.Comment)
 
-		s.slurm.start(ask.ID, e.node(0), e.node(1))
+		s.slurm.does().start(ask.ID, e.node(0), e.node(1))
 		got := []string{e.bound("pair-0"), e.bound("pair-1")}
 		slices.Sort(got)
 		assert.Equal(t, []string{e.node(0), e.node(1)}, got, "each pod on its own node of the job")
-		assert.Len(t, s.slurm.submitsFor("onepool/"+e.ns+"/pair"), 1, "one job for the gang")
+		assert.Len(t, s.slurm.asked().submitsFor("onepool/"+e.ns+"/pair"), 1, "one job for the gang")
 		for _, name := range []string{"pair-0", "pair-1"} {
 			e.eventually(name+" records the gang's job", func() (bool, string) {
 				p := e.get(name)
@@ -318,7 +318,7 @@ func TestIntegrationScheduler(t *testing.T) {
 	})
 
 	t.Cleanup(func() {
-		assert.Empty(t, s.slurm.unserved(), "requests the recorded slurmrestd answers do not cover")
+		assert.Empty(t, s.slurm.asked().unserved(), "requests the recorded slurmrestd answers do not cover")
 	})
 }
 

@@ -52,6 +52,6 @@ func itBoundVolume(t *testing.T, s *itEnv) {
 	ask := e.submitted("stateful")
 	assert.Contains(t, ask.Job.ExcludedNodes, e.node(0))
 	assert.NotContains(t, ask.Job.ExcludedNodes, e.node(1))
-	s.slurm.start(ask.ID, e.node(1))
+	s.slurm.does().start(ask.ID, e.node(1))
 	assert.Equal(t, e.node(1), e.bound("stateful"))
 }

@@ -31,7 +31,7 @@ func TestFakeSlurmrestdSpeaksThroughTheRealClient(t *testing.T) {
 				Partition: "main", QOS: "normal", Nodes: "2", Tasks: 2, TresPerNode: "gres/gpu:2", TimeLimit: 90 * time.Minute, NoRequeue: true}
 			id, err := c.SubmitJob(slurmrest.AsUser(ctx, "team-a"), job)
 			require.NoError(t, err)
-			asks := f.submitsFor("onepool/ns/p")
+			asks := f.asked().submitsFor("onepool/ns/p")
 			require.Len(t, asks, 1)
 			assert.Equal(t, "team-a", asks[0].User, "X-SLURM-USER-NAME")
 			assert.Equal(t, "2", asks[0].Job.Nodes)
@@ -46,7 +46,7 @@ func TestFakeSlurmrestdSpeaksThroughTheRealClient(t *testing.T) {
 			assert.Equal(t, job.Comment, pending.Comment)
 			assert.Empty(t, pending.Nodes)
 
-			f.start(id, "gpu-a", "gpu-b")
+			f.does().start(id, "gpu-a", "gpu-b")
 			states, err := c.JobStates(ctx, []uint32{id, 424242})
 			require.NoError(t, err)
 			require.Len(t, states, 1, "an id Slurm does not know is left out")
@@ -65,15 +65,15 @@ func TestFakeSlurmrestdSpeaksThroughTheRealClient(t *testing.T) {
 			require.NoError(t, err)
 			assert.Nil(t, unchanged, "no change since: the recorded empty delta")
 
-			f.preempt(id, 30*time.Second)
+			f.does().preempt(id, 30*time.Second)
 			preempted, err := c.GetJob(ctx, id)
 			require.NoError(t, err)
 			assert.False(t, preempted.PreemptTime.IsZero())
 			assert.WithinDuration(t, preempted.PreemptTime.Add(30*time.Second), preempted.EndTime, time.Second)
 
 			require.NoError(t, c.CancelJob(ctx, id))
-			assert.True(t, f.cancelled(id))
-			assert.Equal(t, "CANCELLED", f.state(id))
+			assert.True(t, f.asked().cancelled(id))
+			assert.Equal(t, "CANCELLED", f.asked().state(id))
 			assert.ErrorIs(t, c.CancelJob(ctx, 424242), slurmrest.ErrNotFound)
 			_, err = c.GetJob(ctx, 424242)
 			assert.ErrorIs(t, err, slurmrest.ErrNotFound)
@@ -83,20 +83,20 @@ func TestFakeSlurmrestdSpeaksThroughTheRealClient(t *testing.T) {
 			var ae *slurmrest.APIError
 			require.True(t, errors.As(err, &ae), "a refused allocation: %v", err)
 			assert.True(t, notNow(err) && refusedNow(err), "the recorded 'nodes are busy' is a refusal for now: %v", err)
-			f.grantIn("main", "gpu-c", "gpu-d")
+			f.does().grantIn("main", "gpu-c", "gpu-d")
 			granted, err := c.AllocateNow(ctx, job)
 			require.NoError(t, err)
 			g, err := c.GetJob(ctx, granted)
 			require.NoError(t, err)
 			assert.Equal(t, slurmrest.JobRunning, g.State.Base())
 			assert.Equal(t, "gpu-c,gpu-d", g.Nodes)
-			f.refuseQOS("gold")
+			f.does().refuseQOS("gold")
 			job.QOS, job.Script = "gold", "#!/bin/bash\n"
 			_, err = c.SubmitJob(ctx, job)
 			require.True(t, errors.As(err, &ae), "a refused submission: %v", err)
 			assert.Equal(t, slurmrest.ErrnoInvalidQOS, ae.FirstErrno())
 			assert.True(t, rejected(err), "refused for what it asks: %v", err)
-			assert.Empty(t, f.unserved())
+			assert.Empty(t, f.asked().unserved())
 		})
 	}
 }

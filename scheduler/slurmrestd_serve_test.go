@@ -150,36 +150,6 @@ func (f *fakeSlurmrestd) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// excluded is the job's ExcNodeList now.
-func (f *fakeSlurmrestd) excluded(id uint32) []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if j := f.jobs[id]; j != nil {
-		return slices.Clone(j.Excluded)
-	}
-	return nil
-}
-
-// updatesOf are the updates the job got.
-func (f *fakeSlurmrestd) updatesOf(id uint32) []jobUpdateAsk {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []jobUpdateAsk
-	for _, u := range f.updates {
-		if u.ID == id {
-			out = append(out, u)
-		}
-	}
-	return out
-}
-
-// addNode makes Slurm know a node (GET /nodes/ lists it).
-func (f *fakeSlurmrestd) addNode(name string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.nodes[name] = true
-}
-
 func (f *fakeSlurmrestd) refuse(w http.ResponseWriter, r *http.Request, why string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
