@@ -139,6 +139,11 @@ func (l *Lab) configureSlurm(ctx context.Context) error {
 		return err
 	}
 	hosts := fmt.Sprintf("127.0.0.1 localhost %s %s\n::1 localhost\n", cfg.ControlHost, strings.Join(slices.Concat(cfg.Nodes, cfg.DynNodes), " "))
+	oldConf, err := os.ReadFile(filepath.Join(root, "etc/slurm/slurm.conf"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	shrinks := slurmconf.QueueShrinks(string(oldConf), cfg.SlurmConf())
 	changed := false
 	for _, f := range []struct{ path, body string }{
 		{"etc/hosts", hosts},
@@ -179,8 +184,13 @@ func (l *Lab) configureSlurm(ctx context.Context) error {
 		}
 		// Nodes start from the new config, not from saved state: a saved
 		// NOT_RESPONDING scale node makes slurmctld touch the node table
-		// every second. Jobs keep their saved state.
-		for _, f := range []string{"node_state", "node_state.old"} {
+		// every second. Jobs keep their saved state, unless the queue
+		// shrank: slurmctld would start full (a scale run's held jobs).
+		saved := []string{"node_state", "node_state.old"}
+		if shrinks {
+			saved = append(saved, "job_state", "job_state.old")
+		}
+		for _, f := range saved {
 			if err := os.Remove(filepath.Join(root, "var/spool/slurmctld", f)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return err
 			}

@@ -284,3 +284,30 @@ func (c Config) SlurmdbdConf(pass string) string {
 	w("StorageLoc=%s", AcctDB)
 	return b.String()
 }
+
+// defaultMaxJobCount is slurmctld's MaxJobCount when slurm.conf names none.
+const defaultMaxJobCount = 10000
+
+// MaxJobCountOf reads MaxJobCount from a slurm.conf's text (Slurm's
+// default when it names none).
+func MaxJobCountOf(conf string) int {
+	for _, line := range strings.Split(conf, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if !ok || !strings.EqualFold(strings.TrimSpace(k), "MaxJobCount") {
+			continue
+		}
+		if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+			return n
+		}
+	}
+	return defaultMaxJobCount
+}
+
+// QueueShrinks says whether a new slurm.conf holds fewer jobs than the
+// old one did. slurmctld then starts with more saved jobs than it may
+// hold (a 50,000-job scale run before a 1,000-node one): the new queue is
+// full before the first test's job, so the lab starts it empty. An old
+// text of "" (no lab yet) never shrinks.
+func QueueShrinks(oldConf, newConf string) bool {
+	return oldConf != "" && MaxJobCountOf(newConf) < MaxJobCountOf(oldConf)
+}

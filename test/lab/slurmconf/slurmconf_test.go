@@ -115,3 +115,29 @@ func TestSlurmConfMaxJobCount(t *testing.T) {
 		t.Errorf("no MaxJobCount=60000 line:\n%s", base.SlurmConf())
 	}
 }
+
+func TestQueueShrinks(t *testing.T) {
+	conf := func(max int) string {
+		return Config{ControlHost: "lab", Nodes: labNodes, ExtraNodes: simNodes, MaxJobCount: max}.SlurmConf()
+	}
+	for _, tc := range []struct {
+		name     string
+		old, new string
+		want     bool
+	}{
+		{"no lab yet", "", conf(0), false},
+		{"same default", conf(0), conf(0), false},
+		{"a scale run after a plain lab", conf(0), conf(60000), false},
+		{"a 1k run after a 50k run", conf(60000), conf(10200), true},
+		{"the plain lab after a scale run", conf(60000), conf(0), true},
+		{"a bigger scale run", conf(10200), conf(60000), false},
+		{"case and spaces as an admin writes them", "maxjobcount = 20000\n", conf(0), true},
+		{"an unreadable value counts as the default", "MaxJobCount=lots\n", conf(0), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := QueueShrinks(tc.old, tc.new); got != tc.want {
+				t.Errorf("QueueShrinks = %v, want %v (old MaxJobCount %d, new %d)", got, tc.want, MaxJobCountOf(tc.old), MaxJobCountOf(tc.new))
+			}
+		})
+	}
+}
