@@ -105,6 +105,15 @@ go mod download
 # (-n prints the build script, on stderr: kept in a log, shown on failure.)
 GOFLAGS=-modcacherw go install -n "sigs.k8s.io/kwok/cmd/kwok@$(sed -n 's/^KWOK_VERSION *:= *//p' Makefile)" >"$dir/kwok-modules.log" 2>&1 ||
 	{ tail -20 "$dir/kwok-modules.log" >&2; exit 1; }
+# The Makefile copies files out of these modules (CRDs, kwok's stages) with
+# `go mod download -json MOD@VERSION`: a version no go.mod here requires
+# (scheduler-plugins' PodGroup CRD) is on no fresh machine either.
+for mv in sigs.k8s.io/kwok:KWOK_VERSION sigs.k8s.io/scheduler-plugins:SCHEDULER_PLUGINS_VERSION \
+	sigs.k8s.io/lws:LWS_VERSION sigs.k8s.io/jobset:JOBSET_VERSION; do
+	ver=$(sed -n "s/^${mv#*:} *[:?]*= *//p" Makefile | head -1)
+	[ -n "$ver" ] || { echo "ci-fresh: no ${mv#*:} in the Makefile" >&2; exit 1; }
+	go mod download "${mv%%:*}@$ver"
+done
 modcache=$(go env GOMODCACHE)
 
 ip netns add "$ns"
