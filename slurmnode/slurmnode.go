@@ -66,8 +66,8 @@ func (s Cached) Node(name string) (slurmrest.Node, error) { return s.Cache.Node(
 // Nodes lists the cached nodes, or slurmrest.ErrStale.
 func (s Cached) Nodes() ([]slurmrest.Node, error) { return s.Cache.Nodes() }
 
-// SyncedAt is when the cache's last good refresh began.
-func (s Cached) SyncedAt() time.Time { return s.Cache.LastSync() }
+// NodeSyncedAt is when what Node(name) answers was asked of Slurm.
+func (s Cached) NodeSyncedAt(name string) time.Time { return s.Cache.NodeSyncedAt(name) }
 
 // LiveNode asks slurmrestd now.
 func (s Cached) LiveNode(ctx context.Context, name string) (slurmrest.Node, error) {

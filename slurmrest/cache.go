@@ -48,6 +48,17 @@ type CacheConfig struct {
 	// queue: at 50,000 queued jobs one listing is 228 MB and takes
 	// slurmrestd 105 s (Slurm 24.11). With nothing to follow, a poll pings.
 	FollowJobs bool
+	// NodeFollow: how the nodes read through Node are kept current (auto:
+	// by name while they are few next to the table; cache_nodes.go).
+	NodeFollow NodeFollow
+	// NodeListEvery: while the followed nodes are read by name, the whole
+	// table is asked (its update_time delta) this often (5 m): for Nodes
+	// and the nodes onepool does not serve, which may then be this late.
+	NodeListEvery time.Duration
+	// NodeFollowFor: a node read through Node is followed this long after
+	// its last read (15 m; beyond the controllers' resyncs, which read
+	// every node they serve).
+	NodeFollowFor time.Duration
 	// JobListPerJob is the time a job listing is given per job the last
 	// listing held, beyond the client's request timeout (4 ms: 24.11 took
 	// 2.1 ms a job at 50,000 jobs on 2 busy cores). slurmrestd builds an
@@ -86,6 +97,12 @@ func (c *CacheConfig) defaults() {
 	}
 	if c.JobListPerJob <= 0 {
 		c.JobListPerJob = 4 * time.Millisecond
+	}
+	if c.NodeListEvery <= 0 {
+		c.NodeListEvery = 5 * time.Minute
+	}
+	if c.NodeFollowFor <= 0 {
+		c.NodeFollowFor = 15 * time.Minute
 	}
 }
 
@@ -150,6 +167,19 @@ type Cache struct {
 	// jobBackoff spaces job listings after failures.
 	jobBackoff backoff
 
+	// Nodes followed by name (cache_nodes.go). wanted (under wmu): when
+	// each node was last read through Node. nodeReadAt: when each
+	// followed node's last read by name was asked. tableAsked: when the
+	// last good ask of the whole table was (its listing or "unchanged").
+	wmu          sync.Mutex
+	wanted       map[string]time.Time
+	nodeReadAt   map[string]time.Time
+	tableAsked   time.Time
+	tableBusy    bool
+	tableBackoff backoff
+	// bg: listings running beside the poll loop; Run waits for them.
+	bg sync.WaitGroup
+
 	nodeLRU *expirable.LRU[string, Node]
 	jobLRU  *expirable.LRU[uint32, Job]
 }
@@ -157,19 +187,23 @@ type Cache struct {
 // NewCache returns a cache over client; Run starts it.
 func NewCache(client *Client, cfg CacheConfig) *Cache {
 	cfg.defaults()
-	return &Cache{
-		client:  client,
-		cfg:     cfg,
-		log:     cfg.Logger,
-		nodes:   newView(func(n *Node) string { return n.Name }, (*Node).Equal),
-		jobs:    newView(func(j *Job) uint32 { return j.ID }, (*Job).Equal),
-		synced:  make(chan struct{}),
-		refresh: make(chan struct{}, 1),
-		tracked: map[uint32]time.Time{},
-		readAt:  map[uint32]time.Time{},
-		nodeLRU: expirable.NewLRU[string, Node](cfg.LRUSize, nil, cfg.LRUTTL),
-		jobLRU:  expirable.NewLRU[uint32, Job](cfg.LRUSize, nil, cfg.LRUTTL),
+	c := &Cache{
+		client:     client,
+		cfg:        cfg,
+		log:        cfg.Logger,
+		nodes:      newView(func(n *Node) string { return n.Name }, (*Node).Equal),
+		jobs:       newView(func(j *Job) uint32 { return j.ID }, (*Job).Equal),
+		synced:     make(chan struct{}),
+		refresh:    make(chan struct{}, 1),
+		tracked:    map[uint32]time.Time{},
+		readAt:     map[uint32]time.Time{},
+		wanted:     map[string]time.Time{},
+		nodeReadAt: map[string]time.Time{},
+		nodeLRU:    expirable.NewLRU[string, Node](cfg.LRUSize, nil, cfg.LRUTTL),
+		jobLRU:     expirable.NewLRU[uint32, Job](cfg.LRUSize, nil, cfg.LRUTTL),
 	}
+	c.nodes.heldNewer = c.heldNewerNode
+	return c
 }
 
 // AddNodeHandler registers h; call it before Run.
@@ -225,6 +259,7 @@ func (c *Cache) Run(ctx context.Context) {
 	c.mu.Unlock()
 	t := time.NewTicker(c.cfg.PollInterval)
 	defer t.Stop()
+	defer c.bg.Wait()
 	// Which REST API both sides speak: said once at start. Without one in
 	// common (ErrUnsupportedVersion) every poll fails and the cache never
 	// becomes fresh: readiness stays false and nothing is decided.
@@ -272,9 +307,7 @@ func (c *Cache) poll(ctx context.Context) {
 	now := time.Now()
 	var nodeErr, jobErr error
 	if c.cfg.Watch&WatchNodes != 0 {
-		_, nodeErr = pollView(ctx, c, "node", c.nodes, true, c.client.ListNodes,
-			func(l *NodeList) ([]Node, time.Time) { return l.Nodes, l.LastUpdate }, c.deliverNode)
-		if nodeErr == nil {
+		if nodeErr = c.pollNodes(ctx, now); nodeErr == nil {
 			c.setSynced(&c.lastNodeSync, now)
 		}
 	}

@@ -61,7 +61,7 @@ func (c *Cache) followJobs(ctx context.Context) error {
 			read = append(read, id)
 		}
 	}
-	jobs, gone, err := c.readFollowed(ctx, read)
+	jobs, gone, err := readEach(ctx, "job", read, c.client.GetJob)
 	if err != nil {
 		return err
 	}
@@ -103,37 +103,38 @@ func readList(known map[uint32]JobState, states []JobStateEntry) []uint32 {
 	return out
 }
 
-// readFollowed reads ids in full, a few at a time: the jobs Slurm has and
-// the ids it denies knowing. Any other failure is the poll's error.
-func (c *Cache) readFollowed(ctx context.Context, ids []uint32) ([]Job, []uint32, error) {
+// readEach reads keys one by one, a few at a time: the objects Slurm has
+// and the keys it denies knowing (ErrNotFound). Any other failure is the
+// poll's error; what was read stands.
+func readEach[K comparable, T any](ctx context.Context, what string, keys []K, get func(context.Context, K) (*T, error)) ([]T, []K, error) {
 	var (
 		mu   sync.Mutex
-		jobs []Job
-		gone []uint32
+		objs []T
+		gone []K
 		errs []error
 		wg   sync.WaitGroup
 	)
 	sem := make(chan struct{}, 8)
-	for _, id := range ids {
+	for _, k := range keys {
 		wg.Add(1)
 		sem <- struct{}{}
-		go func(id uint32) {
+		go func(k K) {
 			defer func() { <-sem; wg.Done() }()
-			j, err := c.client.GetJob(ctx, id)
+			o, err := get(ctx, k)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case errors.Is(err, ErrNotFound):
-				gone = append(gone, id)
+				gone = append(gone, k)
 			case err != nil:
-				errs = append(errs, fmt.Errorf("follow job %d: %w", id, err))
+				errs = append(errs, fmt.Errorf("follow %s %v: %w", what, k, err))
 			default:
-				jobs = append(jobs, *j)
+				objs = append(objs, *o)
 			}
-		}(id)
+		}(k)
 	}
 	wg.Wait()
-	return jobs, gone, errors.Join(errs...)
+	return objs, gone, errors.Join(errs...)
 }
 
 // backoff spaces attempts after failures: PollInterval doubled per failure

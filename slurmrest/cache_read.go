@@ -26,12 +26,20 @@ func (c *Cache) freshLocked(now time.Time, kind Watch) error {
 }
 
 // Node returns the cached node. ErrNotFound means Slurm has no such node;
-// ErrStale means the answer is unknown.
+// ErrStale means the answer is unknown. The node is followed from now on
+// (NodeFollow): a node the cache was not following, and whose last read
+// is StaleAfter old (the table is asked only every NodeListEvery then),
+// answers ErrStale until the next poll has read it.
 func (c *Cache) Node(name string) (Node, error) {
+	now := time.Now()
+	c.want(name, now)
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	if err := c.freshLocked(time.Now(), WatchNodes); err != nil {
+	if err := c.freshLocked(now, WatchNodes); err != nil {
 		return Node{}, err
+	}
+	if age := now.Sub(c.nodeAsOfLocked(name)); age > c.cfg.StaleAfter {
+		return Node{}, fmt.Errorf("%w: node %s last read %s ago; followed from now on", ErrStale, name, age.Round(time.Second))
 	}
 	n, ok := c.nodes.get(name)
 	if !ok {
@@ -40,14 +48,28 @@ func (c *Cache) Node(name string) (Node, error) {
 	return *n, nil
 }
 
-// Nodes returns all cached nodes, in no order, or ErrStale.
+// Nodes returns all cached nodes, in no order, or ErrStale. While the
+// followed nodes are read by name, the others are as the table's last
+// listing had them: at most NodeListEvery old.
 func (c *Cache) Nodes() ([]Node, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	if err := c.freshLocked(time.Now(), WatchNodes); err != nil {
+	now := time.Now()
+	if err := c.freshLocked(now, WatchNodes); err != nil {
 		return nil, err
 	}
+	if age := now.Sub(c.tableAsked); age > c.cfg.NodeListEvery+c.cfg.StaleAfter {
+		return nil, fmt.Errorf("%w: node table last listed %s ago", ErrStale, age.Round(time.Second))
+	}
 	return c.nodes.list(), nil
+}
+
+// NodeSyncedAt is when what Node(name) answers was asked of Slurm: it
+// holds every change Slurm made to the node before then.
+func (c *Cache) NodeSyncedAt(name string) time.Time {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.nodeAsOfLocked(name)
 }
 
 // Job returns the cached job, like Node.

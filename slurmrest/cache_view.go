@@ -23,6 +23,10 @@ type view[K comparable, T any] struct {
 	misses map[K]int
 	since  time.Time // update_time for the next poll; zero lists in full
 	synced bool
+	// heldNewer says whether the view holds k as read after asked (a node
+	// followed by name while a listing asked at asked was under way): the
+	// listing neither replaces it nor counts it missing. nil: never.
+	heldNewer func(k K, asked time.Time) bool
 }
 
 func newView[K comparable, T any](key func(*T) K, equal func(a, b *T) bool) *view[K, T] {
@@ -51,6 +55,9 @@ func (v *view[K, T]) merge(list []T, lastUpdate, now time.Time, countMisses bool
 		obj := &list[i]
 		k := v.key(obj)
 		seen[k] = struct{}{}
+		if v.newer(k, now) {
+			continue
+		}
 		delete(v.misses, k)
 		old, ok := v.items[k]
 		switch {
@@ -62,7 +69,7 @@ func (v *view[K, T]) merge(list []T, lastUpdate, now time.Time, countMisses bool
 		v.items[k] = obj
 	}
 	for k := range v.items {
-		if _, ok := seen[k]; ok || !countMisses {
+		if _, ok := seen[k]; ok || !countMisses || v.newer(k, now) {
 			continue
 		}
 		evs = v.miss(k, evs)
@@ -74,6 +81,11 @@ func (v *view[K, T]) merge(list []T, lastUpdate, now time.Time, countMisses bool
 	}
 	v.synced = true
 	return evs
+}
+
+// newer says whether the view's k was read after asked (heldNewer).
+func (v *view[K, T]) newer(k K, asked time.Time) bool {
+	return v.heldNewer != nil && v.heldNewer(k, asked)
 }
 
 // nextSince is the update_time for the poll after a listing taken at "now".

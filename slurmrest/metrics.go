@@ -13,6 +13,7 @@ type metrics struct {
 	cacheEvents   *prometheus.CounterVec
 	cacheStale    prometheus.Gauge
 	lastSyncAge   *prometheus.GaugeVec
+	followedNodes prometheus.Gauge
 	tokenExpiry   prometheus.Gauge
 	tokenRefused  prometheus.Counter
 }
@@ -44,6 +45,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "onepool_slurmrest_cache_last_sync_age_seconds",
 			Help: "Seconds since the last good refresh of the cache, by object kind.",
 		}, []string{"kind"}),
+		followedNodes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "onepool_slurmrest_cache_followed_nodes",
+			Help: "Nodes the cache reads by name each poll (0: it asks the whole table's delta each poll instead).",
+		}),
 		tokenExpiry: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "onepool_slurmrest_token_expiry_timestamp_seconds",
 			Help: "When the slurmrestd token requests carry expires (Unix time); 0 when it says none.",
@@ -54,7 +59,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.responseBytes, m.duration, m.cacheEvents, m.cacheStale, m.lastSyncAge, m.tokenExpiry, m.tokenRefused} {
+		for _, c := range []prometheus.Collector{m.requests, m.responseBytes, m.duration, m.cacheEvents, m.cacheStale, m.lastSyncAge, m.followedNodes, m.tokenExpiry, m.tokenRefused} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

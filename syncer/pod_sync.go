@@ -234,7 +234,7 @@ func (r *PodReconciler) cacheBehind(slurmName string) bool {
 	if !ok {
 		return false
 	}
-	if r.slurm.SyncedAt().After(at) {
+	if r.slurm.NodeSyncedAt(slurmName).After(at) {
 		r.mu.Lock()
 		if r.wrote[slurmName].Equal(at) {
 			delete(r.wrote, slurmName)

@@ -13,9 +13,9 @@ type Slurm interface {
 	// Node returns the node's state, slurmrest.ErrStale when unknown, or
 	// slurmrest.ErrNotFound when Slurm has no such node.
 	Node(name string) (slurmrest.Node, error)
-	// SyncedAt is when the last good refresh of the cache began: what Node
-	// returns reflects every change Slurm made before then.
-	SyncedAt() time.Time
+	// NodeSyncedAt is when what Node(name) returns was asked of Slurm: it
+	// reflects every change Slurm made to the node before then.
+	NodeSyncedAt(name string) time.Time
 	// LiveNode asks slurmrestd now, for what cannot be undone.
 	LiveNode(ctx context.Context, name string) (slurmrest.Node, error)
 	Drain(ctx context.Context, name, reason string) error

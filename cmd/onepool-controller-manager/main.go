@@ -62,6 +62,8 @@ type config struct {
 	slurmAPIVersion string
 	pollInterval    time.Duration
 	staleAfter      time.Duration
+	nodeFollow      slurmrest.NodeFollow
+	nodeListEvery   time.Duration
 	metrics         metricsFlags
 	probeAddr       string
 	pprofAddr       string
@@ -98,6 +100,11 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.slurmAPIVersion, "slurmrest-api-version", "", "REST API version to speak ("+strings.Join(slurmrest.APIVersions, ", ")+"); empty: the newest slurmrestd serves")
 	fs.DurationVar(&c.pollInterval, "slurm-poll-interval", time.Second, "how often the Slurm cache polls for changes")
 	fs.DurationVar(&c.staleAfter, "slurm-stale-after", 30*time.Second, "after this long without a good refresh Slurm's state counts as unknown")
+	fs.Func("slurm-node-follow", "how the Slurm cache keeps the nodes onepool serves current: auto (by name while they are at most 1/32 of Slurm's nodes, else the whole table's delta each poll), always (by name), never (the table)", func(v string) (err error) {
+		c.nodeFollow, err = slurmrest.ParseNodeFollow(v)
+		return err
+	})
+	fs.DurationVar(&c.nodeListEvery, "slurm-node-list-interval", 5*time.Minute, "while the served nodes are read by name, how often the whole node table is asked (topology, nodes onepool does not serve)")
 	c.metrics.bind(fs)
 	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.StringVar(&c.pprofAddr, "pprof-bind-address", "", "address of Go's /debug/pprof/ (heap and CPU profiles, no authentication: bind it to 127.0.0.1); empty: off")
@@ -314,8 +321,11 @@ func run(ctx context.Context, c config) error {
 	}
 	// The controllers read Slurm's nodes, never its jobs: the cache lists
 	// nodes alone (a job listing is slurmrestd's costliest answer).
+	// A served node is followed by name from its first read on, and for
+	// three of the syncer's resyncs (which read each one) after its last.
 	sCache := slurmrest.NewCache(sc, slurmrest.CacheConfig{PollInterval: c.pollInterval, StaleAfter: c.staleAfter,
-		Watch: slurmrest.WatchNodes, Logger: ctrl.Log.WithName("slurm-cache")})
+		Watch: slurmrest.WatchNodes, NodeFollow: c.nodeFollow, NodeListEvery: c.nodeListEvery, NodeFollowFor: 3 * c.syncer.Resync,
+		Logger: ctrl.Log.WithName("slurm-cache")})
 	var cacheRunning atomic.Bool
 	// The cache polls only on the leader: replicas waiting for the lease cost slurmrestd nothing.
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {

@@ -155,8 +155,8 @@ func compare(a, b string) int {
 	return 0
 }
 
-// SyncedAt is now: the table is always current.
-func (f *Slurm) SyncedAt() time.Time { return time.Now() }
+// NodeSyncedAt is now: the table is always current.
+func (f *Slurm) NodeSyncedAt(string) time.Time { return time.Now() }
 
 func (f *Slurm) LiveNode(_ context.Context, name string) (slurmrest.Node, error) {
 	n, err := f.Node(name)

@@ -246,7 +246,14 @@ func (r *recorder) snapshot() ([]slurmrest.Node, []string, []bool) {
 
 func startCache(t *testing.T, l *lab.Lab, cfg slurmrest.CacheConfig) (*slurmrest.Cache, *recorder) {
 	t.Helper()
-	cache := slurmrest.NewCache(slurmClient(t, l), cfg)
+	return startCacheOn(t, slurmClient(t, l), cfg)
+}
+
+// startCacheOn runs a cache over c until the test ends, its events
+// recorded, and waits for its first sync.
+func startCacheOn(t *testing.T, c *slurmrest.Client, cfg slurmrest.CacheConfig) (*slurmrest.Cache, *recorder) {
+	t.Helper()
+	cache := slurmrest.NewCache(c, cfg)
 	rec := &recorder{}
 	cache.AddNodeHandler(rec.handler())
 	cache.AddStatusHandler(rec.statusFunc)
@@ -262,11 +269,19 @@ func startCache(t *testing.T, l *lab.Lab, cfg slurmrest.CacheConfig) (*slurmrest
 	return cache, rec
 }
 
+// The same whether the cache asks the node table each poll or reads the
+// node by name (issue 38's follow mode).
 func TestCacheStaleWhileSlurmrestdDown(t *testing.T) {
+	for name, mode := range map[string]slurmrest.NodeFollow{"table": slurmrest.NodeFollowNever, "by name": slurmrest.NodeFollowAlways} {
+		t.Run(name, func(t *testing.T) { cacheStaleWhileSlurmrestdDown(t, mode) })
+	}
+}
+
+func cacheStaleWhileSlurmrestdDown(t *testing.T, mode slurmrest.NodeFollow) {
 	l := lab.Shared(t)
 	node := l.NodeNames()[len(l.NodeNames())-1]
 	t.Cleanup(func() { resumeIfDrained(t, l, node) })
-	cache, rec := startCache(t, l, slurmrest.CacheConfig{PollInterval: 200 * time.Millisecond, StaleAfter: 3 * time.Second})
+	cache, rec := startCache(t, l, slurmrest.CacheConfig{PollInterval: 200 * time.Millisecond, StaleAfter: 3 * time.Second, NodeFollow: mode})
 	if _, err := cache.Node(node); err != nil {
 		t.Fatalf("fresh cache: Node(%s) = %v", node, err)
 	}
