@@ -24,8 +24,10 @@ type NodeFollow uint8
 
 const (
 	// NodeFollowAuto (the default) reads the followed nodes by name while
-	// there are some and they are at most 1/followShare of the table
-	// (and at most maxFollowedNodes); else it asks the table each poll.
+	// they are at most 1/followShare of the table (and at most
+	// maxFollowedNodes; none: a ping), else it asks the table each poll, as
+	// it does a table of fewer than followShare nodes (a listing of a few
+	// dozen KB).
 	NodeFollowAuto NodeFollow = iota
 	// NodeFollowNever asks the table (update_time delta) each poll.
 	NodeFollowNever
@@ -68,7 +70,7 @@ func followByName(mode NodeFollow, followed, tableNodes int) bool {
 	case NodeFollowAlways:
 		return true
 	}
-	return followed > 0 && followed <= maxFollowedNodes && followed*followShare <= tableNodes
+	return tableNodes >= followShare && followed <= maxFollowedNodes && followed*followShare <= tableNodes
 }
 
 // errTableBusy: the table's listing of the last follow poll is still

@@ -24,7 +24,9 @@ func TestFollowByName(t *testing.T) {
 		followed, tabled int
 		want             bool
 	}{
-		{"auto: nothing followed asks the table", NodeFollowAuto, 0, 10_000, false},
+		{"auto: nothing followed of 10,000 pings", NodeFollowAuto, 0, 10_000, true},
+		{"auto: nothing followed of a small lab's table asks it", NodeFollowAuto, 0, 8, false},
+		{"auto: one followed of 32", NodeFollowAuto, 1, 32, true},
 		{"auto: 44 served of 10,000", NodeFollowAuto, 44, 10_000, true},
 		{"auto: a 32nd of the table", NodeFollowAuto, 312, 10_000, true},
 		{"auto: more than a 32nd", NodeFollowAuto, 313, 10_000, false},

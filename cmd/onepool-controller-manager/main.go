@@ -100,7 +100,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.slurmAPIVersion, "slurmrest-api-version", "", "REST API version to speak ("+strings.Join(slurmrest.APIVersions, ", ")+"); empty: the newest slurmrestd serves")
 	fs.DurationVar(&c.pollInterval, "slurm-poll-interval", time.Second, "how often the Slurm cache polls for changes")
 	fs.DurationVar(&c.staleAfter, "slurm-stale-after", 30*time.Second, "after this long without a good refresh Slurm's state counts as unknown")
-	fs.Func("slurm-node-follow", "how the Slurm cache keeps the nodes onepool serves current: auto (by name while they are at most 1/32 of Slurm's nodes, else the whole table's delta each poll), always (by name), never (the table)", func(v string) (err error) {
+	fs.Func("slurm-node-follow", "how the Slurm cache keeps the nodes onepool serves current: auto (by name while they are at most 1/32 of Slurm's nodes and those are 32 or more, else the whole table's delta each poll), always (by name), never (the table)", func(v string) (err error) {
 		c.nodeFollow, err = slurmrest.ParseNodeFollow(v)
 		return err
 	})

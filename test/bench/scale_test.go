@@ -26,6 +26,10 @@ const (
 	foreignUser    = lab.JailUser
 	foreignWorkers = 8
 	listingTimeout = 10 * time.Minute
+	// scaleWindow is the idle window: one of the controller manager's
+	// node table intervals (--slurm-node-list-interval, 5 m), so that a
+	// figure holds the table's listing as often as it comes.
+	scaleWindow = 5 * time.Minute
 )
 
 // TestBenchScale measures what an idle pool costs at the size of a real
@@ -84,8 +88,8 @@ func TestBenchScale(t *testing.T) {
 	for c, u := range urls {
 		before[c] = [2]float64{scrapeSum(t, l, u, "onepool_slurmrest_requests_total"), scrapeSum(t, l, u, "onepool_slurmrest_response_bytes_total")}
 	}
-	time.Sleep(window)
-	perMin := float64(time.Minute) / float64(window)
+	time.Sleep(scaleWindow)
+	perMin := float64(time.Minute) / float64(scaleWindow)
 	for c, u := range urls {
 		req, by := scrapeSum(t, l, u, "onepool_slurmrest_requests_total"), scrapeSum(t, l, u, "onepool_slurmrest_response_bytes_total")
 		rep("scale_idle_"+c+"_requests_per_min", (req-before[c][0])*perMin, "requests/min")
