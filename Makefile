@@ -36,7 +36,7 @@ SCHEDULER_PLUGINS_VERSION := v0.35.4-devel
 FUZZTIME ?= 100000x
 UNIT_PKGS := ./charts/... ./drain/... ./internal/... ./slurmnode/... ./agent/... ./slurmrest/... ./gpuwebhook/... ./test/lab/... ./keys/... ./syncer/... ./scheduler/... ./nodeset/... ./topology/... ./cmd/... ./examples/... ./test/gpuproof/...
 
-.PHONY: bench-scale lint rules kueue lab-spank lab-26.05-beside help up down lab-status lab-manifest ci-fresh images images-dockerfile gpu-proof tools node-tools generate openapi-spec vet unit fuzz e2e e2e-node e2e-26.05 test bench bench-install bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-slurm-chart bench-gpu bench-placeholders bench-workloads spank soak soak-short
+.PHONY: bench-scale lint rules kueue lab-spank lab-26.05-beside lab-26.05-kube help up down lab-status lab-manifest ci-fresh images images-dockerfile gpu-proof tools node-tools generate openapi-spec vet unit fuzz e2e e2e-node e2e-26.05 test bench bench-install bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-slurm-chart bench-gpu bench-placeholders bench-workloads spank soak soak-short
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -111,7 +111,7 @@ $(BIN)/kubectl: go.mod go.sum
 $(BIN)/etcd: test/tools/etcd/go.mod test/tools/etcd/go.sum
 	cd test/tools/etcd && go build -o $@ go.etcd.io/etcd/server/v3
 
-HELM_VERSION := v3.22.0
+HELM_VERSION := v3.20.2
 $(BIN)/helm: test/tools/helm/go.mod test/tools/helm/go.sum
 	cd test/tools/helm && go build -ldflags "-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)" -o $@ helm.sh/helm/v3/cmd/helm
 
@@ -136,8 +136,12 @@ $(BIN)/pause: test/lab/pause/main.go
 .PHONY: node-tools
 node-tools: $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kubectl $(BIN)/etcd $(BIN)/lab $(BIN)/kubelet $(BIN)/pause ## binaries of the real kubelet node (`lab node up`, ONEPOOL_LAB_REAL_KUBELET=1)
 
-$(BIN)/kwok:
-	GOBIN=$(BIN) go install sigs.k8s.io/kwok/cmd/kwok@$(KWOK_VERSION)
+# From its own tool module, whose Kubernetes modules are test/tools/kube-1.36's:
+# the API server 1.36 and kwok then share one compiled copy of them (a cold
+# machine compiles client-go once for both, not twice).
+$(BIN)/kwok: test/tools/kwok/go.mod test/tools/kwok/go.sum
+	@grep -qE '^\s*(require )?sigs.k8s.io/kwok $(KWOK_VERSION)( |$$)' test/tools/kwok/go.mod || { echo "kwok: test/tools/kwok does not require $(KWOK_VERSION)" >&2; exit 1; }
+	cd test/tools/kwok && go build -o $@ sigs.k8s.io/kwok/cmd/kwok
 
 # kwok ships no stages in the binary: take the upstream "fast" ones, and
 # the lab's own (test/lab/controlplane/kwok-job-stages.yaml: a Job's pod
@@ -347,7 +351,7 @@ soak-short: ## the short soak make test runs (3 minutes, seed 1 unless SOAK_SEED
 # what the stage before left (onepool's drain records on the Nodes).
 LAB_2605_DIR ?= $(LAB_DIR)-26.05
 LAB_2605_NETNS ?= onepool-lab-26.05
-lab-26.05-beside: tools $(BIN)/kube-apiserver-1.36 ## prepare the second lab make test runs the 26.05 suites in, beside the first (LAB_2605_DIR, LAB_2605_NETNS)
+lab-26.05-beside: tools ## prepare the second lab make test runs the 26.05 suites in, beside the first (LAB_2605_DIR, LAB_2605_NETNS); its API server 1.36: make lab-26.05-kube
 	mkdir -p $(LAB_2605_DIR)/bin
 	for f in $(BIN)/*; do ln -f "$$f" $(LAB_2605_DIR)/bin/; done
 	cp -p $(LAB_DIR)/kwok-stages.yaml $(LAB_DIR)/podgroup-crd.yaml $(LAB_DIR)/lws-crd.yaml $(LAB_DIR)/jobset-crd.yaml $(LAB_2605_DIR)/
@@ -357,15 +361,20 @@ lab-26.05-beside: tools $(BIN)/kube-apiserver-1.36 ## prepare the second lab mak
 	ip -n $(LAB_2605_NETNS) link set lo up
 	ip -n $(LAB_2605_NETNS) addr replace 10.99.0.1/32 dev lo
 
+lab-26.05-kube: $(BIN)/kube-apiserver-1.36 ## the second lab's API server, Kubernetes 1.36, built and linked into LAB_2605_DIR
+	mkdir -p $(LAB_2605_DIR)/bin
+	ln -f $(BIN)/kube-apiserver-1.36 $(LAB_2605_DIR)/bin/
+
 # make test. Each stage is timed (a line `STAGE <name> <seconds> s`; make
 # ci-fresh collects them), and each lab stage starts from a clean lab
 # (lab.StartClean). `tools` is compiled first; then three lanes overlap:
 #   lane 1 (first lab, Slurm 24.11, Kubernetes 1.35): e2e, images, e2e-node;
 #       the real node's binaries (node-tools) compile meanwhile
-#   lane 2 (second lab, its API server Kubernetes 1.36): lab-26.05-beside,
-#       e2e-26.05, soak-short-26.05, the Kueue suite (kueue-26.05; Kueue's
-#       controller compiles, niced, from the start), then on Slurm 24.11
-#       soak-short and e2e-process
+#   lane 2 (second lab): lab-26.05-beside, then on Slurm 24.11 and
+#       Kubernetes 1.35 soak-short and e2e-process while the API server 1.36
+#       compiles (kube-1.36, niced), then on Slurm 26.05 and Kubernetes 1.36
+#       e2e-26.05, soak-short-26.05 and the Kueue suite (kueue-26.05; Kueue's
+#       controller compiles, niced, from the start)
 #   lane 3 (CPU, niced: the suites mostly wait, and must not be starved):
 #       vet, lint, unit, fuzz
 # Each suite runs where it adds something. The 24.11 processes skip what
@@ -376,7 +385,9 @@ lab-26.05-beside: tools $(BIN)/kube-apiserver-1.36 ## prepare the second lab mak
 # (Until stop 62 the lanes were two and every 24.11 scheduler, syncer and
 # NodeSet test ran twice on 24.11: CI took 2,850 s, over its budget. A make
 # ci-fresh of three lanes with the soak and e2e-process in lane 1 took
-# 2,320 s, lane 1 ~770 s longer than lane 2: they moved.)
+# 2,320 s, lane 1 ~770 s longer than lane 2: they moved. On a cold machine
+# lane 2 was the longest: 943 s of lab-26.05-beside went into compiling the
+# 1.36 API server before any suite ran; it compiles beside the 24.11 stages now.)
 # The lanes' logs follow lane 1's output.
 CHART_COVERED := ^($(CHART_E2E))
 E2E_PROCESS_ONLY := ^(TestSchedulerFollowsItsJobsWithoutListingSlurms|TestSchedulerStandbyTakesOverMidBurst)
@@ -387,18 +398,21 @@ test: ## everything CI runs: vet, unit, fuzz, the suites and a 3-minute fault so
 	  if "$$@"; then flaky=$$(said flaky); echo "STAGE $$s $$(( $$(date +%s) - start )) s$${flaky:+ ($$flaky)}"; return 0; fi; \
 	  failed=$$(said failed); echo "STAGE $$s FAILED after $$(( $$(date +%s) - start )) s$${failed:+: $$failed}"; return 1; }; \
 	sdir=$(LAB_DIR); stage tools $(MAKE) --no-print-directory tools || exit 1; \
-	go mod download; (cd test/tools/kueue && go mod download); (cd test/tools/kube-1.36 && go mod download); \
+	go mod download; (cd test/tools/kueue && go mod download); \
 	log2=$(LAB_DIR)/lane-2.log; log3=$(LAB_DIR)/lane-3.log; ntlog=$(LAB_DIR)/node-tools.log; \
-	in2() { nsenter --net=/var/run/netns/$(LAB_2605_NETNS) env GOPROXY=off $(MAKE) --no-print-directory "$$@" LAB_DIR=$(LAB_2605_DIR) KUBE=1.36; }; \
+	in2kube() { k=$$1; shift; nsenter --net=/var/run/netns/$(LAB_2605_NETNS) env GOPROXY=off $(MAKE) --no-print-directory "$$@" LAB_DIR=$(LAB_2605_DIR) KUBE=$$k; }; \
+	in2() { in2kube 1.36 "$$@"; }; \
 	( sdir=$(LAB_2605_DIR); mkdir -p $(LAB_2605_DIR)/bin; \
 	  ( stage kueue nice -n 10 $(MAKE) --no-print-directory kueue LAB_DIR=$(LAB_2605_DIR) ) & kq=$$!; \
 	  stage lab-26.05-beside $(MAKE) --no-print-directory lab-26.05-beside && \
+	  { ( stage kube-1.36 nice -n 10 $(MAKE) --no-print-directory lab-26.05-kube ) & k36=$$!; } && \
+	  stage soak-short in2kube 1.35 soak-short && \
+	  stage e2e-process in2kube 1.35 e2e E2E_RUN='$(E2E_PROCESS_ONLY)' E2E_LOG=e2e-process && \
+	  in2kube 1.35 down && wait $$k36 && k36= && \
 	  stage e2e-26.05 in2 e2e-26.05 SLURM=26.05 E2E_SKIP='$(KUEUE_E2E)' && \
 	  stage soak-short-26.05 in2 soak-short SLURM=26.05 && \
-	  wait $$kq && kq= && stage kueue-26.05 in2 e2e SLURM=26.05 E2E_RUN='$(KUEUE_E2E)' E2E_LOG=e2e-kueue-26.05 && \
-	  in2 down SLURM=26.05 && stage soak-short in2 soak-short && \
-	  stage e2e-process in2 e2e E2E_RUN='$(E2E_PROCESS_ONLY)' E2E_LOG=e2e-process; \
-	  rc2=$$?; [ -z "$$kq" ] || wait $$kq || true; exit $$rc2 ) > $$log2 2>&1 & l2=$$!; \
+	  wait $$kq && kq= && stage kueue-26.05 in2 e2e SLURM=26.05 E2E_RUN='$(KUEUE_E2E)' E2E_LOG=e2e-kueue-26.05; \
+	  rc2=$$?; [ -z "$$kq" ] || wait $$kq || true; [ -z "$${k36:-}" ] || wait $$k36 || true; exit $$rc2 ) > $$log2 2>&1 & l2=$$!; \
 	( sdir=$(LAB_DIR)/lane-3; mkdir -p $$sdir; stage vet nice -n 10 $(MAKE) --no-print-directory vet && \
 	  stage lint nice -n 10 $(MAKE) --no-print-directory lint && \
 	  stage unit nice -n 10 $(MAKE) --no-print-directory unit && \
@@ -414,7 +428,7 @@ test: ## everything CI runs: vet, unit, fuzz, the suites and a 3-minute fault so
 	rc3=0; wait $$l3 || rc3=$$?; \
 	echo "--- lane 3: vet, lint, unit, fuzz, beside the lanes ($$log3):"; cat $$log3; \
 	rc2=0; wait $$l2 || rc2=$$?; \
-	echo "--- lane 2: the second lab: the suites on Slurm 26.05 and Kueue's, the 24.11 soak and e2e-process ($$log2):"; cat $$log2; \
+	echo "--- lane 2: the second lab: the 24.11 soak and e2e-process, the suites on Slurm 26.05 and Kueue's ($$log2):"; cat $$log2; \
 	[ $$rc = 0 ] && [ $$rc2 = 0 ] && [ $$rc3 = 0 ]
 
 bench: bench-slurmrest bench-syncer bench-scheduler bench-nodeset bench-spank bench-gpu bench-placeholders bench-workloads bench-install bench-slurm-chart ## every benchmark; BENCH lines

@@ -96,15 +96,10 @@ go mod download
 (cd test/tools/kubelet && go mod download)
 (cd test/tools/lws && go mod download)
 (cd test/tools/jobset && go mod download)
+(cd test/tools/kwok && go mod download)
 (cd test/tools/kueue && go mod download)
 (cd test/tools/kube-1.36 && go mod download)
 (cd test/tools/golangci-lint && go mod download)
-# kwok is a `go install pkg@version` outside these modules: -n resolves and
-# downloads what it needs without building it (a fresh machine's module
-# cache has none of it, and the run below reaches no proxy).
-# (-n prints the build script, on stderr: kept in a log, shown on failure.)
-GOFLAGS=-modcacherw go install -n "sigs.k8s.io/kwok/cmd/kwok@$(sed -n 's/^KWOK_VERSION *:= *//p' Makefile)" >"$dir/kwok-modules.log" 2>&1 ||
-	{ tail -20 "$dir/kwok-modules.log" >&2; exit 1; }
 # The Makefile copies files out of these modules (CRDs, kwok's stages) with
 # `go mod download -json MOD@VERSION`: a version no go.mod here requires
 # (scheduler-plugins' PodGroup CRD) is on no fresh machine either.
