@@ -67,3 +67,32 @@ func TestCacheAsksNoJobStatesWhileNothingChanges(t *testing.T) {
 	require.Equal(t, probes, rp.count("GET /jobs/state/"), "probed while deltas answered unchanged")
 	require.False(t, cache.Stale())
 }
+
+// With array jobs queued, /jobs/state names each pending task of an
+// array's own record apart ("4_0", "4_2", "4_3" for job 4) and a task with
+// a record of its own as "5_1" (recorded from 24.11.5 and 26.05.5). The
+// probe still reads, and finds the listing's five records in the states
+// it holds: no listing goes out. Before, the probe was refused ("job id
+// "4_0" is not a job id") and every poll listed every job.
+func TestCacheProbeReadsArrayJobs(t *testing.T) {
+	for version, updated := range map[string]string{"v0.0.42": "1796612402", "v0.0.44": "1796612477"} {
+		t.Run(version, func(t *testing.T) {
+			delta := "GET /jobs/?update_time=" + updated
+			c, rp := newReplayVersion(t, version, map[string]string{
+				"GET /jobs/":       "jobs_array.200.json",
+				delta:              "jobs_unchanged.200.json",
+				"GET /jobs/state/": "jobs_state_array.200.json",
+			})
+			cache := NewCache(c, CacheConfig{PollInterval: 20 * time.Millisecond, JobListEvery: time.Hour, Watch: WatchJobs})
+			runSynced(t, cache)
+			require.Eventually(t, func() bool { return rp.count("GET /jobs/state/") >= 5 }, 10*time.Second, 5*time.Millisecond)
+			require.False(t, cache.Stale())
+			require.Zero(t, rp.count(delta), "listed jobs though their states had not changed")
+			for id, state := range map[uint32]string{4: JobPending, 5: JobPending, 2: JobCancelled} {
+				j, err := cache.Job(id)
+				require.NoError(t, err)
+				require.Equal(t, state, j.State.Base(), "job %d", id)
+			}
+		})
+	}
+}

@@ -2,7 +2,6 @@ package slurmrest
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -60,7 +59,7 @@ func (rp *replay) count(key string) int {
 	defer rp.mu.Unlock()
 	n := 0
 	for _, r := range rp.seen {
-		k := r.Method + " " + strings.TrimPrefix(r.URL.Path, "/slurm/v0.0.42")
+		k := r.Method + " " + rp.path(r.URL.Path)
 		if r.URL.RawQuery != "" {
 			k += "?" + r.URL.RawQuery
 		}

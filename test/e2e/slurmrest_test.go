@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -119,6 +120,57 @@ func TestSubmitRunCancel(t *testing.T) {
 	})
 	if _, err := c.GetJob(ctx, 4000000000); !errors.Is(err, slurmrest.ErrNotFound) {
 		t.Errorf("GetJob(unknown) = %v, want ErrNotFound", err)
+	}
+}
+
+// An array job's records in /jobs/state/: Slurm names them "<job>_<task>"
+// and "<job>_[<tasks>]" there (26.05.5; ids of their own in /jobs/).
+// The light listing must still read (the job cache compares it with its
+// view instead of listing every job), naming each record by its job id.
+func TestJobStatesNameArrays(t *testing.T) {
+	l := lab.Shared(t)
+	c := slurmClient(t, l)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := l.Slurm(ctx, "sbatch", "--parsable", "-H", "--array=0-3", "-J", uniqueName("e2e-array"), "-o", "/dev/null", "--wrap", "true")
+	if err != nil {
+		t.Fatalf("sbatch --array: %v: %s", err, out)
+	}
+	array := strings.TrimSpace(string(out))
+	t.Cleanup(func() { _, _ = l.Slurm(context.Background(), "scancel", array) })
+	// Changing one pending task gives it a record (and a job id) of its own.
+	if out, err := l.Slurm(ctx, "scontrol", "update", "JobId="+array+"_1", "Comment=split"); err != nil {
+		t.Fatalf("scontrol update %s_1: %v: %s", array, err, out)
+	}
+	show, err := l.Slurm(ctx, "scontrol", "show", "job", "-o", array+"_1")
+	if err != nil {
+		t.Fatalf("scontrol show job %s_1: %v", array, err)
+	}
+	kv := parseKV(strings.SplitN(string(show), "\n", 2)[0])
+	task, err := strconv.ParseUint(kv["JobId"], 10, 32)
+	if err != nil || kv["ArrayJobId"] != array || kv["ArrayTaskId"] != "1" {
+		t.Fatalf("scontrol show job %s_1: JobId=%s ArrayJobId=%s ArrayTaskId=%s", array, kv["JobId"], kv["ArrayJobId"], kv["ArrayTaskId"])
+	}
+	meta, err := strconv.ParseUint(array, 10, 32)
+	if err != nil {
+		t.Fatalf("sbatch --parsable said %q", array)
+	}
+	states, err := c.AllJobStates(ctx)
+	if err != nil {
+		t.Fatalf("AllJobStates with an array queued: %v", err)
+	}
+	got := map[uint32]string{}
+	for _, s := range states {
+		got[s.ID] = s.State.Base()
+	}
+	for _, id := range []uint32{uint32(meta), uint32(task)} {
+		if got[id] != slurmrest.JobPending {
+			t.Errorf("AllJobStates: job %d is %q, want PENDING (array %s; %d entries)", id, got[id], array, len(states))
+		}
+	}
+	one, err := c.JobStates(ctx, []uint32{uint32(task)})
+	if err != nil || len(one) != 1 || one[0].ID != uint32(task) {
+		t.Errorf("JobStates(%d) = %+v, %v; want that task alone", task, one, err)
 	}
 }
 

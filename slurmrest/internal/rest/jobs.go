@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/onepool/onepool/slurmrest/model"
@@ -139,30 +140,67 @@ func DecodeJobStates(body []byte) ([]model.JobStateEntry, error) {
 		return nil, err
 	}
 	out := make([]model.JobStateEntry, 0, len(resp.Jobs))
+	seen := make(map[uint32]bool, len(resp.Jobs))
 	for _, j := range resp.Jobs {
-		id, err := jobIDFromJSON(j.JobID)
+		id, ok, err := jobStateID(j.JobID)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, model.JobStateEntry{ID: id, State: model.JobState(j.State)})
+		if ok && !seen[id] {
+			seen[id] = true
+			out = append(out, model.JobStateEntry{ID: id, State: model.JobState(j.State)})
+		}
 	}
 	return out, nil
 }
 
-func jobArg(id uint32) string { return strconv.FormatUint(uint64(id), 10) }
-
-// jobIDFromJSON accepts an id sent as a number or as a string of digits.
-func jobIDFromJSON(raw json.RawMessage) (uint32, error) {
+// jobStateID reads a /jobs/state/ job_id. Besides a plain id, Slurm names
+// an array's records there "<job_id>_<task>": a task with a record of its
+// own ("5_1": job 5, task 1 of array 4), and once per task still pending
+// in the array's own record ("4_0", "4_2", "4_3": job 4, whose
+// array_task_string is "0,2-3"; 24.11.5 and 26.05.5 alike, recorded in
+// testdata/*/jobs_state_array.200.json), or "<job_id>_[<tasks>]". The
+// number before the "_" is the record's job_id, as in /jobs/; the
+// decoder keeps one entry per record. A heterogeneous job's component
+// ("<id>+<offset>") is left out (ok false): which record it names is not
+// proven here, and the callers read a job the answer lacks by its id (the
+// cache lists, the job watch reads it whole). Anything else is an error.
+func jobStateID(raw json.RawMessage) (id uint32, ok bool, err error) {
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
 		s = string(raw)
 	}
-	id, err := strconv.ParseUint(s, 10, 32)
-	if err != nil || id == 0 {
-		return 0, fmt.Errorf("job id %q is not a job id", s)
+	head, tail := s, ""
+	if i := strings.IndexAny(s, "_+"); i >= 0 {
+		head, tail = s[:i], s[i:]
 	}
-	return uint32(id), nil
+	n, perr := strconv.ParseUint(head, 10, 32)
+	switch {
+	case perr != nil || n == 0 || !validJobSuffix(tail):
+		return 0, false, fmt.Errorf("job id %q is not a job id", s)
+	case strings.HasPrefix(tail, "+"):
+		return 0, false, nil
+	}
+	return uint32(n), true, nil
 }
+
+// validJobSuffix says whether tail is what Slurm writes after a job id in
+// /jobs/state/: nothing, "_<task>", "_[<task ranges>]" or "+<offset>".
+func validJobSuffix(tail string) bool {
+	switch {
+	case tail == "":
+		return true
+	case strings.HasPrefix(tail, "_["):
+		inner, closed := strings.CutSuffix(tail[2:], "]")
+		return closed && inner != "" && strings.Trim(inner, "0123456789,-:%") == ""
+	case strings.HasPrefix(tail, "_"), strings.HasPrefix(tail, "+"):
+		_, err := strconv.ParseUint(tail[1:], 10, 32)
+		return err == nil
+	}
+	return false
+}
+
+func jobArg(id uint32) string { return strconv.FormatUint(uint64(id), 10) }
 
 // SubmitJob submits a batch job and returns its id.
 func (b *Backend) SubmitJob(ctx context.Context, j model.JobSubmit) (uint32, error) {
