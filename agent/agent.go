@@ -217,10 +217,27 @@ func discover(ctx context.Context, lib Library) (gpus []GPU, devs []Device, err 
 		if err != nil {
 			return nil, nil, fmt.Errorf("GPU %d: %w", i, err)
 		}
-		gpus = append(gpus, g)
+		units, err := withMIG(ctx, d, g)
+		if err != nil {
+			return nil, nil, fmt.Errorf("GPU %d: %w", i, err)
+		}
+		gpus = append(gpus, units...)
 		devs = append(devs, d)
 	}
 	return gpus, devs, nil
+}
+
+// withMIG is the GPU's GRES units: itself, or its MIG devices.
+func withMIG(ctx context.Context, d Device, g GPU) ([]GPU, error) {
+	var migs []MIGDevice
+	err := bounded(ctx, "MIG devices", func() (err error) { migs, err = d.MIGDevices(); return })
+	if errors.Is(err, ErrNotSupported) {
+		migs, err = nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return migUnits(g, migs)
 }
 
 // describe reads what the agent registers about one GPU.
@@ -253,11 +270,11 @@ func describe(d Device, i int) (GPU, error) {
 }
 
 // CheckGPUCount refuses a count of GPUs found other than expected (0:
-// any): a node that lost a GPU must not register or publish the rest as
+// any; a partitioned GPU counts once): a node that lost a GPU must not register or publish the rest as
 // if they were all.
 func CheckGPUCount(gpus []GPU, expected int) error {
-	if expected > 0 && len(gpus) != expected {
-		return fmt.Errorf("found %d GPUs, expected %d (--expected-gpus): not starting slurmd with the wrong GRES", len(gpus), expected)
+	if n := PhysicalGPUs(gpus); expected > 0 && n != expected {
+		return fmt.Errorf("found %d GPUs, expected %d (--expected-gpus): not starting slurmd with the wrong GRES", n, expected)
 	}
 	return nil
 }
@@ -402,9 +419,13 @@ func Detect(ctx context.Context, cfg NodeConfig, lib Library, out io.Writer) err
 	fmt.Fprint(out, GresConf(gpus))
 	fmt.Fprintf(out, "\n# %d devices\n", len(gpus))
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "INDEX\tNAME\tTYPE\tUUID\tMINOR\tMEMORY\tDEVICE")
+	fmt.Fprintln(tw, "INDEX\tNAME\tTYPE\tUUID\tMINOR\tMEMORY\tDEVICE\tMIG")
 	for _, g := range gpus {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d MiB\t%s\n", g.Index, g.Name, g.Type(), g.UUID, g.Minor, g.MemoryMiB, g.Device)
+		mig := "-"
+		if g.MIG != nil {
+			mig = fmt.Sprintf("gi=%d ci=%d %s", g.MIG.GI, g.MIG.CI, strings.Join(g.MIG.Caps, ","))
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d MiB\t%s\t%s\n", g.Index, g.Name, g.Type(), g.UUID, g.Minor, g.MemoryMiB, g.Device, mig)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

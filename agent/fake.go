@@ -15,7 +15,9 @@ import (
 //	          "memoryMiB":81559,"device":"/var/lib/fakegpu/nvidia0"}]}
 //
 // "device" overrides /dev/nvidia<minor> and must exist (Slurm refuses a GPU
-// without a device file). Optional per-GPU fields let the lab show every
+// without a device file). "migDevices" turns MIG mode on with those MIG
+// devices: {"uuid","name","gi","ci","slices","memoryMiB","caps":[GI's
+// capability file, CI's]}, the files existing. Optional per-GPU fields let the lab show every
 // health verdict: "temperatureC", "slowdownTemperatureC",
 // "uncorrectableECC", "retiredPagesPending", "rowRemapFailure", "xids".
 // Absent optional fields behave like NVML's NOT_SUPPORTED.
@@ -31,6 +33,9 @@ type inventoryGPU struct {
 	RetiredPagesPending  *bool    `json:"retiredPagesPending,omitempty"`
 	RowRemapFailure      *bool    `json:"rowRemapFailure,omitempty"`
 	XIDs                 []uint64 `json:"xids,omitempty"`
+	// MIGDevices, when present, is MIG mode on with these MIG devices
+	// ([]: on, none made); absent: MIG off.
+	MIGDevices *[]MIGDevice `json:"migDevices,omitempty"`
 }
 
 // NewLibrary returns the GPU source for an inventory path: NVML when the path
@@ -92,6 +97,23 @@ func LoadInventory(path string) ([]inventoryGPU, error) {
 		if _, err := os.Stat(g.Device); err != nil {
 			errs = append(errs, fmt.Errorf("%s: device file: %w", at, err))
 		}
+		if g.MIGDevices != nil {
+			for j, m := range *g.MIGDevices {
+				mat := fmt.Sprintf("%s.migDevices[%d]", at, j)
+				if m.UUID == "" || seenUUID[m.UUID] {
+					errs = append(errs, fmt.Errorf("%s: empty or duplicate uuid %q", mat, m.UUID))
+				}
+				seenUUID[m.UUID] = true
+				if m.GI < 0 || m.CI < 0 || m.Slices < 1 {
+					errs = append(errs, fmt.Errorf("%s: gi and ci must be ≥ 0 and slices ≥ 1", mat))
+				}
+				for _, c := range m.Caps {
+					if _, err := os.Stat(c); err != nil {
+						errs = append(errs, fmt.Errorf("%s: capability file: %w", mat, err))
+					}
+				}
+			}
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("GPU inventory %s: %w", path, err)
@@ -152,6 +174,12 @@ func (d inventoryDevice) RowRemap() (pending, failed bool, err error) {
 	return false, failed, err
 }
 func (d inventoryDevice) TemperatureC() (uint32, error) { return optional(d.g.TemperatureC) }
+func (d inventoryDevice) MIGDevices() ([]MIGDevice, error) {
+	if d.g.MIGDevices == nil {
+		return nil, nil
+	}
+	return append([]MIGDevice{}, *d.g.MIGDevices...), nil
+}
 func (d inventoryDevice) SlowdownTemperatureC() (uint32, error) {
 	return optional(d.g.SlowdownTemperatureC)
 }

@@ -37,6 +37,8 @@ type fakeDev struct {
 	slowdown    uint32
 	slowdownErr error
 	hang        chan struct{} // TemperatureC blocks until closed
+	migs        []MIGDevice   // nil: MIG off
+	migErr      error
 }
 
 // h100s returns n healthy H100s, the way NVML reports them on a DGX: ECC on
@@ -126,3 +128,5 @@ func (d *fakeDev) TemperatureC() (uint32, error) {
 	return d.temp, d.tempErr
 }
 func (d *fakeDev) SlowdownTemperatureC() (uint32, error) { return d.slowdown, d.slowdownErr }
+
+func (d *fakeDev) MIGDevices() ([]MIGDevice, error) { return d.migs, d.migErr }

@@ -22,12 +22,18 @@ type GPU struct {
 	// GresType is the GRES type a host's gres.conf gives it (HostGresOrder);
 	// empty: the one onepool derives from Name.
 	GresType string `json:"gresType,omitempty"`
+	// MIG is set when this GRES unit is a MIG device of a partitioned GPU
+	// (migUnits); never read from an inventory file (its "migDevices" are).
+	MIG *MIG `json:"-"`
 }
 
 // Type is the GPU's Slurm GRES type.
 func (g GPU) Type() string {
 	if g.GresType != "" {
 		return g.GresType
+	}
+	if g.MIG != nil {
+		return g.MIG.Profile
 	}
 	return TypeName(g.Name)
 }
@@ -51,7 +57,8 @@ func TypeName(nvmlName string) string {
 	return string(b)
 }
 
-// TypeGroup is the GPUs of one type, sorted by device file.
+// TypeGroup is the GPUs of one type, sorted by device file (MIG devices of
+// one GPU by GPU instance, then compute instance).
 type TypeGroup struct {
 	Type string
 	GPUs []GPU
@@ -68,7 +75,7 @@ func GroupByType(gpus []GPU) []TypeGroup {
 	}
 	groups := make([]TypeGroup, 0, len(byType))
 	for t, gs := range byType {
-		sort.SliceStable(gs, func(i, j int) bool { return deviceLess(gs[i].Device, gs[j].Device) })
+		sort.SliceStable(gs, func(i, j int) bool { return unitLess(gs[i], gs[j]) })
 		groups = append(groups, TypeGroup{Type: t, GPUs: gs})
 	}
 	sort.Slice(groups, func(i, j int) bool { return groups[i].Type < groups[j].Type })
@@ -100,15 +107,20 @@ func GresString(gpus []GPU) string {
 // GresConf is the node's gres.conf. AutoDetect=off because the agent already
 // did what autodetection would, and a slurmd built without NVML support would
 // otherwise refuse file-less or unmatched GPUs. No NodeName=: the file is
-// this node's own.
+// this node's own. A MIG device is one line of its own with MultipleFiles=
+// (the GPU's device and its two capability devices), as gres.conf(5) asks.
 func GresConf(gpus []GPU) string {
 	var b strings.Builder
 	b.WriteString("# Written by onepool-node-agent at every start; edits are lost.\n")
 	b.WriteString("AutoDetect=off\n")
 	for _, g := range GroupByType(gpus) {
-		devs := make([]string, len(g.GPUs))
-		for i, gpu := range g.GPUs {
-			devs[i] = gpu.Device
+		var devs []string
+		for _, gpu := range g.GPUs {
+			if gpu.MIG != nil {
+				fmt.Fprintf(&b, "Name=gpu Type=%s MultipleFiles=%s\n", g.Type, strings.Join(append([]string{gpu.Device}, gpu.MIG.Caps...), ","))
+				continue
+			}
+			devs = append(devs, gpu.Device)
 		}
 		for _, f := range compressFiles(devs) {
 			fmt.Fprintf(&b, "Name=gpu Type=%s File=%s\n", g.Type, f)
@@ -131,6 +143,20 @@ func splitDevice(dev string) (prefix string, n int, ok bool) {
 		return dev, 0, false
 	}
 	return m[1], n, true
+}
+
+// unitLess orders GRES units of one type: by device file, then (MIG
+// devices of one GPU) by GPU instance and compute instance, which stay
+// the same across restarts while the layout does (NVML's MIG device index
+// need not).
+func unitLess(a, b GPU) bool {
+	if a.Device != b.Device || a.MIG == nil || b.MIG == nil {
+		return deviceLess(a.Device, b.Device)
+	}
+	if a.MIG.GI != b.MIG.GI {
+		return a.MIG.GI < b.MIG.GI
+	}
+	return a.MIG.CI < b.MIG.CI
 }
 
 func deviceLess(a, b string) bool {

@@ -51,6 +51,10 @@ type Device interface {
 	RowRemap() (pending, failed bool, err error)
 	TemperatureC() (uint32, error)
 	SlowdownTemperatureC() (uint32, error)
+	// MIGDevices lists the GPU's MIG devices when its MIG mode is on (an
+	// empty, non-nil slice when it has none); nil when MIG is off or the
+	// GPU cannot do MIG.
+	MIGDevices() ([]MIGDevice, error)
 }
 
 // XIDEvent is one critical XID error.
@@ -155,7 +159,7 @@ func (r *realNVML) Device(index int) (Device, error) {
 	if err := nvmlError(fmt.Sprintf("nvmlDeviceGetHandleByIndex(%d)", index), ret); err != nil {
 		return nil, err
 	}
-	return realDevice{d}, nil
+	return realDevice{d: d, migMinors: DefaultMIGMinors, capsDir: DefaultCapsDir}, nil
 }
 
 func (r *realNVML) NewXIDEventSet(devs []Device, skipped func(Device, error)) (EventSet, error) {
@@ -207,7 +211,12 @@ func (s realEventSet) Wait(timeout time.Duration) (XIDEvent, error) {
 
 func (s realEventSet) Free() error { return nvmlError("nvmlEventSetFree", s.set.Free()) }
 
-type realDevice struct{ d nvml.Device }
+type realDevice struct {
+	d nvml.Device
+	// migMinors and capsDir: where a MIG device's capability files are
+	// found (DefaultMIGMinors, DefaultCapsDir).
+	migMinors, capsDir string
+}
 
 func (d realDevice) Index() (int, error) {
 	i, ret := d.d.GetIndex()
@@ -257,4 +266,74 @@ func (d realDevice) TemperatureC() (uint32, error) {
 func (d realDevice) SlowdownTemperatureC() (uint32, error) {
 	t, ret := d.d.GetTemperatureThreshold(nvml.TEMPERATURE_THRESHOLD_SLOWDOWN)
 	return t, nvmlError("nvmlDeviceGetTemperatureThreshold", ret)
+}
+
+func (d realDevice) MIGDevices() ([]MIGDevice, error) {
+	cur, _, ret := d.d.GetMigMode()
+	if ret == nvml.ERROR_NOT_SUPPORTED {
+		return nil, nil // no MIG on this GPU
+	}
+	if err := nvmlError("nvmlDeviceGetMigMode", ret); err != nil {
+		return nil, err
+	}
+	if cur != nvml.DEVICE_MIG_ENABLE {
+		return nil, nil
+	}
+	minor, err := d.Minor()
+	if err != nil {
+		return nil, err
+	}
+	n, ret := d.d.GetMaxMigDeviceCount()
+	if err := nvmlError("nvmlDeviceGetMaxMigDeviceCount", ret); err != nil {
+		return nil, err
+	}
+	var minors MIGMinors
+	out := []MIGDevice{}
+	for j := range n {
+		mig, ret := d.d.GetMigDeviceHandleByIndex(j)
+		if ret == nvml.ERROR_NOT_FOUND {
+			continue // no MIG device at this index
+		}
+		if err := nvmlError(fmt.Sprintf("nvmlDeviceGetMigDeviceHandleByIndex(%d)", j), ret); err != nil {
+			return nil, err
+		}
+		m, err := describeMIG(mig)
+		if err != nil {
+			return nil, fmt.Errorf("MIG device %d: %w", j, err)
+		}
+		if minors == nil {
+			if minors, err = ReadMIGMinors(d.migMinors); err != nil {
+				return nil, err
+			}
+		}
+		if m.Caps, err = minors.Caps(d.capsDir, minor, m.GI, m.CI); err != nil {
+			return nil, fmt.Errorf("MIG device %s: %w", m.UUID, err)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// describeMIG reads one MIG device's identity and profile.
+func describeMIG(mig nvml.Device) (MIGDevice, error) {
+	var m MIGDevice
+	var ret nvml.Return
+	if m.UUID, ret = mig.GetUUID(); ret != nvml.SUCCESS {
+		return m, nvmlError("nvmlDeviceGetUUID", ret)
+	}
+	if m.Name, ret = mig.GetName(); ret != nvml.SUCCESS {
+		return m, nvmlError("nvmlDeviceGetName", ret)
+	}
+	if m.GI, ret = mig.GetGpuInstanceId(); ret != nvml.SUCCESS {
+		return m, nvmlError("nvmlDeviceGetGpuInstanceId", ret)
+	}
+	if m.CI, ret = mig.GetComputeInstanceId(); ret != nvml.SUCCESS {
+		return m, nvmlError("nvmlDeviceGetComputeInstanceId", ret)
+	}
+	attr, ret := mig.GetAttributes()
+	if ret != nvml.SUCCESS {
+		return m, nvmlError("nvmlDeviceGetAttributes", ret)
+	}
+	m.Slices, m.MemoryMiB = int(attr.GpuInstanceSliceCount), attr.MemorySizeMB
+	return m, nil
 }

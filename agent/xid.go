@@ -146,6 +146,9 @@ func watchXIDs(ctx context.Context, lib Library, devs []Device, gpus []GPU, stat
 	byUUID := map[string]int{}
 	for _, g := range gpus {
 		byUUID[g.UUID] = g.Index
+		if g.MIG != nil { // NVML names the partitioned GPU
+			byUUID[g.MIG.ParentUUID] = g.Index
+		}
 	}
 	logger.Printf("XID watch on for %d GPUs, recording to %s", len(devs), filepath.Join(stateDir, xidFileName))
 	for ctx.Err() == nil {

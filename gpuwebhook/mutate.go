@@ -14,10 +14,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/slurmrest/model"
 )
 
-// ResourceGPU is the extended resource pods ask GPUs with.
-const ResourceGPU corev1.ResourceName = "nvidia.com/gpu"
+// ResourceGPU is the extended resource pods ask GPUs with;
+// ResourceMIGPrefix + a MIG profile (nvidia.com/mig-1g.10gb) asks MIG
+// devices of that profile, as NVIDIA's device plugin names them.
+const (
+	ResourceGPU       corev1.ResourceName = "nvidia.com/gpu"
+	ResourceMIGPrefix string              = "nvidia.com/mig-"
+)
 
 // ErrRefused means the pod cannot be placed through Slurm as it asks; the
 // message says why and is shown to whoever created the pod.
@@ -43,22 +49,36 @@ func Mutate(pod *corev1.Pod) (bool, error) {
 		return false, nil // converted already (a reinvocation)
 	}
 	for _, c := range pod.Spec.InitContainers {
-		if gpus(c) > 0 {
-			return false, fmt.Errorf("%w: init container %q asks %s: Slurm allocates GPUs to the pod's containers only", ErrRefused, c.Name, ResourceGPU)
+		if a, err := gpus(c); err != nil || a.n > 0 {
+			return false, fmt.Errorf("%w: init container %q asks %s: Slurm allocates GPUs to the pod's containers only", ErrRefused, c.Name, a.resource)
 		}
 	}
 	var total int64
 	var split []string
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
-		n := gpus(*c)
-		if n <= 0 {
+	var ask gpuAsk // the pod's one kind of GPU
+	asks := make([]gpuAsk, len(pod.Spec.Containers))
+	for i, c := range pod.Spec.Containers {
+		a, err := gpus(c)
+		if err != nil {
+			return false, fmt.Errorf("%w: container %q: %w", ErrRefused, c.Name, err)
+		}
+		if a.n <= 0 {
 			continue
 		}
-		total += n
-		split = append(split, c.Name+"="+strconv.FormatInt(n, 10))
-		delete(c.Resources.Requests, ResourceGPU)
-		delete(c.Resources.Limits, ResourceGPU)
+		if ask.n > 0 && a.resource != ask.resource {
+			return false, fmt.Errorf("%w: containers ask %s and %s: one pod's GPUs are one kind (its Slurm job asks one GRES type)", ErrRefused, ask.resource, a.resource)
+		}
+		ask, asks[i] = a, a
+	}
+	for i := range pod.Spec.Containers {
+		c, a := &pod.Spec.Containers[i], asks[i]
+		if a.n <= 0 {
+			continue
+		}
+		total += a.n
+		split = append(split, c.Name+"="+strconv.FormatInt(a.n, 10))
+		delete(c.Resources.Requests, a.resource)
+		delete(c.Resources.Limits, a.resource)
 		c.Resources.Claims = append(c.Resources.Claims, corev1.ResourceClaim{Name: keys.PodClaimGPUs, Request: c.Name})
 	}
 	if total == 0 {
@@ -74,19 +94,46 @@ func Mutate(pod *corev1.Pod) (bool, error) {
 	}
 	pod.Annotations[keys.AnnotationGPUs] = strconv.FormatInt(total, 10)
 	pod.Annotations[keys.AnnotationGPURequests] = strings.Join(split, ",")
+	if ask.gresType != "" {
+		pod.Annotations[keys.AnnotationGPUType] = ask.gresType
+	}
 	return true, nil
 }
 
-// gpus is a container's GPU count: its limit (what the device plugin
-// counts), else its request.
-func gpus(c corev1.Container) int64 {
-	if q, ok := c.Resources.Limits[ResourceGPU]; ok {
-		return q.Value()
+// gpuAsk is what one container asks: n GPUs of resource, which is
+// ResourceGPU (any type) or a MIG profile's (gresType its GRES type).
+type gpuAsk struct {
+	resource corev1.ResourceName
+	gresType string
+	n        int64
+}
+
+// gpus is a container's GPU ask: its limit (what the device plugin
+// counts), else its request, of nvidia.com/gpu or one nvidia.com/mig-*.
+func gpus(c corev1.Container) (gpuAsk, error) {
+	var a gpuAsk
+	for _, list := range []corev1.ResourceList{c.Resources.Limits, c.Resources.Requests} {
+		for name, q := range list {
+			profile, mig := strings.CutPrefix(string(name), ResourceMIGPrefix)
+			if name != ResourceGPU && !mig {
+				continue
+			}
+			if a.resource != "" && a.resource != name {
+				return gpuAsk{resource: name}, fmt.Errorf("asks %s and %s: one kind of GPU per container", a.resource, name)
+			}
+			if a.resource == name {
+				continue // the request beside the limit
+			}
+			a = gpuAsk{resource: name, n: q.Value()}
+			if mig {
+				a.gresType = model.MIGProfileType(profile)
+				if !model.ValidGresType(a.gresType) {
+					return a, fmt.Errorf("%s: %q is not a MIG profile (such as 1g.10gb)", name, profile)
+				}
+			}
+		}
 	}
-	if q, ok := c.Resources.Requests[ResourceGPU]; ok {
-		return q.Value()
-	}
-	return 0
+	return a, nil
 }
 
 // claimName is "<pod name or generateName>-gpus-<8 random>", at most 63

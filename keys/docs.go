@@ -344,6 +344,10 @@ var Docs = []Doc{
 	{Name: "AnnotationGPURequests", Value: AnnotationGPURequests, Kind: KindAnnotation, On: onPod, By: byWebhook,
 		Means: "How the GPU count splits by container, `<container>=<count>,...`: each GPU container gets a request of the " +
 			"claim named after it, and its own GPUs."},
+	{Name: "AnnotationGPUType", Value: AnnotationGPUType, Kind: KindAnnotation, On: onPod, By: byWebhook,
+		Means: "The Slurm GRES type the pod's GPUs must be: the webhook writes the MIG profile of an `nvidia.com/mig-<profile>` " +
+			"request (`1g.10gb`), and the pod's job asks `gres/gpu:<type>:<count>`. Absent: any GPU.",
+		Do: "A pod whose node has no device of that type waits in Slurm's queue (its Reason says why)."},
 	{Name: "AnnotationJobExclusive", Value: AnnotationJobExclusive, Kind: KindAnnotation, On: onPod, By: byAuthor,
 		Means: "How the pod's job shares its node: `none` (with Slurm jobs, GPU by GPU), `node` (`--exclusive`) or `user` " +
 			"(`--exclusive=user`). Unset: the policy's default, else the scheduler's `defaultExclusive`. Slurm shows it as the " +
@@ -529,7 +533,7 @@ var Docs = []Doc{
 	// DRA.
 	{Name: "GPUDriverName", Value: GPUDriverName, Kind: KindDRA, On: "ResourceSlice", By: byAgent,
 		Means: "The DRA driver the node agent serves: one ResourceSlice per Node (pool = the Node's name), a device " +
-			"`gpu-<minor>` per GPU.",
+			"`gpu-<minor>` per GPU, `gpu-<minor>-mig-<gi>-<ci>` per MIG device of a partitioned GPU.",
 		Do: "`kubectl get resourceslices -o wide`: a GPU Node without one gets no onepool pod with a GPU claim."},
 	{Name: "GPUAttrGresIndex", Value: GPUAttrGresIndex, Kind: KindDRA, On: "ResourceSlice device attribute", By: byAgent,
 		Means: "Slurm's GRES index of the GPU on its node (the `IDX` of `scontrol show job -d`): the scheduler allocates claims " +
@@ -541,7 +545,10 @@ var Docs = []Doc{
 	{Name: "GPUAttrProductName", Value: GPUAttrProductName, Kind: KindDRA, On: "ResourceSlice device attribute", By: byAgent,
 		Means: "NVML's product name (`NVIDIA H100 80GB HBM3`)."},
 	{Name: "GPUAttrGresType", Value: GPUAttrGresType, Kind: KindDRA, On: "ResourceSlice device attribute", By: byAgent,
-		Means: "The Slurm GRES type of the GPU (`nvidia_h100_80gb_hbm3`), as in gres.conf."},
+		Means: "The Slurm GRES type of the GPU (`nvidia_h100_80gb_hbm3`), as in gres.conf; a MIG device's is its profile (`1g.10gb`)."},
+	{Name: "GPUAttrParentUUID", Value: GPUAttrParentUUID, Kind: KindDRA, On: "ResourceSlice device attribute", By: byAgent,
+		Means: "Set on MIG devices only (`gpu-<minor>-mig-<gi>-<ci>`): the UUID of the GPU they partition. Its `uuid` is the MIG " +
+			"device's own, its `minor` and `productName` the GPU's."},
 	{Name: "GPUCapacityMemory", Value: GPUCapacityMemory, Kind: KindDRA, On: "ResourceSlice device capacity", By: byAgent,
 		Means: "The GPU's memory, a quantity."},
 	{Name: "GPUDeviceClass", Value: GPUDeviceClass, Kind: KindDRA, On: "DeviceClass", By: "the onepool chart",

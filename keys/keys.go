@@ -94,6 +94,7 @@ const (
 	GPUAttrMinor       = "minor"       // int: the /dev/nvidia<minor> number
 	GPUAttrProductName = "productName" // string: NVML's product name
 	GPUAttrGresType    = "type"        // string: the Slurm GRES type (h100, a100_80gb_pcie, ...)
+	GPUAttrParentUUID  = "parentUUID"  // string, MIG devices only: the partitioned GPU's UUID
 	// GPUCapacityMemory is the device's memory, a quantity.
 	GPUCapacityMemory = "memory"
 	// GPUDeviceClass is the DeviceClass of those devices (the charts
@@ -121,6 +122,9 @@ const (
 	// of the claim onepool makes, "<container>=<count>,..." (each GPU
 	// container uses the request named after it, and gets its own GPUs).
 	AnnotationGPURequests = "slurm.onepool.dev/gpu-requests"
+	// AnnotationGPUType is the Slurm GRES type those GPUs must be: the
+	// MIG profile of nvidia.com/mig-<profile> (1g.10gb). Absent: any GPU.
+	AnnotationGPUType = "slurm.onepool.dev/gpu-type"
 	// AnnotationJobExclusive is how the pod's job shares its node: "none"
 	// (with Slurm jobs, GPU by GPU), "node" (--exclusive) or "user"
 	// (--exclusive=user). Unset: the scheduler's defaultExclusive.

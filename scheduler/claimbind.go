@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/onepool/onepool/keys"
+	"github.com/onepool/onepool/slurmrest/model"
 )
 
 // claimer writes the allocation of onepool's GPU claims from the GRES
@@ -86,7 +87,7 @@ func (c *claimer) allocateClaim(ctx context.Context, pod *corev1.Pod, node strin
 	if err != nil {
 		return err
 	}
-	results, err := planGPUAllocation(node, indexes, rslices, claim, others)
+	results, err := planGPUAllocation(node, indexes, pod.Annotations[keys.AnnotationGPUType], rslices, claim, others)
 	if err != nil {
 		return fmt.Errorf("Slurm job %d: %w", job.ID, err)
 	}
@@ -147,8 +148,14 @@ func newGPUClaim(pod *corev1.Pod, name string, n int64) *resourceapi.ResourceCla
 	split := gpuRequests(pod.Annotations[keys.AnnotationGPURequests], n)
 	var reqs []resourceapi.DeviceRequest
 	for _, r := range split {
-		reqs = append(reqs, resourceapi.DeviceRequest{Name: r.name, Exactly: &resourceapi.ExactDeviceRequest{
-			DeviceClassName: keys.GPUDeviceClass, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: r.count}})
+		ex := &resourceapi.ExactDeviceRequest{
+			DeviceClassName: keys.GPUDeviceClass, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: r.count}
+		if t := pod.Annotations[keys.AnnotationGPUType]; t != "" && model.ValidGresType(t) {
+			// What the claim asks, for whoever reads it: Slurm allocates.
+			ex.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+				Expression: fmt.Sprintf("device.attributes[%q][%q] == %q", keys.GPUDriverName, keys.GPUAttrGresType, t)}}}
+		}
+		reqs = append(reqs, resourceapi.DeviceRequest{Name: r.name, Exactly: ex})
 	}
 	return &resourceapi.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{

@@ -53,10 +53,13 @@ func ptrString(p *string) string {
 	return *p
 }
 
-// nodeDevices maps the GRES index of each of the node's GPUs to its device
-// name, from the node's ResourceSlices of onepool's driver (the pool's
-// newest generation only: older slices are stale).
-func nodeDevices(node string, rslices []*resourceapi.ResourceSlice) (map[int]string, error) {
+// nodeDevice is one device a node publishes: its name and GRES type.
+type nodeDevice struct{ name, gresType string }
+
+// nodeDevices maps the GRES index of each of the node's GPUs (and MIG
+// devices) to its device, from the node's ResourceSlices of onepool's
+// driver (the pool's newest generation only: older slices are stale).
+func nodeDevices(node string, rslices []*resourceapi.ResourceSlice) (map[int]nodeDevice, error) {
 	var gen int64 = -1
 	for _, s := range rslices {
 		if s.Spec.Driver == keys.GPUDriverName && s.Spec.Pool.Name == node && s.Spec.Pool.Generation > gen {
@@ -66,7 +69,7 @@ func nodeDevices(node string, rslices []*resourceapi.ResourceSlice) (map[int]str
 	if gen < 0 {
 		return nil, fmt.Errorf("%w: node %s publishes no ResourceSlice of %s (is the node agent's DRA driver running there?)", ErrGPUClaim, node, keys.GPUDriverName)
 	}
-	out := map[int]string{}
+	out := map[int]nodeDevice{}
 	for _, s := range rslices {
 		if s.Spec.Driver != keys.GPUDriverName || s.Spec.Pool.Name != node || s.Spec.Pool.Generation != gen {
 			continue
@@ -78,9 +81,13 @@ func nodeDevices(node string, rslices []*resourceapi.ResourceSlice) (map[int]str
 			}
 			i := int(*a.IntValue)
 			if prev, dup := out[i]; dup {
-				return nil, fmt.Errorf("%w: node %s publishes GRES index %d twice (%s, %s)", ErrGPUClaim, node, i, prev, d.Name)
+				return nil, fmt.Errorf("%w: node %s publishes GRES index %d twice (%s, %s)", ErrGPUClaim, node, i, prev.name, d.Name)
 			}
-			out[i] = d.Name
+			nd := nodeDevice{name: d.Name}
+			if t, ok := d.Attributes[keys.GPUAttrGresType]; ok && t.StringValue != nil {
+				nd.gresType = *t.StringValue
+			}
+			out[i] = nd
 		}
 	}
 	return out, nil
@@ -88,9 +95,10 @@ func nodeDevices(node string, rslices []*resourceapi.ResourceSlice) (map[int]str
 
 // planGPUAllocation is the claim's allocation on node from the job's GRES
 // indices there. It refuses when the claim asks for another count or
-// class, when an index has no published device, and when another claim in
+// class, when an index has no published device or (gresType set: the
+// pod's MIG profile) a device of another type, and when another claim in
 // use (reserved for a pod) holds one of the devices.
-func planGPUAllocation(node string, indexes []int, rslices []*resourceapi.ResourceSlice, claim *resourceapi.ResourceClaim, others []*resourceapi.ResourceClaim) ([]resourceapi.DeviceRequestAllocationResult, error) {
+func planGPUAllocation(node string, indexes []int, gresType string, rslices []*resourceapi.ResourceSlice, claim *resourceapi.ResourceClaim, others []*resourceapi.ResourceClaim) ([]resourceapi.DeviceRequestAllocationResult, error) {
 	// Every request asks a count of onepool's class; Slurm's indices go
 	// to them in order (one request per GPU container).
 	var total int64
@@ -131,9 +139,13 @@ func planGPUAllocation(node string, indexes []int, rslices []*resourceapi.Resour
 	}
 	out := make([]resourceapi.DeviceRequestAllocationResult, 0, len(indexes))
 	for k, i := range indexes {
-		d, ok := devs[i]
+		nd, ok := devs[i]
 		if !ok {
 			return nil, fmt.Errorf("%w: Slurm gave GRES index %d on %s, which publishes no device with that index (indices %s)", ErrGPUClaim, i, node, joinInts(slices.Sorted(mapKeysInt(devs))))
+		}
+		d := nd.name
+		if gresType != "" && nd.gresType != gresType {
+			return nil, fmt.Errorf("%w: Slurm gave GRES index %d on %s, which is %s of type %q; the pod asks %q", ErrGPUClaim, i, node, d, nd.gresType, gresType)
 		}
 		if h, ok := held[d]; ok {
 			return nil, fmt.Errorf("%w: %s on %s (GRES index %d) is allocated to claim %s, which is in use", ErrGPUClaim, d, node, i, h)
@@ -157,7 +169,7 @@ func sameAllocation(claim *resourceapi.ResourceClaim, results []resourceapi.Devi
 	})
 }
 
-func mapKeysInt(m map[int]string) func(func(int) bool) {
+func mapKeysInt[V any](m map[int]V) func(func(int) bool) {
 	return func(yield func(int) bool) {
 		for k := range m {
 			if !yield(k) {

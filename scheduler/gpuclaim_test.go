@@ -87,7 +87,7 @@ func TestPlanGPUAllocation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res, err := planGPUAllocation(tt.node, tt.idx, tt.slices, tt.claim, tt.others)
+			res, err := planGPUAllocation(tt.node, tt.idx, "", tt.slices, tt.claim, tt.others)
 			if tt.errText != "" {
 				require.Error(t, err)
 				assert.ErrorIs(t, err, ErrGPUClaim)
@@ -153,7 +153,7 @@ func TestNewGPUClaim(t *testing.T) {
 	assert.Equal(t, pod.UID, c.OwnerReferences[0].UID)
 	assert.True(t, *c.OwnerReferences[0].Controller)
 	// What onepool makes is what it then accepts to allocate.
-	res, err := planGPUAllocation("n1", []int{0, 1, 2}, []*resourceapi.ResourceSlice{slice("n1", 1, map[string]int64{"gpu-0": 0, "gpu-1": 1, "gpu-2": 2})}, c, nil)
+	res, err := planGPUAllocation("n1", []int{0, 1, 2}, "", []*resourceapi.ResourceSlice{slice("n1", 1, map[string]int64{"gpu-0": 0, "gpu-1": 1, "gpu-2": 2})}, c, nil)
 	require.NoError(t, err)
 	assert.Len(t, res, 3)
 }
@@ -163,7 +163,7 @@ func TestGPUClaimSplitByContainer(t *testing.T) {
 	c := newGPUClaim(pod, "x", 3)
 	require.Len(t, c.Spec.Devices.Requests, 2)
 	n1 := slice("n1", 1, map[string]int64{"gpu-0": 0, "gpu-1": 1, "gpu-2": 2, "gpu-3": 3, "gpu-4": 4, "gpu-5": 5})
-	res, err := planGPUAllocation("n1", []int{5, 1, 3}, []*resourceapi.ResourceSlice{n1}, c, nil)
+	res, err := planGPUAllocation("n1", []int{5, 1, 3}, "", []*resourceapi.ResourceSlice{n1}, c, nil)
 	require.NoError(t, err)
 	got := map[string][]string{}
 	for _, r := range res {

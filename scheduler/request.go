@@ -12,6 +12,7 @@ import (
 
 	"github.com/onepool/onepool/keys"
 	"github.com/onepool/onepool/slurmrest"
+	"github.com/onepool/onepool/slurmrest/model"
 	"github.com/onepool/onepool/tenancy"
 )
 
@@ -39,6 +40,10 @@ func grantTo(r request, g tenancy.Grant) request {
 // ResourceGPU is the extended resource a pod asks GPUs with.
 const ResourceGPU corev1.ResourceName = "nvidia.com/gpu"
 
+// ResourceMIGPrefix + a MIG profile (nvidia.com/mig-1g.10gb) asks MIG
+// devices of that profile.
+const ResourceMIGPrefix = "nvidia.com/mig-"
+
 // request is what one pod asks of Slurm.
 type request struct {
 	// Policy is the TenantPolicy that allowed it ("" none applied) and
@@ -51,8 +56,10 @@ type request struct {
 	TimeLimit time.Duration // 0: the partition's
 	Sharing   slurmrest.JobSharing
 	GPUs      int64
-	CPUs      int   // whole CPUs, at least 1
-	MemoryMB  int64 // 0: Slurm's default
+	// GPUType is the GRES type the GPUs must be (a MIG profile); "": any.
+	GPUType  string
+	CPUs     int   // whole CPUs, at least 1
+	MemoryMB int64 // 0: Slurm's default
 }
 
 // requestFor reads a pod's resources and annotations; the error says which
@@ -97,6 +104,9 @@ func requestFor(pod *corev1.Pod, a *Args) (request, error) {
 	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 	if q, ok := req[ResourceGPU]; ok {
 		r.GPUs = q.Value()
+	}
+	if err := migGPUs(req, &r); err != nil {
+		return request{}, err
 	}
 	if err := claimGPUs(pod, &r); err != nil {
 		return request{}, err
@@ -177,6 +187,33 @@ func claimGPUs(pod *corev1.Pod, r *request) error {
 		return fmt.Errorf("annotation %s=%q: want a GPU count of at least 1", keys.AnnotationGPUs, v)
 	}
 	r.GPUs = n
+	if t, ok := pod.Annotations[keys.AnnotationGPUType]; ok {
+		if !model.ValidGresType(t) {
+			return fmt.Errorf("annotation %s=%q: not a GRES type (lowercase letters, digits, '.', '_')", keys.AnnotationGPUType, t)
+		}
+		r.GPUType = t
+	}
+	return nil
+}
+
+// migGPUs reads a pod's nvidia.com/mig-<profile> request (a pod the
+// webhook did not convert): MIG devices of that profile, one profile per
+// pod and not beside nvidia.com/gpu.
+func migGPUs(req corev1.ResourceList, r *request) error {
+	for name, q := range req {
+		profile, ok := strings.CutPrefix(string(name), ResourceMIGPrefix)
+		if !ok || q.IsZero() {
+			continue
+		}
+		if r.GPUs > 0 {
+			return fmt.Errorf("asks %s beside other GPUs: one pod's GPUs are one kind", name)
+		}
+		r.GPUType = model.MIGProfileType(profile)
+		if !model.ValidGresType(r.GPUType) {
+			return fmt.Errorf("%s: %q is not a MIG profile (such as 1g.10gb)", name, profile)
+		}
+		r.GPUs = q.Value()
+	}
 	return nil
 }
 
@@ -200,7 +237,10 @@ func jobFor(o owner, comment string, req request, nodes int, a *Args, script str
 		NoRequeue:       true,
 		Sharing:         req.Sharing,
 	}
-	if req.GPUs > 0 {
+	switch {
+	case req.GPUs > 0 && req.GPUType != "":
+		j.TresPerNode = fmt.Sprintf("gres/gpu:%s:%d", req.GPUType, req.GPUs)
+	case req.GPUs > 0:
 		j.TresPerNode = fmt.Sprintf("gres/gpu:%d", req.GPUs)
 	}
 	return j

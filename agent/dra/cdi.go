@@ -26,7 +26,7 @@ const (
 
 // Env names the CDI spec sets in the container: which GPUs it was given.
 const (
-	EnvVisibleDevices = "NVIDIA_VISIBLE_DEVICES" // UUIDs, for images that use NVIDIA's container hook
+	EnvVisibleDevices = "NVIDIA_VISIBLE_DEVICES" // UUIDs (a MIG device's MIG-...), for images that use NVIDIA's container hook
 	EnvGPUDevices     = "ONEPOOL_GPU_DEVICES"    // DRA device names, e.g. gpu-3,gpu-4
 	EnvGresIndexes    = "ONEPOOL_GRES_INDEXES"   // Slurm's indices of those GPUs on the node
 )
@@ -103,8 +103,13 @@ func buildCDISpec(claim types.UID, gpus []agent.GPU, gresIdx []int, controlDevic
 	spec := cdiSpec{CDIVersion: cdiVersion, Kind: cdiKind}
 	var uuids, names, idx []string
 	for i, g := range gpus {
-		name := DeviceName(g.Minor)
+		name := UnitName(g)
 		nodes := []cdiDeviceNode{{Path: g.Device}}
+		if g.MIG != nil { // the MIG device's GPU and compute instance
+			for _, c := range g.MIG.Caps {
+				nodes = append(nodes, cdiDeviceNode{Path: c})
+			}
+		}
 		for _, c := range controlDevices {
 			nodes = append(nodes, cdiDeviceNode{Path: c})
 		}

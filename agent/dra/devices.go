@@ -21,11 +21,21 @@ import (
 // index is the gresIndex attribute, never read from the name.
 func DeviceName(minor int) string { return "gpu-" + strconv.Itoa(minor) }
 
+// UnitName is the DRA name of a GRES unit: DeviceName of a whole GPU, and
+// "gpu-<minor>-mig-<gi>-<ci>" for a MIG device (the GPU instance and
+// compute instance ids, which stay while the layout does).
+func UnitName(g agent.GPU) string {
+	if g.MIG == nil {
+		return DeviceName(g.Minor)
+	}
+	return fmt.Sprintf("%s-mig-%d-%d", DeviceName(g.Minor), g.MIG.GI, g.MIG.CI)
+}
+
 // Inventory is the node's GPUs as the driver serves them.
 type Inventory struct {
-	// ByName maps DeviceName(minor) to the GPU.
+	// ByName maps UnitName to the GPU (or MIG device).
 	ByName map[string]agent.GPU
-	// GresIndex maps DeviceName(minor) to the GPU's Slurm GRES index.
+	// GresIndex maps UnitName to the unit's Slurm GRES index.
 	GresIndex map[string]int
 	// Devices is what the ResourceSlice publishes, in GRES order.
 	Devices []resourceapi.Device
@@ -44,9 +54,9 @@ func NewInventory(gpus []agent.GPU) (*Inventory, error) {
 func NewInventoryInOrder(ordered []agent.GPU) (*Inventory, error) {
 	inv := &Inventory{ByName: map[string]agent.GPU{}, GresIndex: map[string]int{}}
 	for i, g := range ordered {
-		name := DeviceName(g.Minor)
+		name := UnitName(g)
 		if prev, dup := inv.ByName[name]; dup {
-			return nil, fmt.Errorf("GPUs %s and %s both have minor number %d", prev.UUID, g.UUID, g.Minor)
+			return nil, fmt.Errorf("GPUs %s and %s are both %s (minor number %d)", prev.UUID, g.UUID, name, g.Minor)
 		}
 		inv.ByName[name] = g
 		inv.GresIndex[name] = i
@@ -65,6 +75,9 @@ func device(name string, gresIndex int, g agent.GPU) resourceapi.Device {
 			keys.GPUAttrProductName: {StringValue: ptr.To(g.Name)},
 			keys.GPUAttrGresType:    {StringValue: ptr.To(g.Type())},
 		},
+	}
+	if g.MIG != nil {
+		d.Attributes[keys.GPUAttrParentUUID] = resourceapi.DeviceAttribute{StringValue: ptr.To(g.MIG.ParentUUID)}
 	}
 	if g.MemoryMiB > 0 {
 		d.Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{

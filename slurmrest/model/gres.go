@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -178,3 +179,20 @@ func GPUTypes(gres string) []string {
 	}
 	return out
 }
+
+// MIGProfileType is the GRES type of a MIG profile as NVIDIA names it
+// (nvidia-smi, the device plugin's nvidia.com/mig-<profile>): lowercased,
+// '+' and ' ' made '_' (1g.18gb+me → 1g.18gb_me), so that it stays one
+// word of Slurm's --gres syntax. The node agent registers MIG devices with
+// it and the webhook asks it for nvidia.com/mig-<profile>.
+func MIGProfileType(profile string) string {
+	return strings.NewReplacer("+", "_", " ", "_").Replace(strings.ToLower(strings.TrimSpace(profile)))
+}
+
+// gresType is one word of Slurm's --gres syntax: lowercase letters,
+// digits, '.', '_', at most 64 bytes.
+var gresType = regexp.MustCompile(`^[a-z0-9][a-z0-9._]{0,63}$`)
+
+// ValidGresType says whether t can be asked as a GRES type
+// (gres/gpu:<t>:<n>) as it is.
+func ValidGresType(t string) bool { return gresType.MatchString(t) }

@@ -38,6 +38,8 @@ type nodeSetEnv struct {
 	name  string
 	label string          // the Node label the NodeSet selects
 	env   []corev1.EnvVar // more env for the slurmd container
+	args  []string        // arguments of the node agent's run (a flag wins over the lab's env)
+	gres  string          // the Gres= each member registers with ("": the lab's 8 GPUs)
 	// counted: no static CPUs and memory in the template; the NodeSet
 	// gives each node Slurm's share of its Node.
 	counted bool
@@ -88,6 +90,7 @@ func (e *nodeSetEnv) nodeSet(maxUnavailable int) *v1alpha1.NodeSet {
 					Name:    "slurmd",
 					Image:   "onepool/node-agent:lab",
 					Command: []string{"/usr/local/bin/onepool-node-agent", "run"},
+					Args:    e.args,
 					Env:     append(append(static, corev1.EnvVar{Name: "ONEPOOL_EXPECTED_GPUS", Value: "8"}), e.env...),
 				}}},
 			},
@@ -241,6 +244,14 @@ func (e *nodeSetEnv) kubectl(args ...string) string {
 
 // waitRegistered waits until every node runs a Ready slurmd pod and is
 // IDLE in Slurm with the GPUs the agent found.
+// wantGres is the Gres= a member registers with.
+func (e *nodeSetEnv) wantGres() string {
+	if e.gres != "" {
+		return e.gres
+	}
+	return "gpu:" + labGresType + ":8"
+}
+
 func (e *nodeSetEnv) waitRegistered(nodes []string, timeout time.Duration) {
 	e.t.Helper()
 	for _, n := range nodes {
@@ -250,7 +261,7 @@ func (e *nodeSetEnv) waitRegistered(nodes []string, timeout time.Duration) {
 				return false, "Slurm has no node " + n
 			}
 			return strings.HasPrefix(kv["State"], "IDLE") && !strings.Contains(kv["State"], "DRAIN") &&
-					kv["Gres"] == "gpu:"+labGresType+":8",
+					kv["Gres"] == e.wantGres(),
 				fmt.Sprintf("State=%s Gres=%s Partitions=%s", kv["State"], kv["Gres"], kv["Partitions"])
 		})
 	}

@@ -62,7 +62,7 @@ func (l *Lab) StartHostSlurmd(ctx context.Context, node, nodeGres, gresConf stri
 	if err := os.MkdirAll(filepath.Join(l.RootFS(), "var/spool/slurmd", node), 0o755); err != nil {
 		return nil, err
 	}
-	conf := fmt.Sprintf("NodeAddr=127.0.0.1 Port=%d CPUs=2 RealMemory=4000 Gres=%s Feature=%s", HostSlurmdPort, nodeGres, DynFeature)
+	conf := fmt.Sprintf("NodeAddr=127.0.0.1 Port=%d CPUs=8 RealMemory=16000 Gres=%s Feature=%s", HostSlurmdPort, nodeGres, DynFeature)
 	h.daemon = daemon{Name: "slurmd-host-" + node, Chroot: l.RootFS(), Port: HostSlurmdPort, Env: rootfs.Env(),
 		Argv: []string{"/usr/sbin/slurmd", "-D", "-Z", "-N", node, "-f", h.ConfDir + "/slurm.conf", "--conf", conf}}
 	if _, err := l.procs.Start(h.daemon); err != nil {
