@@ -84,38 +84,13 @@ func (c *Cache) want(name string, now time.Time) {
 	c.wanted[name] = now
 }
 
-// followedNames are the nodes read within NodeFollowFor that Slurm still
-// has, sorted; the others are forgotten (forgetNodes).
+// followedNames are the nodes read within NodeFollowFor, sorted; older
+// ones are forgotten.
 func (c *Cache) followedNames(now time.Time) []string {
-	c.mu.RLock()
-	var asked time.Time
-	if c.nodes.synced {
-		asked = c.tableAsked
-	}
-	c.mu.RUnlock()
-	inTable := func(name string) bool {
-		c.mu.RLock()
-		defer c.mu.RUnlock()
-		_, ok := c.nodes.get(name)
-		return ok
-	}
-	c.wmu.Lock() // wmu before mu, never the other way
+	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	forgetNodes(c.wanted, now, asked, c.cfg.NodeFollowFor, inTable)
+	maps.DeleteFunc(c.wanted, func(_ string, at time.Time) bool { return now.Sub(at) > c.cfg.NodeFollowFor })
 	return slices.Sorted(maps.Keys(c.wanted))
-}
-
-// forgetNodes drops from wanted (name → last read through Node) the nodes
-// read more than followFor before now, and those Slurm no longer has: read
-// before the table's last good ask (asked; zero: none yet), which did not
-// have them. A NodeSet that took 500 members away read each of them: kept
-// for followFor, they would hold auto mode off the by-name reads (more than
-// 1/32 of the table) and have each poll list the whole table for
-// followFor. A node read again is followed again.
-func forgetNodes(wanted map[string]time.Time, now, asked time.Time, followFor time.Duration, inTable func(string) bool) {
-	maps.DeleteFunc(wanted, func(name string, at time.Time) bool {
-		return now.Sub(at) > followFor || (!asked.IsZero() && at.Before(asked) && !inTable(name))
-	})
 }
 
 // pollNodes is a poll's node part: the followed nodes by name and the

@@ -186,24 +186,3 @@ func TestViewKeepsWhatWasReadAfterTheListing(t *testing.T) {
 	require.Equal(t, "update", evs[0].typ)
 	require.Equal(t, "delete", evs[1].typ)
 }
-
-func TestForgetNodes(t *testing.T) {
-	t0 := time.Unix(1795229300, 0)
-	inTable := func(name string) bool { return name == "a" }
-	for _, tc := range []struct {
-		what, node    string
-		readAt, asked time.Time
-		keep          bool
-	}{
-		{"read now, in the table", "a", t0, t0.Add(-time.Second), true},
-		{"read over 15 m ago", "a", t0.Add(-15*time.Minute - time.Second), t0, false},
-		{"gone: read before a listing without it", "b", t0.Add(-2 * time.Second), t0.Add(-time.Second), false},
-		{"new: read after the last listing", "b", t0, t0.Add(-time.Second), true},
-		{"not in the table, no listing yet", "b", t0.Add(-2 * time.Second), time.Time{}, true},
-	} {
-		wanted := map[string]time.Time{tc.node: tc.readAt}
-		forgetNodes(wanted, t0, tc.asked, 15*time.Minute, inTable)
-		_, kept := wanted[tc.node]
-		assert.Equal(t, tc.keep, kept, tc.what)
-	}
-}
