@@ -42,6 +42,7 @@ func TestMutateMIGProfile(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "1g.18gb_me", me.Annotations[keys.AnnotationGPUType])
 	whole := pod(keys.SchedulerName, container("c", 1))
+	whole.Annotations = map[string]string{keys.AnnotationGPUType: "3g.40gb"} // the author's, not the webhook's
 	_, err = Mutate(whole)
 	require.NoError(t, err)
 	assert.NotContains(t, whole.Annotations, keys.AnnotationGPUType)

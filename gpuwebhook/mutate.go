@@ -94,8 +94,12 @@ func Mutate(pod *corev1.Pod) (bool, error) {
 	}
 	pod.Annotations[keys.AnnotationGPUs] = strconv.FormatInt(total, 10)
 	pod.Annotations[keys.AnnotationGPURequests] = strings.Join(split, ",")
+	// The type is the webhook's to write, as the count is: a pod asking
+	// nvidia.com/gpu asks any GPU, whatever its author annotated.
 	if ask.gresType != "" {
 		pod.Annotations[keys.AnnotationGPUType] = ask.gresType
+	} else {
+		delete(pod.Annotations, keys.AnnotationGPUType)
 	}
 	return true, nil
 }
