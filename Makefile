@@ -479,9 +479,9 @@ bench-slurm-chart: tools node-tools images ## charts/slurm on the real node: hel
 	ONEPOOL_LAB_REAL_KUBELET=1 $(BIN)/lab up
 	ONEPOOL_BENCH=1 ONEPOOL_LAB_REAL_KUBELET=1 go test -count=1 -timeout 20m -run '^TestBenchSlurmChart$$' -v ./test/bench/ | tee $(LAB_DIR)/bench-slurm-chart.log | grep '^BENCH' || (tail -40 $(LAB_DIR)/bench-slurm-chart.log; exit 1)
 
-bench-gpu: tools ## GPU claims: placement with a claim minus without (one-GPU pods on 4 dynamic nodes with the agent's DRA driver), the agent's prepare p99
+bench-gpu: tools ## GPU claims: placement with a claim minus without (one-GPU pods on 4 dynamic nodes with the agent's DRA driver), the agent's prepare p99; a MIG profile's pod to bound (the fake MIG node)
 	$(BIN)/lab up
-	ONEPOOL_BENCH=1 go test -count=1 -timeout 20m -run '^TestBenchGPU$$' -v ./test/bench/ | tee $(LAB_DIR)/bench-gpu.log | grep '^BENCH' || (tail -40 $(LAB_DIR)/bench-gpu.log; exit 1)
+	ONEPOOL_BENCH=1 go test -count=1 -timeout 20m -run '^TestBench(GPU|MIG)$$' -v ./test/bench/ | tee $(LAB_DIR)/bench-gpu.log | grep '^BENCH' || (tail -40 $(LAB_DIR)/bench-gpu.log; exit 1)
 
 bench-spank: tools ## `srun hostname` with the jail plugin minus without (median)
 	$(BIN)/lab up

@@ -48,6 +48,14 @@ var Docs = []keys.Doc{
 			"deleted): once no job runs there its slurmd pod is deleted and the Slurm node record removed. If the Node matches " +
 			"again first, the NodeSet resumes the drain once the pod is Ready and registered." + notOnWords,
 		Do: "Meant: wait for the jobs. Not meant: fix the Node's labels (or the NodeSet's selector) so it matches again."},
+	{Name: "ReasonMIGConfig", Value: ReasonMIGConfig, Kind: keys.KindDrainReason, Form: "onepool: mig config <layout>", On: onReason, By: byNodeSet,
+		Means: "The Node asks another MIG layout (its label `onepool.dev/mig-config`): like a rolling update, at most " +
+			"`maxUnavailable` nodes at once. Once no job runs there the slurmd pod is deleted, the layout handed to NVIDIA's " +
+			"mig-manager (`nvidia.com/mig.config`), and when it says `success` the Slurm node record is removed and a new pod's " +
+			"slurmd registers the node afresh with the new MIG devices; then the drain is resumed." + notOnWords,
+		Do: "Wait for the node's jobs (`squeue -w <node>`). If it stays drained with no slurmd pod: `kubectl get node <node> " +
+			"-L nvidia.com/mig.config,nvidia.com/mig.config.state` (the NodeSet's `Progressing` condition says what it waits " +
+			"for); `failed`: see mig-manager's log, fix the layout or ask another."},
 	{Name: "ReasonGPUPrefix", Value: ReasonGPUPrefix, Kind: keys.KindDrainReason, Form: "onepool: gpu <check>: <detail>", On: onReason, By: byAgent,
 		Means: "A GPU health check failed on the node: `nvml` (no driver, a GPU lost, a hung call), `count` (fewer GPUs than " +
 			"expected), `xid` (a fatal XID since slurmd started), `ecc`, `retired pages`, `row remap`, `temperature`. " +

@@ -37,7 +37,7 @@ func Form(reason string) Writer {
 	case reason == ReasonCordoned || strings.HasPrefix(reason, ReasonCordoned+operatorReasonJoin) ||
 		reason == ReasonPodDeleted || reason == ReasonPodNotReady:
 		return Syncer
-	case reason == ReasonNodeSetUpdate || strings.HasPrefix(reason, ReasonNodeSetLeft+" "):
+	case reason == ReasonNodeSetUpdate || strings.HasPrefix(reason, ReasonNodeSetLeft+" ") || strings.HasPrefix(reason, ReasonMIGConfig+" "):
 		return NodeSet
 	case strings.HasPrefix(reason, ReasonGPUPrefix):
 		return Agent

@@ -25,6 +25,8 @@ func TestForm(t *testing.T) {
 		{"onepool: nodeset update", NodeSet},
 		{"onepool: node left nodeset gpus", NodeSet},
 		{"onepool: node left nodesetX", Admin},
+		{"onepool: mig config all-1g.10gb", NodeSet},
+		{"onepool: mig configX", Admin},
 		{"onepool: gpu xid: 79 on GPU 3", Agent},
 		{"onepool: maintenance by admin", Admin},
 		{"bad ECC", Admin},

@@ -24,6 +24,7 @@ import (
 //	onepool: slurmd pod not ready                  syncer: not Ready for longer than the grace
 //	onepool: nodeset update                        NodeSet: it replaces the slurmd pod (new template)
 //	onepool: node left nodeset <name>              NodeSet: the Node no longer matches the NodeSet
+//	onepool: mig config <layout>                   NodeSet: the Node asks another MIG layout (its slurmd pod goes, the layout is applied, a new pod registers)
 //	onepool: gpu <check>: <detail>                 agent: a GPU health check failed
 //
 // Each drain belongs to the part of onepool that made it, and only that part
@@ -39,6 +40,7 @@ const (
 	ReasonPodNotReady   = Prefix + "slurmd pod not ready"
 	ReasonNodeSetUpdate = Prefix + "nodeset update"
 	ReasonNodeSetLeft   = Prefix + "node left nodeset" // + " <name>": LeftReason
+	ReasonMIGConfig     = Prefix + "mig config"        // + " <layout>": MIGConfigReason
 	ReasonGPUPrefix     = Prefix + "gpu "              // + "<check>: <detail>": HealthReason
 	operatorReasonJoin  = ": "
 	// MaxOperatorReason bounds the operator's words in a cordon's drain
@@ -90,6 +92,17 @@ func isControl(r rune) bool { return r < 0x20 || r == 0x7f || r == utf8.RuneErro
 // LeftReason is the NodeSet controller's drain reason for a Node that left
 // the NodeSet named nodeSet.
 func LeftReason(nodeSet string) string { return ReasonNodeSetLeft + " " + nodeSet }
+
+// MIGConfigReason is the NodeSet controller's drain reason for a Node
+// whose MIG layout is to change to layout (keys.LabelMIGConfig).
+func MIGConfigReason(layout string) string { return ReasonMIGConfig + " " + layout }
+
+// ReplacesPod says the reason is one of the NodeSet controller's drains
+// that replace the node's slurmd pod while the Node stays in the NodeSet:
+// a rolling update, a MIG layout change. Slurm's own cause may follow.
+func ReplacesPod(reason string) bool {
+	return Shows(reason, ReasonNodeSetUpdate) || strings.HasPrefix(reason, ReasonMIGConfig+" ")
+}
 
 // HealthReason is the node agent's drain reason for a failed GPU health
 // check: ReasonGPUPrefix + "<check>: <detail>", double quotes turned into

@@ -47,3 +47,26 @@ func TestHealthReason(t *testing.T) {
 func TestLeftReason(t *testing.T) {
 	assert.Equal(t, "onepool: node left nodeset h100", LeftReason("h100"))
 }
+
+func TestMIGConfigReason(t *testing.T) {
+	assert.Equal(t, "onepool: mig config all-1g.10gb", MIGConfigReason("all-1g.10gb"))
+}
+
+func TestReplacesPod(t *testing.T) {
+	for _, tc := range []struct {
+		reason string
+		want   bool
+	}{
+		{ReasonNodeSetUpdate, true},
+		{ReasonNodeSetUpdate + " : Not responding", true}, // Slurm's cause appended
+		{MIGConfigReason("all-balanced"), true},
+		{MIGConfigReason("all-balanced") + " : Kill task failed", true},
+		{ReasonMIGConfig, false}, // no layout: not the NodeSet's form
+		{ReasonNodeSetUpdate + "d", false},
+		{LeftReason("h100"), false}, // the node leaves: its pod is not replaced
+		{ReasonCordoned, false},
+		{"", false},
+	} {
+		assert.Equal(t, tc.want, ReplacesPod(tc.reason), "ReplacesPod(%q)", tc.reason)
+	}
+}

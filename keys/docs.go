@@ -203,6 +203,15 @@ var Docs = []Doc{
 	{Name: "EventFeaturesSet", Value: EventFeaturesSet, Kind: KindEvent, Type: "Normal", On: onNodeSet, By: byNodeSet,
 		Means: "A Node's values of the NodeSet's `slurm.featureLabels` changed or appeared: the NodeSet set the Slurm node's " +
 			"available and active features to match. No drain, no new pod; running jobs stay."},
+	{Name: "EventMIGConfigSet", Value: EventMIGConfigSet, Kind: KindEvent, Type: "Normal", On: onNodeSet, By: byNodeSet,
+		Means: "A node that asks another MIG layout (`onepool.dev/mig-config`) is drained, runs no job and has no slurmd pod: " +
+			"the NodeSet wrote the layout into `nvidia.com/mig.config` for NVIDIA's mig-manager. Its new slurmd pod is made " +
+			"when `nvidia.com/mig.config.state` says `success`."},
+	{Name: "EventMIGConfigFailed", Value: EventMIGConfigFailed, Kind: KindEvent, Type: "Warning", On: onNodeSet, By: byNodeSet,
+		Means: "mig-manager says `failed` for the layout the NodeSet handed over: the node stays drained, with no slurmd pod. " +
+			"No job is affected.",
+		Do: "Read mig-manager's log on the node; ask a layout that works (`kubectl label node <node> onepool.dev/mig-config=" +
+			"<layout> --overwrite`): the NodeSet hands it over again."},
 	{Name: "EventSlurmNodeKept", Value: EventSlurmNodeKept, Kind: KindEvent, On: onNodeSet,
 		Means: notWritten + " The NodeSet leaves a drain it did not make alone without an event."},
 	{Name: "EventSlurmActFailed", Value: EventSlurmActFailed, Kind: KindEvent, Type: "Warning", On: onNodeSet, By: byNodeSet,
@@ -463,6 +472,26 @@ var Docs = []Doc{
 			"slurmd pod under running jobs.",
 		Do: "A `kubectl drain` that waits on it: the cordon has drained the Slurm node; the eviction goes through once the " +
 			"node's jobs end (`squeue -w <node>`)."},
+	{Name: "LabelMIGConfig", Value: LabelMIGConfig, Kind: KindLabel, On: onNode, By: byOperator,
+		Means: "The MIG layout the Node's GPUs are to have: a configuration name of NVIDIA's mig-parted (GPU operator's " +
+			"`default-mig-parted-config`: `all-1g.10gb`, `all-balanced`, ...). A NodeSet's node whose layout differs from " +
+			"`nvidia.com/mig.config` is drained (`onepool: mig config <layout>`, at most `maxUnavailable` at once); once no " +
+			"job runs there its slurmd pod goes, the NodeSet writes the name into `nvidia.com/mig.config` for mig-manager, " +
+			"and when `nvidia.com/mig.config.state` says `success` a new slurmd pod registers the node afresh with the new " +
+			"MIG devices as typed GRES and DRA devices, and the drain is resumed. A new Node with it gets its layout before " +
+			"its first slurmd pod.",
+		Do: "`kubectl label node <node> onepool.dev/mig-config=<layout> --overwrite`; set `nvidia.com/mig.config` by hand " +
+			"only on Nodes no NodeSet serves (mig-manager would change the GPUs under running jobs). Progress: the NodeSet's " +
+			"`Progressing` condition and events (`MIGConfigSet`, `MIGConfigFailed`)."},
+	{Name: "LabelNVIDIAMIGConfig", Value: LabelNVIDIAMIGConfig, Kind: KindLabel, On: onNode, By: byNodeSet,
+		Means: "NVIDIA's mig-manager's label: the layout it applies. The NodeSet writes it (with `nvidia.com/mig.config.state=" +
+			"pending`) only for a node that asks another layout by `onepool.dev/mig-config`, drained, free, and its slurmd " +
+			"pod gone."},
+	{Name: "LabelNVIDIAMIGConfigState", Value: LabelNVIDIAMIGConfigState, Kind: KindLabel, On: onNode, By: "NVIDIA's mig-manager (the NodeSet sets `pending` with a new layout)",
+		Means: "mig-manager's report: `pending`, `rebooting`, `success`, `failed`. The NodeSet makes the node's new slurmd pod " +
+			"only on `success`.",
+		Do: "`failed`: the node stays drained with no slurmd pod (event `MIGConfigFailed`); read mig-manager's log, then " +
+			"ask a layout that works (`onepool.dev/mig-config`)."},
 	{Name: "LabelGPUClaims", Value: LabelGPUClaims, Kind: KindLabel, On: onNamespace, By: byOperator,
 		Means: "`disabled` keeps the namespace's pods out of onepool's GPU webhook (the chart's namespaceSelector): they ask " +
 			"`nvidia.com/gpu` of a device plugin, which chooses GPUs apart from Slurm."},
@@ -474,6 +503,13 @@ var Docs = []Doc{
 		Means: "The one value of `slurm.onepool.dev/gang`: the replicated job's pods of one attempt are one gang."},
 	{Name: "GPUClaimsDisabled", Value: GPUClaimsDisabled, Kind: KindValue, On: "label `onepool.dev/gpu-claims`", By: byOperator,
 		Means: "The value of `onepool.dev/gpu-claims` that keeps a namespace out of the GPU webhook."},
+	{Name: "MIGConfigPending", Value: MIGConfigPending, Kind: KindValue, On: "label `nvidia.com/mig.config.state`", By: byNodeSet + ", NVIDIA's mig-manager",
+		Means: "The layout in `nvidia.com/mig.config` is not applied yet. The NodeSet writes it with a new layout, so that an " +
+			"old `success` is never read as the new layout's."},
+	{Name: "MIGConfigSuccess", Value: MIGConfigSuccess, Kind: KindValue, On: "label `nvidia.com/mig.config.state`", By: "NVIDIA's mig-manager",
+		Means: "mig-manager applied the layout in `nvidia.com/mig.config`: the NodeSet makes the node's slurmd pod."},
+	{Name: "MIGConfigFailed", Value: MIGConfigFailed, Kind: KindValue, On: "label `nvidia.com/mig.config.state`", By: "NVIDIA's mig-manager",
+		Means: "mig-manager could not apply the layout: the node stays drained without a slurmd pod (event `MIGConfigFailed`)."},
 
 	// Finalizers.
 	{Name: "FinalizerSlurmdPod", Value: FinalizerSlurmdPod, Kind: KindFinalizer, On: onSlurmdPod, By: bySyncer,
@@ -504,6 +540,8 @@ var Docs = []Doc{
 		Means: "A dynamic Slurm node's record deleted."},
 	{Name: "ActionSetFeatures", Value: ActionSetFeatures, Kind: KindAction, By: byNodeSet,
 		Means: "A Slurm node's features set from its Node's labels."},
+	{Name: "ActionSetMIGConfig", Value: ActionSetMIGConfig, Kind: KindAction, By: byNodeSet,
+		Means: "A node's MIG layout handed to NVIDIA's mig-manager, or its failure reported."},
 	{Name: "ActionSync", Value: ActionSync, Kind: KindAction, By: bySyncer + ", " + byNodeSet + ", " + byTopology,
 		Means: "A check of one side against the other: Slurm has no node for a slurmd pod, a share overcommitted, a topology " +
 			"label problem."},

@@ -59,6 +59,21 @@ const (
 	// node (ALLOCATED, MIXED or COMPLETING). The NodeSet's
 	// PodDisruptionBudget selects these pods with maxUnavailable 0.
 	LabelSlurmBusy = "onepool.dev/slurm-busy"
+	// LabelMIGConfig on a Node asks a MIG layout: a name of NVIDIA
+	// mig-parted's configuration (`all-1g.10gb`, `all-balanced`). The
+	// NodeSet drains the node, waits for its jobs, deletes its slurmd pod,
+	// then writes the name into LabelNVIDIAMIGConfig for NVIDIA's
+	// mig-manager; once that says MIGConfigSuccess, a new slurmd pod
+	// registers the node with the new MIG devices.
+	LabelMIGConfig = "onepool.dev/mig-config"
+	// LabelNVIDIAMIGConfig is the layout NVIDIA's mig-manager applies
+	// (GPU operator); LabelNVIDIAMIGConfigState its report: pending,
+	// rebooting, success or failed.
+	LabelNVIDIAMIGConfig      = "nvidia.com/mig.config"
+	LabelNVIDIAMIGConfigState = "nvidia.com/mig.config.state"
+	MIGConfigPending          = "pending"
+	MIGConfigSuccess          = "success"
+	MIGConfigFailed           = "failed"
 	// LabelGPUClaims=GPUClaimsDisabled on a Namespace keeps its pods out of
 	// onepool's GPU webhook (the onepool chart's namespaceSelector): they
 	// keep asking nvidia.com/gpu of a device plugin.
@@ -311,6 +326,8 @@ const (
 	EventDrainTimeout     = "DrainTimeout"
 	EventSlurmNodeRemoved = "SlurmNodeRemoved"
 	EventFeaturesSet      = "SlurmNodeFeaturesSet" // a node's features set in Slurm from its Node's FeatureLabels
+	EventMIGConfigSet     = "MIGConfigSet"         // a drained, free node's MIG layout handed to NVIDIA's mig-manager
+	EventMIGConfigFailed  = "MIGConfigFailed"      // mig-manager says failed: the node stays drained, no slurmd pod
 	EventSlurmNodeKept    = "SlurmNodeKept"        // drained by someone else: the record stays
 	EventSlurmActFailed   = "SlurmActionFailed"
 	// EventNoRoomForSlurm: the Node's other pods leave Slurm no whole CPU or
@@ -342,6 +359,7 @@ const (
 	ActionReplacePod      = "ReplacePod"
 	ActionRemoveSlurmNode = "RemoveSlurmNode"
 	ActionSetFeatures     = "SetSlurmNodeFeatures"
+	ActionSetMIGConfig    = "SetMIGConfig"
 	ActionSync            = "Sync"
 	ActionSchedule        = "Schedule"
 	ActionSubmit          = "Submit"

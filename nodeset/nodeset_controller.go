@@ -47,6 +47,8 @@ type Reconciler struct {
 	mu      sync.Mutex
 	owner   map[string]types.NamespacedName // Slurm node → its NodeSet, from the last reconciles
 	timeout map[string]bool                 // Slurm nodes already reported past their drain timeout
+	// migFailed: the MIG layout whose failure was reported, per Slurm node.
+	migFailed map[string]string
 	// failed spaces out replacements of failed slurmd pods, per NodeSet
 	// and node (as a DaemonSet's failedPodsBackoff).
 	failed *flowcontrol.Backoff
@@ -65,15 +67,16 @@ func Setup(mgr ctrl.Manager, slurm Slurm, notify slurmnode.Notifier, opts Option
 		return nil, fmt.Errorf("nodeset options: %w", err)
 	}
 	r := &Reconciler{
-		client:   mgr.GetClient(),
-		slurm:    slurm,
-		recorder: mgr.GetEventRecorder("onepool-nodeset"),
-		opts:     opts,
-		log:      mgr.GetLogger().WithName("nodeset"),
-		owner:    map[string]types.NamespacedName{},
-		timeout:  map[string]bool{},
-		failed:   flowcontrol.NewBackOff(failedPodBackoff, failedPodMaxBackoff),
-		podsOn:   apiPodsOnNode(mgr.GetAPIReader()),
+		client:    mgr.GetClient(),
+		slurm:     slurm,
+		recorder:  mgr.GetEventRecorder("onepool-nodeset"),
+		opts:      opts,
+		log:       mgr.GetLogger().WithName("nodeset"),
+		owner:     map[string]types.NamespacedName{},
+		timeout:   map[string]bool{},
+		migFailed: map[string]string{},
+		failed:    flowcontrol.NewBackOff(failedPodBackoff, failedPodMaxBackoff),
+		podsOn:    apiPodsOnNode(mgr.GetAPIReader()),
 
 		shareChecked: map[string]time.Time{},
 	}

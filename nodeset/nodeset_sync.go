@@ -378,6 +378,8 @@ func (r *Reconciler) do(ctx context.Context, ns *v1alpha1.NodeSet, tmpl *corev1.
 		}
 		r.recorder.Eventf(ns, nil, corev1.EventTypeNormal, keys.EventFeaturesSet, keys.ActionSetFeatures, "set Slurm node %s's features to %s, from Node %s's labels %s",
 			n.slurmName, strings.Join(s.features, ","), n.nodeName, strings.Join(ns.Spec.Slurm.FeatureLabels, ", "))
+	case actSetMIGConfig:
+		r.setMIGConfig(ctx, ns, n, s.layout, fail)
 	case actDeleteSlurmNode:
 		if !r.confirmFree(ctx, ns, n, fail) || r.claimed(ctx, n.slurmName, fail) {
 			return
@@ -463,8 +465,10 @@ func (r *Reconciler) deletePod(ctx context.Context, ns *v1alpha1.NodeSet, pod *c
 	r.recorder.Eventf(ns, nil, corev1.EventTypeNormal, keys.EventPodDeleted, keys.ActionDeletePod, "deleted slurmd pod %s: %s", pod.Name, why)
 }
 
-// noteWait reports a drain that outlived the NodeSet's drain timeout, once.
+// noteWait reports a drain that outlived the NodeSet's drain timeout, once,
+// and a MIG layout mig-manager failed to apply, once per layout.
 func (r *Reconciler) noteWait(ns *v1alpha1.NodeSet, n nodeState, s step) {
+	r.noteMIG(ns, n, s)
 	if !s.busy || s.since.IsZero() {
 		return
 	}

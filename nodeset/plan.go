@@ -65,10 +65,11 @@ const (
 	actForceDelete // the orphans: their Node is gone
 	actReplaceFailed
 	actSetFeatures
+	actSetMIGConfig
 )
 
 func (a action) String() string {
-	return [...]string{"none", "create", "drain", "delete-pod", "resume", "delete-slurm-node", "wait", "force-delete", "replace-failed", "set-features"}[a]
+	return [...]string{"none", "create", "drain", "delete-pod", "resume", "delete-slurm-node", "wait", "force-delete", "replace-failed", "set-features", "set-mig-config"}[a]
 }
 
 // step is what to do next for one node; one step per reconcile, the rest
@@ -81,6 +82,10 @@ type step struct {
 	since  time.Time // for busy: when the drain began
 	// features to set in Slurm (actSetFeatures)
 	features []string
+	// layout is the MIG layout to hand to mig-manager (actSetMIGConfig);
+	// migFailed says a wait is on mig-manager's failure to apply it.
+	layout    string
+	migFailed bool
 }
 
 // params are the NodeSet-wide inputs of a decision.
@@ -96,9 +101,25 @@ func (n nodeState) outdated(p params) bool {
 	return n.pod != nil && !p.onDelete && n.pod.Labels[keys.LabelTemplateHash] != p.hash
 }
 
-// updating says the node is drained for a rolling update by this NodeSet.
+// stale says the pod must be replaced: not of the template now, or its
+// Node asks another MIG layout (whatever the update strategy: the label is
+// a request for that Node).
+func (n nodeState) stale(p params) bool {
+	return n.outdated(p) || n.reconfigure()
+}
+
+// replaceReason is the drain reason of a stale pod's replacement.
+func (n nodeState) replaceReason() string {
+	if n.reconfigure() {
+		return drain.MIGConfigReason(migOf(n.node).want)
+	}
+	return drain.ReasonNodeSetUpdate
+}
+
+// updating says the node is drained for a replacement of its pod by this
+// NodeSet (a rolling update, a MIG layout change).
 func (n nodeState) updating() bool {
-	return n.slurm.found && n.slurm.node.State.Drain() && n.slurm.node.Reason == drain.ReasonNodeSetUpdate
+	return n.slurm.found && n.slurm.node.State.Drain() && drain.ReplacesPod(n.slurm.node.Reason)
 }
 
 // unavailable says the node counts against maxUnavailable.
@@ -133,14 +154,17 @@ func planNode(n nodeState, p params, update bool) step {
 		if n.terminating > 0 {
 			return step{act: actWait, why: "the old slurmd pod is terminating"}
 		}
+		// The MIG layout the Node asks comes before its slurmd pod.
+		if st, ok := migBeforeCreate(n); ok {
+			return st
+		}
 		// Its pod was replaced for an update: the Slurm node, drained for
 		// it and free, goes first, so the new pod's slurmd registers it
 		// afresh with the new template's CPUs, memory, GRES and features.
 		// Slurm keeps a dynamic node's record as it was when slurmd
 		// registers again (measured on the lab: CPUs=8 in the new template,
 		// CPUTot=16 still).
-		if s.known && n.ownDrain() && !s.node.State.Busy() &&
-			drain.Shows(s.node.Reason, drain.ReasonNodeSetUpdate) {
+		if s.known && n.ownDrain() && !s.node.State.Busy() && drain.ReplacesPod(s.node.Reason) {
 			return step{act: actDeleteSlurmNode, why: "its new slurmd pod registers it again, with the new template"}
 		}
 		return step{act: actCreate}
@@ -153,9 +177,9 @@ func planNode(n nodeState, p params, update bool) step {
 		}
 		return step{act: actReplaceFailed}
 	}
-	if n.outdated(p) {
+	if n.stale(p) {
 		if update || n.updating() {
-			return takeAway(n, drain.ReasonNodeSetUpdate)
+			return takeAway(n, n.replaceReason())
 		}
 		return step{}
 	}
@@ -207,10 +231,10 @@ func takeAway(n nodeState, reason string) step {
 		return step{act: actDeletePod}
 	case !s.node.State.Drain():
 		return step{act: actDrain, reason: reason}
-	case reason != drain.ReasonNodeSetUpdate && drain.Form(s.node.Reason) == drain.Syncer:
+	case !drain.ReplacesPod(reason) && drain.Form(s.node.Reason) == drain.Syncer:
 		// The node leaves: the record goes too, so the drain becomes ours.
 		return step{act: actDrain, reason: reason}
-	case reason != drain.ReasonNodeSetUpdate && n.ownDrain() && !drain.Shows(s.node.Reason, reason):
+	case !drain.ReplacesPod(reason) && n.ownDrain() && !drain.Shows(s.node.Reason, reason):
 		// The node leaves while the NodeSet's update drain holds (the
 		// NodeSet deleted mid-update): drained again for leaving, so its
 		// Slurm node is removed once free instead of staying drained.
@@ -231,14 +255,12 @@ func registeredSince(n slurmrest.Node, pod *corev1.Pod) bool {
 	return !n.SlurmdStarted.Before(pod.CreationTimestamp.Time)
 }
 
-// planUpdates picks the outdated nodes whose rolling update starts now:
+// planUpdates picks the stale nodes whose replacement starts now (a
+// rolling update, a MIG layout change):
 // nodes already out of service (drained by someone else, idle) at once, and
 // others while fewer than maxUnavailable nodes are out. Idle nodes go first
 // so busy ones get longest to finish their jobs.
 func planUpdates(nodes []nodeState, p params, maxUnavailable int) map[string]bool {
-	if p.onDelete {
-		return nil
-	}
 	out := 0
 	var cands []nodeState
 	chosen := map[string]bool{}
@@ -249,7 +271,7 @@ func planUpdates(nodes []nodeState, p params, maxUnavailable int) map[string]boo
 		if n.unavailable() {
 			out++
 		}
-		if !n.outdated(p) || n.updating() || !n.slurm.known {
+		if !n.stale(p) || n.updating() || !n.slurm.known {
 			continue
 		}
 		if n.unavailable() {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -58,7 +59,7 @@ func TestBenchGPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodes := l.DynNodeNames()[:gpuBenchNodes]
-	startGPUNodeSet(t, c, nodes)
+	startGPUNodeSet(t, c, gpuBenchSet{name: "gpu", gpus: 8, devices: 8}, nodes)
 
 	var with, without, prep []time.Duration
 	for _, ns := range []string{gpuBenchNS, gpuBenchNSNone} {
@@ -143,9 +144,18 @@ func TestBenchGPU(t *testing.T) {
 	reportPercentile("prepare_resources_p99_ms", prep, 0.99)
 }
 
+// gpuBenchSet is a NodeSet of the agent with its DRA driver: gpus the GPUs
+// it expects, devices the DRA devices each node publishes, args the agent's
+// run flags beyond the lab's.
+type gpuBenchSet struct {
+	name          string
+	gpus, devices int
+	args          []string
+}
+
 // startGPUNodeSet runs the agent with its DRA driver on nodes and waits for
 // their ResourceSlices.
-func startGPUNodeSet(t *testing.T, c client.Client, nodes []string) {
+func startGPUNodeSet(t *testing.T, c client.Client, set gpuBenchSet, nodes []string) {
 	t.Helper()
 	ctx := context.Background()
 	if err := lab.ServeNodeSets(ctx, c, gpuBenchNodeNS); err != nil {
@@ -153,19 +163,19 @@ func startGPUNodeSet(t *testing.T, c client.Client, nodes []string) {
 	}
 	for _, n := range nodes {
 		if err := c.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, client.RawPatch("application/merge-patch+json",
-			[]byte(fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, gpuBenchLabel)))); err != nil {
+			[]byte(fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, gpuBenchLabel, set.name)))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	mu := intstr.FromInt32(1)
 	ns := &v1alpha1.NodeSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "gpu", Namespace: gpuBenchNodeNS},
+		ObjectMeta: metav1.ObjectMeta{Name: set.name, Namespace: gpuBenchNodeNS},
 		Spec: v1alpha1.NodeSetSpec{
-			NodeSelector: map[string]string{gpuBenchLabel: "true"},
+			NodeSelector: map[string]string{gpuBenchLabel: set.name},
 			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
-				Name: "slurmd", Image: "onepool/node-agent:lab", Command: []string{lab.AgentPath, "run"},
+				Name: "slurmd", Image: "onepool/node-agent:lab", Command: []string{lab.AgentPath, "run"}, Args: set.args,
 				Env: []corev1.EnvVar{{Name: "ONEPOOL_SLURM_CPUS", Value: "16"}, {Name: "ONEPOOL_SLURM_REAL_MEMORY_MB", Value: "64000"},
-					{Name: "ONEPOOL_EXPECTED_GPUS", Value: "8"}, {Name: "ONEPOOL_DRA", Value: "true"}},
+					{Name: "ONEPOOL_EXPECTED_GPUS", Value: strconv.Itoa(set.gpus)}, {Name: "ONEPOOL_DRA", Value: "true"}},
 			}}}},
 			Slurm:          v1alpha1.SlurmNodeSpec{Features: []string{lab.DynFeature}, Partitions: []string{lab.DynPartition}},
 			UpdateStrategy: v1alpha1.UpdateStrategy{Type: v1alpha1.RollingUpdate, RollingUpdate: &v1alpha1.RollingUpdateStrategy{MaxUnavailable: &mu}},
@@ -192,30 +202,30 @@ func startGPUNodeSet(t *testing.T, c client.Client, nodes []string) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the GPU NodeSet's %d nodes not idle in Slurm within 3 min", len(nodes))
+			t.Fatalf("the %s NodeSet's %d nodes not idle in Slurm within 3 min", set.name, len(nodes))
 		}
 	}
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(time.Second) {
-		n, err := countSlices(c, nodes)
+		n, err := countSlices(c, nodes, set.devices)
 		if err == nil && n >= len(nodes) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d nodes publish a ResourceSlice after 2 min (%v)", n, len(nodes), err)
+			t.Fatalf("%d of %d nodes publish a ResourceSlice of %d devices after 2 min (%v)", n, len(nodes), set.devices, err)
 		}
 	}
 }
 
-// countSlices counts the nodes of nodes that publish their 8 GPUs (the
+// countSlices counts the nodes of nodes that publish devices GPUs (the
 // lab's static nodes publish theirs too: they do not count).
-func countSlices(c client.Client, nodes []string) (int, error) {
+func countSlices(c client.Client, nodes []string, devices int) (int, error) {
 	var list resourceapi.ResourceSliceList
 	if err := c.List(context.Background(), &list); err != nil {
 		return 0, err
 	}
 	n := 0
 	for _, s := range list.Items {
-		if s.Spec.Driver == keys.GPUDriverName && len(s.Spec.Devices) == 8 && s.Spec.NodeName != nil && slices.Contains(nodes, *s.Spec.NodeName) {
+		if s.Spec.Driver == keys.GPUDriverName && len(s.Spec.Devices) == devices && s.Spec.NodeName != nil && slices.Contains(nodes, *s.Spec.NodeName) {
 			n++
 		}
 	}

@@ -2,13 +2,11 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,49 +19,18 @@ import (
 	"github.com/onepool/onepool/test/lab"
 )
 
-// migInventory is issue 41's fake MIG node as the node agent's inventory:
-// GPU 0 partitioned 3g.40gb + 2g.20gb + 1g.10gb + 1g.10gb (listed out of
-// order), GPU 1 whole. Paths are under root (the chroot's own paths when
-// root is "").
-func migInventory(root, dir string) string {
-	capOf := func(gi, which int) string {
-		return fmt.Sprintf("%s%s/nvidia-caps/nvidia-cap%d", root, dir, 100+2*gi+which)
-	}
-	type mig = agent.MIGDevice
-	m := func(gi int, profile string, slices int, mem uint64) mig {
-		return mig{UUID: fmt.Sprintf("MIG-e2e-%02d", gi), Name: lab.FakeGPUName + " MIG " + profile, GI: gi, Slices: slices, MemoryMiB: mem,
-			Caps: []string{capOf(gi, 0), capOf(gi, 1)}}
-	}
-	migs := []mig{m(10, "1g.10gb", 1, 9856), m(1, "3g.40gb", 3, 40192), m(9, "1g.10gb", 1, 9856), m(5, "2g.20gb", 2, 19968)}
-	inv := map[string]any{"gpus": []map[string]any{
-		{"index": 0, "name": lab.FakeGPUName, "uuid": "GPU-e2e-0", "minor": 0, "memoryMiB": 81559, "device": root + "/var/lib/fakegpu/nvidia0", "migDevices": migs},
-		{"index": 1, "name": lab.FakeGPUName, "uuid": "GPU-e2e-1", "minor": 1, "memoryMiB": 81559, "device": root + "/var/lib/fakegpu/nvidia1"},
-	}}
-	b, _ := json.Marshal(inv) // plain values: cannot fail
-	return string(b)
-}
-
-// fakeMIGNode writes migInventory into a directory of the chroot, with its
-// capability files: dir is its path in the chroot (where the node agent
-// reads inv.json), hostInv the same inventory with the host's paths.
+// fakeMIGNode writes the lab's fake MIG node (lab.MIGInventory: GPU 0
+// partitioned 3g.40gb + 2g.20gb + 1g.10gb + 1g.10gb, GPU 1 whole: layout
+// lab.FakeMIGMixed) into a
+// directory of the chroot, with its capability files: dir is its path in
+// the chroot (where the node agent reads inv.json), hostInv the same
+// inventory with the host's paths.
 func fakeMIGNode(t *testing.T, l *lab.Lab) (dir, hostInv string) {
 	t.Helper()
 	dir = fmt.Sprintf("/tmp/e2e-mig-%d", time.Now().UnixNano())
-	host := filepath.Join(l.RootFS(), dir)
-	require.NoError(t, os.MkdirAll(filepath.Join(host, "nvidia-caps"), 0o755))
-	t.Cleanup(func() { os.RemoveAll(host) })
-	for gi := range 11 {
-		for which := range 2 {
-			p := fmt.Sprintf("%s/nvidia-caps/nvidia-cap%d", host, 100+2*gi+which)
-			// Character devices, as the kernel's capability files are
-			// (major 195 like the lab's fake GPUs; nothing opens them).
-			require.NoError(t, syscall.Mknod(p, syscall.S_IFCHR|0o444, 195<<8|(200+2*gi+which))) // minors < 256
-		}
-	}
-	require.NoError(t, os.WriteFile(filepath.Join(host, "inv.json"), []byte(migInventory("", dir)), 0o644))
-	hostInv = filepath.Join(host, "host-inv.json")
-	require.NoError(t, os.WriteFile(hostInv, []byte(migInventory(l.RootFS(), dir)), 0o644))
-
+	t.Cleanup(func() { os.RemoveAll(filepath.Join(l.RootFS(), dir)) })
+	hostInv, err := l.WriteFakeMIGNode(dir, lab.FakeMIGMixed)
+	require.NoError(t, err)
 	return dir, hostInv
 }
 

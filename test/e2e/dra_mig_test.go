@@ -96,12 +96,12 @@ func TestMIGPodAndSlurmJobShareANode(t *testing.T) {
 	}
 	t.Cleanup(func() { unprepare(t, plugin, claim) })
 	nodes := cdiNodes(t, filepath.Join(cdiDir, "onepool.dev-gpu_"+string(claim.UID)+".json"))
-	// Device names are gpu-<minor>-mig-<gi>-<ci>; fakeMIGNode's caps are 100+2·gi and 101+2·gi.
+	// Device names are gpu-<minor>-mig-<gi>-<ci>; the fake MIG node's caps are FakeMIGCap0+2·gi and the next.
 	var gi int
 	if _, err := fmt.Sscanf(got.name, "gpu-0-mig-%d-0", &gi); err != nil {
 		t.Fatalf("device %s: %v", got.name, err)
 	}
-	want := []string{"/var/lib/fakegpu/nvidia0", fmt.Sprintf("%s/nvidia-caps/nvidia-cap%d", dir, 100+2*gi), fmt.Sprintf("%s/nvidia-caps/nvidia-cap%d", dir, 101+2*gi)}
+	want := []string{"/var/lib/fakegpu/nvidia0", fmt.Sprintf("%s/nvidia-caps/nvidia-cap%d", dir, lab.FakeMIGCap0+2*gi), fmt.Sprintf("%s/nvidia-caps/nvidia-cap%d", dir, lab.FakeMIGCap0+2*gi+1)}
 	if !slices.Equal(nodes, want) {
 		t.Errorf("mig-a's CDI device nodes %v, want %v", nodes, want)
 	}
