@@ -13,10 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/onepool/onepool/keys"
-	"github.com/onepool/onepool/slurmrest"
 	"github.com/onepool/onepool/test/lab"
 )
 
@@ -36,21 +34,8 @@ var migBench1g = []string{"gpu-0-mig-9-0", "gpu-0-mig-10-0"}
 // agent's DRA driver). Each pod goes, and its job ends, before the next.
 func TestBenchMIG(t *testing.T) {
 	requireBench(t)
-	l := lab.Shared(t)
+	l, c, kc, sc := gpuBenchClients(t)
 	ctx := context.Background()
-	c, err := l.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := l.RESTConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc := kubernetes.NewForConfigOrDie(cfg)
-	sc, err := slurmrest.New(slurmrest.Config{URL: l.RESTURL(), TokenFile: l.TokenFile()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	dyn := l.DynNodeNames()
 	if len(dyn) <= gpuBenchNodes {
 		t.Fatalf("the lab has %d dynamic nodes; the MIG bench takes the one after TestBenchGPU's %d", len(dyn), gpuBenchNodes)
@@ -77,20 +62,8 @@ func TestBenchMIG(t *testing.T) {
 			Spec: corev1.PodSpec{SchedulerName: keys.SchedulerName, Containers: []corev1.Container{{Name: "infer", Image: "onepool/infer:lab",
 				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/mig-1g.10gb": resource.MustParse("1")}}}}},
 		}
-		start := time.Now()
-		if _, err := kc.CoreV1().Pods(migBenchNS).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		var bound *corev1.Pod
-		for deadline := time.Now().Add(60 * time.Second); bound == nil; time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s not bound in 60 s", name)
-			}
-			if p, err := kc.CoreV1().Pods(migBenchNS).Get(ctx, name, metav1.GetOptions{}); err == nil && p.Spec.NodeName != "" {
-				bound = p
-			}
-		}
-		took = append(took, time.Since(start))
+		bound, d := createUntilBound(t, kc, pod)
+		took = append(took, d)
 		if bound.Spec.NodeName != node || len(bound.Spec.ResourceClaims) != 1 || bound.Spec.ResourceClaims[0].ResourceClaimName == nil {
 			t.Fatalf("%s bound to %s with claims %+v; want %s and one claim", name, bound.Spec.NodeName, bound.Spec.ResourceClaims, node)
 		}

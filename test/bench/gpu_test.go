@@ -43,21 +43,8 @@ const (
 // NodePrepareResources for each claim, called as the kubelet would.
 func TestBenchGPU(t *testing.T) {
 	requireBench(t)
-	l := lab.Shared(t)
+	l, c, kc, sc := gpuBenchClients(t)
 	ctx := context.Background()
-	c, err := l.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := l.RESTConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc := kubernetes.NewForConfigOrDie(cfg)
-	sc, err := slurmrest.New(slurmrest.Config{URL: l.RESTURL(), TokenFile: l.TokenFile()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	nodes := l.DynNodeNames()[:gpuBenchNodes]
 	startGPUNodeSet(t, c, gpuBenchSet{name: "gpu", gpus: 8, devices: 8}, nodes)
 
@@ -91,20 +78,7 @@ func TestBenchGPU(t *testing.T) {
 				Spec: corev1.PodSpec{SchedulerName: keys.SchedulerName, Containers: []corev1.Container{{Name: "infer", Image: "onepool/infer:lab",
 					Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}}},
 			}
-			start := time.Now()
-			if _, err := kc.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			var bound *corev1.Pod
-			for deadline := time.Now().Add(60 * time.Second); bound == nil; time.Sleep(5 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("%s/%s not bound in 60 s", ns, name)
-				}
-				if p, err := kc.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); err == nil && p.Spec.NodeName != "" {
-					bound = p
-				}
-			}
-			took := time.Since(start)
+			bound, took := createUntilBound(t, kc, pod)
 			if ns == gpuBenchNSNone {
 				without = append(without, took)
 				continue
@@ -119,7 +93,7 @@ func TestBenchGPU(t *testing.T) {
 			}
 			req := &drapb.NodePrepareResourcesRequest{Claims: []*drapb.Claim{{Namespace: ns, Name: claim.Name, Uid: string(claim.UID)}}}
 			pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			start = time.Now()
+			start := time.Now()
 			resp, err := plugins[bound.Spec.NodeName].NodePrepareResources(pctx, req)
 			prep = append(prep, time.Since(start))
 			cancel()
@@ -142,6 +116,44 @@ func TestBenchGPU(t *testing.T) {
 	reportPercentile("pod_to_bound_with_claim_p50_ms", with, 0.50)
 	reportPercentile("pod_to_bound_without_claim_p50_ms", without, 0.50)
 	reportPercentile("prepare_resources_p99_ms", prep, 0.99)
+}
+
+// gpuBenchClients are the lab's clients the GPU benches use.
+func gpuBenchClients(t *testing.T) (*lab.Lab, client.Client, kubernetes.Interface, *slurmrest.Client) {
+	t.Helper()
+	l := lab.Shared(t)
+	c, err := l.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := l.RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := slurmrest.New(slurmrest.Config{URL: l.RESTURL(), TokenFile: l.TokenFile()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, c, kubernetes.NewForConfigOrDie(cfg), sc
+}
+
+// createUntilBound creates pod and waits (60 s at most) until it is bound:
+// the pod as bound, and how long that took from the create.
+func createUntilBound(t *testing.T, kc kubernetes.Interface, pod *corev1.Pod) (*corev1.Pod, time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	start := time.Now()
+	if _, err := kc.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s/%s not bound in 60 s", pod.Namespace, pod.Name)
+		}
+		if p, err := kc.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{}); err == nil && p.Spec.NodeName != "" {
+			return p, time.Since(start)
+		}
+	}
 }
 
 // gpuBenchSet is a NodeSet of the agent with its DRA driver: gpus the GPUs
