@@ -82,7 +82,9 @@ func TestMIGLayoutChangeDrainsFirst(t *testing.T) {
 	reason := drain.MIGConfigReason(lab.FakeMIGAll1g)
 	eventually(t, time.Minute, node+" drained for the new layout", func() (bool, string) {
 		kv := ne.slurmNode(node)
-		return kv != nil && strings.Contains(kv["State"], "DRAIN") && kv["Reason"] == reason, fmt.Sprintf("State=%s Reason=%s", kv["State"], kv["Reason"])
+		// scontrol prints Reason=<words> [<user>@<time>].
+		words, _, _ := strings.Cut(kv["Reason"], " [")
+		return kv != nil && strings.Contains(kv["State"], "DRAIN") && words == reason, fmt.Sprintf("State=%s Reason=%s", kv["State"], kv["Reason"])
 	})
 	holds(t, 10*time.Second, "while the job runs: the pod stays, the layout is not handed to mig-manager", func() (bool, string) {
 		p, ok := ne.pods()[node]
