@@ -28,6 +28,7 @@ import (
 // capability files; a second such pod waits in Slurm's queue.
 func TestMIGPodAndSlurmJobShareANode(t *testing.T) {
 	dir, _ := fakeMIGNode(t, lab.Shared(t)) // first: its files go last
+	wipeSlicesAfter(t, lab.Shared(t), lab.Shared(t).DynNodeNames()[0])
 	ne := newNodeSetEnv(t, "mig")
 	ne.env = []corev1.EnvVar{{Name: "ONEPOOL_DRA", Value: "true"}}
 	ne.args = []string{"--gpu-inventory", dir + "/inv.json", "--expected-gpus", "2"}

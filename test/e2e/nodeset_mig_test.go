@@ -29,8 +29,9 @@ import (
 func TestMIGLayoutChangeDrainsFirst(t *testing.T) {
 	l := lab.Shared(t)
 	dir, _ := fakeMIGNode(t, l) // first: its files go last
+	node := l.DynNodeNames()[1]
+	wipeSlicesAfter(t, l, node)
 	ne := newNodeSetEnv(t, "migcfg")
-	node := ne.l.DynNodeNames()[1]
 	setLabels := func(labels map[string]any) {
 		t.Helper()
 		b, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
