@@ -50,9 +50,12 @@ type MIGDevice struct {
 // partitioned GPU; the GPU's Index, Minor and Device are its parent's.
 type MIG struct {
 	ParentUUID string
-	GI, CI     int
-	Profile    string // MIGType: the GRES type, e.g. 1g.10gb
-	Caps       []string
+	// ParentMemoryMiB is the partitioned GPU's whole memory (0: NVML did
+	// not say); the DRA driver's counter of that GPU.
+	ParentMemoryMiB uint64
+	GI, CI          int
+	Profile         string // MIGType: the GRES type, e.g. 1g.10gb
+	Caps            []string
 }
 
 // MIGType is the GRES type of a MIG device: its profile as NVIDIA names it
@@ -100,7 +103,7 @@ func migUnits(g GPU, migs []MIGDevice) ([]GPU, error) {
 		u := g
 		u.UUID = m.UUID
 		u.MemoryMiB = m.MemoryMiB
-		u.MIG = &MIG{ParentUUID: g.UUID, GI: m.GI, CI: m.CI, Profile: MIGType(m.Name, m.Slices, m.MemoryMiB), Caps: m.Caps}
+		u.MIG = &MIG{ParentUUID: g.UUID, ParentMemoryMiB: g.MemoryMiB, GI: m.GI, CI: m.CI, Profile: MIGType(m.Name, m.Slices, m.MemoryMiB), Caps: m.Caps}
 		out = append(out, u)
 	}
 	return out, nil

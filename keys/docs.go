@@ -589,6 +589,11 @@ var Docs = []Doc{
 			"device's own, its `minor` and `productName` the GPU's."},
 	{Name: "GPUCapacityMemory", Value: GPUCapacityMemory, Kind: KindDRA, On: "ResourceSlice device capacity", By: byAgent,
 		Means: "The GPU's memory, a quantity."},
+	{Name: "GPUCounterMemory", Value: GPUCounterMemory, Kind: KindDRA, On: "ResourceSlice shared counter", By: byAgent,
+		Means: "Where the API server serves partitionable devices (Kubernetes 1.36): a partitioned GPU is a counter set named " +
+			"after it (`gpu-<minor>`, in a slice of counters only) whose `memory` counter is the GPU's whole memory; each of its MIG " +
+			"devices consumes its own memory from it (compute instances of one GPU instance an equal part of it). Not published " +
+			"where the API server drops the fields (1.35)."},
 	{Name: "GPUDeviceClass", Value: GPUDeviceClass, Kind: KindDRA, On: "DeviceClass", By: "the onepool chart",
 		Means: "The DeviceClass that selects the driver's devices; onepool's GPU claims ask it."},
 	{Name: "PodClaimGPUs", Value: PodClaimGPUs, Kind: KindDRA, On: "pod `spec.resourceClaims`", By: byWebhook + "; " + byScheduler,

@@ -112,6 +112,9 @@ const (
 	GPUAttrParentUUID  = "parentUUID"  // string, MIG devices only: the partitioned GPU's UUID
 	// GPUCapacityMemory is the device's memory, a quantity.
 	GPUCapacityMemory = "memory"
+	// GPUCounterMemory is the counter of a partitioned GPU's counter set
+	// (partitionable devices): the GPU's memory, which its MIG devices consume.
+	GPUCounterMemory = "memory"
 	// GPUDeviceClass is the DeviceClass of those devices (the charts
 	// install it; it selects the driver's devices).
 	GPUDeviceClass = "gpu.onepool.dev"

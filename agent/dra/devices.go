@@ -39,7 +39,13 @@ type Inventory struct {
 	GresIndex map[string]int
 	// Devices is what the ResourceSlice publishes, in GRES order.
 	Devices []resourceapi.Device
+	// counters is the partitioned GPUs' counter sets (none without MIG).
+	counters counterPlan
 }
+
+// Partitionable says whether the inventory has a partitionable form: a
+// partitioned GPU with a counter set.
+func (inv *Inventory) Partitionable() bool { return len(inv.counters.sets) > 0 }
 
 // NewInventory maps the agent's GPUs to DRA devices in the order gres.conf
 // lists them (agent.GresOrder), so the gresIndex each device publishes is
@@ -62,6 +68,7 @@ func NewInventoryInOrder(ordered []agent.GPU) (*Inventory, error) {
 		inv.GresIndex[name] = i
 		inv.Devices = append(inv.Devices, device(name, i, g))
 	}
+	inv.counters = planCounters(ordered)
 	return inv, nil
 }
 

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -62,6 +64,11 @@ type Driver struct {
 	cfg Config
 	inv *Inventory
 	mu  sync.Mutex // guards the state file
+	// plain is set once the API server dropped the partitionable form's
+	// fields (DRAPartitionableDevices off): the devices go without counters.
+	plain atomic.Bool
+	// republish asks Serve to publish Resources again (plain set).
+	republish chan struct{}
 }
 
 // New checks the prepared-claims state against the inventory: a claim that
@@ -80,7 +87,10 @@ func New(cfg Config, inv *Inventory) (*Driver, error) {
 	if err := os.MkdirAll(cfg.PluginDir, 0o750); err != nil {
 		return nil, fmt.Errorf("DRA plugin dir: %w", err)
 	}
-	d := &Driver{cfg: cfg, inv: inv}
+	d := &Driver{cfg: cfg, inv: inv, republish: make(chan struct{}, 1)}
+	for _, s := range inv.counters.skipped {
+		d.logf("partitionable devices: %s", s)
+	}
 	st, err := loadState(cfg.PluginDir)
 	if err != nil {
 		return nil, err
@@ -101,13 +111,32 @@ func (d *Driver) logf(format string, a ...any) {
 	}
 }
 
-// Resources is what the driver publishes: one pool named after the node,
-// one slice with every GPU.
+// Resources is what the driver publishes: one pool named after the node.
+// Without a partitioned GPU, or once the API server dropped the
+// partitionable form, one slice with every device (plain devices); else
+// the partitioned GPUs' counter sets in a slice of their own and the
+// devices, the MIG ones consuming their GPU's counters (partitionable
+// devices, counters.go).
 func (d *Driver) Resources() resourceslice.DriverResources {
-	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{
-		d.cfg.NodeName: {Slices: []resourceslice.Slice{{Devices: d.inv.Devices}}},
-	}}
+	var out []resourceslice.Slice
+	if d.inv.Partitionable() && !d.plain.Load() {
+		counters, devices := partitionableSlices(d.inv.Devices, d.inv.counters)
+		for _, c := range counters {
+			out = append(out, resourceslice.Slice{SharedCounters: c})
+		}
+		for _, devs := range devices {
+			out = append(out, resourceslice.Slice{Devices: devs})
+		}
+	} else {
+		for _, devs := range plainSlices(d.inv.Devices) {
+			out = append(out, resourceslice.Slice{Devices: devs})
+		}
+	}
+	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{d.cfg.NodeName: {Slices: out}}}
 }
+
+// featurePartitionable is the API server's feature gate of KEP-4815.
+const featurePartitionable = "DRAPartitionableDevices"
 
 // PrepareResourceClaims implements kubeletplugin.DRAPlugin.
 func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
@@ -199,7 +228,22 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 // HandleError implements kubeletplugin.DRAPlugin: background errors
 // (publishing the slice, the gRPC servers) are logged; the driver keeps
 // serving, and slurmd is not stopped for them.
+//
+// The API server dropping the partitionable form's fields (the feature off,
+// as on Kubernetes 1.35) is no error: the driver publishes plain devices
+// instead, once.
 func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
+	var dropped *resourceslice.DroppedFieldsError
+	if errors.As(err, &dropped) && slices.Contains(dropped.DisabledFeatures(), featurePartitionable) && d.inv.Partitionable() {
+		if d.plain.CompareAndSwap(false, true) {
+			d.logf("the API server does not serve partitionable devices (feature %s off): publishing the MIG devices without counters", featurePartitionable)
+			select {
+			case d.republish <- struct{}{}:
+			default:
+			}
+		}
+		return
+	}
 	d.logf("%s: %v", msg, err)
 }
 
@@ -236,7 +280,15 @@ func Serve(ctx context.Context, d *Driver) error {
 	if err := helper.PublishResources(ctx, d.Resources()); err != nil {
 		return fmt.Errorf("DRA driver: publish ResourceSlice: %w", err)
 	}
-	d.logf("serving %d GPUs of node %s as %s (socket in %s)", len(d.inv.Devices), d.cfg.NodeName, keys.GPUDriverName, d.cfg.PluginDir)
-	<-ctx.Done()
-	return nil
+	d.logf("serving %d GPUs of node %s as %s (socket in %s; %d partitioned GPUs as counter sets)", len(d.inv.Devices), d.cfg.NodeName, keys.GPUDriverName, d.cfg.PluginDir, len(d.inv.counters.sets))
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-d.republish:
+			if err := helper.PublishResources(ctx, d.Resources()); err != nil {
+				return fmt.Errorf("DRA driver: publish ResourceSlice: %w", err)
+			}
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/onepool/onepool/agent"
 	"github.com/onepool/onepool/keys"
@@ -18,7 +19,7 @@ import (
 func migGPUs() []agent.GPU {
 	unit := func(gi int, profile string, mem uint64) agent.GPU {
 		return agent.GPU{Index: 0, Name: h100, UUID: fmt.Sprintf("MIG-%d", gi), Minor: 0, MemoryMiB: mem, Device: "/dev/nvidia0",
-			MIG: &agent.MIG{ParentUUID: "GPU-0", GI: gi, Profile: profile,
+			MIG: &agent.MIG{ParentUUID: "GPU-0", ParentMemoryMiB: 81559, GI: gi, Profile: profile,
 				Caps: []string{fmt.Sprintf("/dev/nvidia-caps/nvidia-cap%d", 10*gi), fmt.Sprintf("/dev/nvidia-caps/nvidia-cap%d", 10*gi+1)}}}
 	}
 	return []agent.GPU{
@@ -79,4 +80,106 @@ func TestDriverPreparesMIGDevices(t *testing.T) {
 	res, err = d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{claim("uid-d", "d", gpu("n1", "gpu-0"))})
 	require.NoError(t, err)
 	assert.ErrorIs(t, res["uid-d"].Err, ErrUnknownDevice)
+}
+
+// consumed is each device's memory consumption in MiB by counter set, and
+// the counter sets' memory, from a published pool.
+func consumed(t *testing.T, pool resourceslice.Pool) (sets map[string]int64, uses map[string]string) {
+	t.Helper()
+	sets, uses = map[string]int64{}, map[string]string{}
+	for _, sl := range pool.Slices {
+		require.False(t, len(sl.SharedCounters) > 0 && len(sl.Devices) > 0, "a slice with both counters and devices")
+		for _, cs := range sl.SharedCounters {
+			v := cs.Counters[keys.GPUCounterMemory].Value
+			sets[cs.Name] = v.Value() >> 20
+		}
+		for _, d := range sl.Devices {
+			for _, c := range d.ConsumesCounters {
+				v := c.Counters[keys.GPUCounterMemory].Value
+				uses[d.Name] = fmt.Sprintf("%s:%d", c.CounterSet, v.Value()>>20)
+			}
+		}
+	}
+	return sets, uses
+}
+
+func TestResourcesPartitionable(t *testing.T) {
+	twoCIs := func(ci int) agent.GPU {
+		return agent.GPU{Index: 2, Name: h100, UUID: fmt.Sprintf("MIG-2-%d", ci), Minor: 2, MemoryMiB: 40192, Device: "/dev/nvidia2",
+			MIG: &agent.MIG{ParentUUID: "GPU-2", ParentMemoryMiB: 81559, GI: 2, CI: ci, Profile: "1c.3g.40gb", Caps: []string{"a", "b"}}}
+	}
+	for _, tc := range []struct {
+		name    string
+		gpus    []agent.GPU
+		sets    map[string]int64
+		uses    map[string]string
+		nSlices int
+		skipped int
+	}{
+		{name: "issue 41's node: GPU 0 partitioned, GPU 1 whole", gpus: migGPUs(),
+			sets:    map[string]int64{"gpu-0": 81559},
+			uses:    map[string]string{"gpu-0-mig-1-0": "gpu-0:40192", "gpu-0-mig-5-0": "gpu-0:19968", "gpu-0-mig-9-0": "gpu-0:9856", "gpu-0-mig-10-0": "gpu-0:9856"},
+			nSlices: 2},
+		{name: "compute instances of one GPU instance share its memory", gpus: []agent.GPU{twoCIs(0), twoCIs(1), twoCIs(2)},
+			sets:    map[string]int64{"gpu-2": 81559},
+			uses:    map[string]string{"gpu-2-mig-2-0": "gpu-2:13398", "gpu-2-mig-2-1": "gpu-2:13397", "gpu-2-mig-2-2": "gpu-2:13397"},
+			nSlices: 2},
+		{name: "no MIG: plain devices", gpus: []agent.GPU{migGPUs()[4]}, sets: map[string]int64{}, uses: map[string]string{}, nSlices: 1},
+		{name: "the GPU's memory unknown: plain devices", gpus: func() []agent.GPU {
+			g := migGPUs()
+			for i := range g[:4] {
+				m := *g[i].MIG
+				m.ParentMemoryMiB = 0
+				g[i].MIG = &m
+			}
+			return g
+		}(), sets: map[string]int64{}, uses: map[string]string{}, nSlices: 1, skipped: 1},
+		{name: "instances holding more than the GPU: plain devices", gpus: func() []agent.GPU {
+			g := migGPUs()
+			g[0].MemoryMiB = 80000
+			return g
+		}(), sets: map[string]int64{}, uses: map[string]string{}, nSlices: 1, skipped: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newTestDriver(t, t.TempDir(), tc.gpus)
+			pool := d.Resources().Pools["n1"]
+			sets, uses := consumed(t, pool)
+			assert.Equal(t, tc.sets, sets)
+			assert.Equal(t, tc.uses, uses)
+			assert.Len(t, pool.Slices, tc.nSlices)
+			assert.Len(t, d.inv.counters.skipped, tc.skipped)
+			n := 0
+			for _, sl := range pool.Slices {
+				n += len(sl.Devices)
+			}
+			assert.Equal(t, len(tc.gpus), n, "every device published")
+		})
+	}
+}
+
+// An API server without the feature drops the counters: the driver then
+// publishes plain devices, once, and says so.
+func TestResourcesPlainWhereCountersDropped(t *testing.T) {
+	d := newTestDriver(t, t.TempDir(), migGPUs())
+	desired := &resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{SharedCounters: []resourceapi.CounterSet{{Name: "gpu-0"}}}}
+	actual := &resourceapi.ResourceSlice{}
+	d.HandleError(context.Background(), fmt.Errorf("wrapped: %w", &resourceslice.DroppedFieldsError{PoolName: "n1", DesiredSlice: desired, ActualSlice: actual}), "publish")
+	select {
+	case <-d.republish:
+	default:
+		t.Fatal("no republish asked")
+	}
+	pool := d.Resources().Pools["n1"]
+	require.Len(t, pool.Slices, 1)
+	assert.Len(t, pool.Slices[0].Devices, 5)
+	sets, uses := consumed(t, pool)
+	assert.Empty(t, sets)
+	assert.Empty(t, uses)
+	// Another error is only logged.
+	d.HandleError(context.Background(), fmt.Errorf("boom"), "publish")
+	select {
+	case <-d.republish:
+		t.Fatal("republish asked again")
+	default:
+	}
 }

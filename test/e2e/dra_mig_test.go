@@ -25,7 +25,9 @@ import (
 // nvidia.com/mig-1g.10gb: 1 share the node, never the same MIG device: the
 // pod's job asks gres/gpu:1g.10gb:1, its claim holds the MIG device of its
 // job's GRES index, the CDI spec names that device's GPU and its two
-// capability files; a second such pod waits in Slurm's queue.
+// capability files; a second such pod waits in Slurm's queue. On an API
+// server serving partitionable devices (1.36) the partitioned GPU is a
+// counter set its MIG devices consume; on 1.35 they are plain devices.
 func TestMIGPodAndSlurmJobShareANode(t *testing.T) {
 	dir, _ := fakeMIGNode(t, lab.Shared(t)) // first: its files go last
 	wipeSlicesAfter(t, lab.Shared(t), lab.Shared(t).DynNodeNames()[0])
@@ -60,6 +62,7 @@ func TestMIGPodAndSlurmJobShareANode(t *testing.T) {
 	}
 
 	e := newGPUClaimsEnv(t)
+	checkMIGSliceForm(t, ne.c, e.kc, node, dir)
 	plugin, cdiDir := agentDRA(t, ne.l, node)
 	migPod := func(name string) *corev1.Pod {
 		p := e.pod(name, 0, map[string]string{keys.AnnotationJobPartition: dynPartition})
