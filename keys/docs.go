@@ -480,13 +480,17 @@ var Docs = []Doc{
 			"and when `nvidia.com/mig.config.state` says `success` a new slurmd pod registers the node afresh with the new " +
 			"MIG devices as typed GRES and DRA devices, and the drain is resumed. A new Node with it gets its layout before " +
 			"its first slurmd pod.",
-		Do: "`kubectl label node <node> onepool.dev/mig-config=<layout> --overwrite`; set `nvidia.com/mig.config` by hand " +
-			"only on Nodes no NodeSet serves (mig-manager would change the GPUs under running jobs). Progress: the NodeSet's " +
-			"`Progressing` condition and events (`MIGConfigSet`, `MIGConfigFailed`)."},
+		Do: "`kubectl label node <node> onepool.dev/mig-config=<layout> --overwrite`. While a Node has this label the " +
+			"chart's admission policy (`controllerManager.migLayoutPolicy`) refuses anyone but the controller manager a change " +
+			"of `nvidia.com/mig.config` (mig-manager would change the GPUs under running jobs); to set it by hand, remove " +
+			"this label first. Progress: the NodeSet's `Progressing` condition and events (`MIGConfigSet`, `MIGConfigFailed`)."},
 	{Name: "LabelNVIDIAMIGConfig", Value: LabelNVIDIAMIGConfig, Kind: KindLabel, On: onNode, By: byNodeSet,
 		Means: "NVIDIA's mig-manager's label: the layout it applies. The NodeSet writes it (with `nvidia.com/mig.config.state=" +
 			"pending`) only for a node that asks another layout by `onepool.dev/mig-config`, drained, free, and its slurmd " +
-			"pod gone."},
+			"pod gone.",
+		Do: "On a Node labelled `onepool.dev/mig-config` a change by anyone else is refused (`has its MIG layout kept by " +
+			"onepool`): ask the layout by `onepool.dev/mig-config`, or remove that label to take the node out of onepool's " +
+			"hands."},
 	{Name: "LabelNVIDIAMIGConfigState", Value: LabelNVIDIAMIGConfigState, Kind: KindLabel, On: onNode, By: "NVIDIA's mig-manager (the NodeSet sets `pending` with a new layout)",
 		Means: "mig-manager's report: `pending`, `rebooting`, `success`, `failed`. The NodeSet makes the node's new slurmd pod " +
 			"only on `success`.",

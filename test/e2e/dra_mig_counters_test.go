@@ -35,19 +35,19 @@ func servesPartitionable(t *testing.T, kc kubernetes.Interface) (bool, string) {
 }
 
 // checkMIGSliceForm checks the form of the fake MIG node's ResourceSlices
-// (GPU 0 partitioned in dir's inventory, GPU 1 whole): where the API server
+// (GPU 0 partitioned in the inventory at hostDir, the fake node's directory on the host, GPU 1 whole): where the API server
 // serves partitionable devices, GPU 0 is a counter set gpu-0 (in a slice of
 // counters only) holding the GPU's memory as the inventory gives it, each
 // MIG device consumes its own memory from it and the whole GPU nothing;
 // elsewhere one slice of plain devices, no counters anywhere.
-func checkMIGSliceForm(t *testing.T, c client.Client, kc kubernetes.Interface, node, dir string) {
+func checkMIGSliceForm(t *testing.T, c client.Client, kc kubernetes.Interface, node, hostDir string) {
 	t.Helper()
 	var inv struct {
 		GPUs []struct {
 			MemoryMiB int64 `json:"memoryMiB"`
 		} `json:"gpus"`
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "inv.json"))
+	b, err := os.ReadFile(filepath.Join(hostDir, "inv.json"))
 	if err != nil || json.Unmarshal(b, &inv) != nil || len(inv.GPUs) != 2 {
 		t.Fatalf("the fake MIG inventory: %v %s", err, b)
 	}

@@ -62,7 +62,7 @@ func TestMIGPodAndSlurmJobShareANode(t *testing.T) {
 	}
 
 	e := newGPUClaimsEnv(t)
-	checkMIGSliceForm(t, ne.c, e.kc, node, dir)
+	checkMIGSliceForm(t, ne.c, e.kc, node, filepath.Join(ne.l.RootFS(), dir))
 	plugin, cdiDir := agentDRA(t, ne.l, node)
 	migPod := func(name string) *corev1.Pod {
 		p := e.pod(name, 0, map[string]string{keys.AnnotationJobPartition: dynPartition})

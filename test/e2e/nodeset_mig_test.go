@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,22 +26,26 @@ import (
 // NodeSet writes nvidia.com/mig.config (state pending); the test plays
 // NVIDIA's mig-manager (the fake GPU's new layout, then success); the new
 // pod's slurmd registers the node afresh with the new MIG devices (typed
-// GRES and DRA devices) and the drain is resumed.
+// GRES and DRA devices) and the drain is resumed. An admin's hand-set
+// nvidia.com/mig.config meanwhile is refused (the chart's policy).
 func TestMIGLayoutChangeDrainsFirst(t *testing.T) {
 	l := lab.Shared(t)
 	dir, _ := fakeMIGNode(t, l) // first: its files go last
 	node := l.DynNodeNames()[1]
 	wipeSlicesAfter(t, l, node)
 	ne := newNodeSetEnv(t, "migcfg")
-	setLabels := func(labels map[string]any) {
-		t.Helper()
+	patchLabels := func(labels map[string]any) error {
 		b, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		ctx, cancel := ne.ctx()
 		defer cancel()
-		if err := ne.c.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, client.RawPatch(types.MergePatchType, b)); err != nil {
+		return ne.c.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, client.RawPatch(types.MergePatchType, b))
+	}
+	setLabels := func(labels map[string]any) {
+		t.Helper()
+		if err := patchLabels(labels); err != nil {
 			t.Fatalf("label Node %s: %v", node, err)
 		}
 	}
@@ -56,8 +61,11 @@ func TestMIGLayoutChangeDrainsFirst(t *testing.T) {
 	}
 	// Runs before the NodeSet's cleanup: the next test's NodeSet on this
 	// Node must find no layout asked.
+	// onepool's label first: while it is there, only the controller
+	// manager writes nvidia.com/mig.config (the chart's mig-layout policy).
 	t.Cleanup(func() {
-		setLabels(map[string]any{keys.LabelMIGConfig: nil, keys.LabelNVIDIAMIGConfig: nil, keys.LabelNVIDIAMIGConfigState: nil})
+		setLabels(map[string]any{keys.LabelMIGConfig: nil})
+		setLabels(map[string]any{keys.LabelNVIDIAMIGConfig: nil, keys.LabelNVIDIAMIGConfigState: nil})
 	})
 	setLabels(map[string]any{keys.LabelNVIDIAMIGConfig: lab.FakeMIGMixed, keys.LabelNVIDIAMIGConfigState: keys.MIGConfigSuccess})
 	ne.env = []corev1.EnvVar{{Name: "ONEPOOL_DRA", Value: "true"}}
@@ -87,6 +95,11 @@ func TestMIGLayoutChangeDrainsFirst(t *testing.T) {
 		words, _, _ := strings.Cut(kv["Reason"], " [")
 		return kv != nil && strings.Contains(kv["State"], "DRAIN") && words == reason, fmt.Sprintf("State=%s Reason=%s", kv["State"], kv["Reason"])
 	})
+	// An admin writing mig-manager's label by hand, past the drain, is refused.
+	err = patchLabels(map[string]any{keys.LabelNVIDIAMIGConfig: lab.FakeMIGAll1g})
+	if !apierrors.IsForbidden(err) || !strings.Contains(fmt.Sprint(err), "has its MIG layout kept by onepool") {
+		t.Fatalf("a hand-set %s=%s on %s: %v, want refused by the chart's mig-layout policy", keys.LabelNVIDIAMIGConfig, lab.FakeMIGAll1g, node, err)
+	}
 	holds(t, 10*time.Second, "while the job runs: the pod stays, the layout is not handed to mig-manager", func() (bool, string) {
 		p, ok := ne.pods()[node]
 		l := nodeLabels()

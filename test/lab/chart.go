@@ -57,7 +57,7 @@ func (l *Lab) ensureChartRBAC(ctx context.Context) error {
 	if _, err := os.Stat(filepath.Join(l.BinDir(), "helm")); err != nil {
 		return fmt.Errorf("helm is not built: run `make tools`")
 	}
-	rbac, err := l.HelmTemplate(ctx, "--show-only", "templates/controller-manager-rbac.yaml", "--show-only", "templates/controller-manager-policy.yaml", "--show-only", "templates/scheduler-rbac.yaml", "--show-only", "templates/deviceclass.yaml", "--show-only", "templates/tenantpolicies.yaml", "--show-only", "templates/metrics-rbac.yaml")
+	rbac, err := l.HelmTemplate(ctx, "--show-only", "templates/controller-manager-rbac.yaml", "--show-only", "templates/controller-manager-policy.yaml", "--show-only", "templates/mig-layout-policy.yaml", "--show-only", "templates/scheduler-rbac.yaml", "--show-only", "templates/deviceclass.yaml", "--show-only", "templates/tenantpolicies.yaml", "--show-only", "templates/metrics-rbac.yaml")
 	if err != nil {
 		return err
 	}
