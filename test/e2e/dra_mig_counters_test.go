@@ -35,8 +35,9 @@ func servesPartitionable(t *testing.T, kc kubernetes.Interface) (bool, string) {
 }
 
 // checkMIGSliceForm checks the form of the fake MIG node's ResourceSlices
-// (GPU 0 partitioned in the inventory at hostDir, the fake node's directory on the host, GPU 1 whole): where the API server
-// serves partitionable devices, GPU 0 is a counter set gpu-0 (in a slice of
+// (GPU 0 partitioned in the inventory in hostDir, the fake node's directory
+// on the host; GPU 1 whole): where the API server serves partitionable
+// devices, GPU 0 is a counter set gpu-0 (in a slice of
 // counters only) holding the GPU's memory as the inventory gives it, each
 // MIG device consumes its own memory from it and the whole GPU nothing;
 // elsewhere one slice of plain devices, no counters anywhere.
